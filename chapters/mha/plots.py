@@ -1,0 +1,60 @@
+"""Figures for the book. Each function takes real tensors and returns a matplotlib Figure.
+
+Colours are fixed for the whole book: head ``h`` (counted from 0) is always ``head_colour(h)``,
+taken from the Okabe–Ito colour-blind-safe palette; heatmaps use ``cividis``.
+Figures are built with ``matplotlib.figure.Figure`` rather than pyplot, so a cell shows a figure
+exactly once: when the cell returns it.
+"""
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from .data import TOKENS
+
+#: Okabe–Ito, ordered so that the first heads get the most distinct colours (yellow comes late).
+OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#000000")
+HEATMAP_CMAP = "cividis"
+
+
+def head_colour(h):
+    """The colour of head ``h`` (0-based) everywhere in the book."""
+    return OKABE_ITO[h % len(OKABE_ITO)]
+
+
+def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, linewidth=3):
+    """Draw one coloured rectangle per head around its columns of a heatmap drawn with ``imshow``."""
+    for h in range(num_heads):
+        left = h * block_width - 0.5
+        ax.add_patch(
+            Rectangle((left, -0.5), block_width, num_rows, fill=False, edgecolor=head_colour(h),
+                      linewidth=linewidth, clip_on=False)
+        )
+        if label:
+            ax.text(left + block_width / 2, -0.75, f"head {h + 1}", ha="center", va="bottom",
+                    color=head_colour(h), fontweight="bold")
+
+
+def plot_concatenated_output(context, num_heads, tokens=TOKENS):
+    """Heatmap of one sequence's context vectors ``(num_tokens, num_heads * d_out)``, head blocks outlined."""
+    context = context.detach().cpu()
+    num_tokens, width = context.shape
+    block_width = width // num_heads
+    fig = Figure(figsize=(1.1 * width + 2.5, 0.55 * num_tokens + 1.6), layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(context.numpy(), cmap=HEATMAP_CMAP, aspect="auto")
+    for (row, col), value in _cells(context):
+        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
+                color="white" if value < context.mean() else "black")
+    outline_head_blocks(ax, num_heads, block_width, num_tokens)
+    ax.set_yticks(range(num_tokens), tokens[:num_tokens])
+    ax.set_xticks(range(width), [f"{c % block_width + 1}" for c in range(width)])
+    ax.set_xlabel("output column (numbered within its head)")
+    ax.set_title("torch.cat puts each head's context vectors side by side", pad=28)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="value")
+    return fig
+
+
+def _cells(matrix):
+    """Every ``((row, col), value)`` of a 2-D tensor, for writing values into heatmap cells."""
+    rows, cols = matrix.shape
+    return (((r, c), float(matrix[r, c])) for r in range(rows) for c in range(cols))
