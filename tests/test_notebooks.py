@@ -88,6 +88,15 @@ def test_every_figure_has_alt_text_that_describes_it(notebook):
             assert len(alt.split()) >= 12, f"{path.name}: figure cell {source(cell)[:50]!r} lacks descriptive alt text"
 
 
+def test_alt_text_is_only_given_to_cells_that_draw_a_figure(notebook):
+    path, nb = notebook
+    for cell in code_cells(nb):
+        if cell["metadata"].get("mystnb", {}).get("image", {}).get("alt"):
+            assert any("image/png" in out.get("data", {}) for out in cell["outputs"]), (
+                f"{path.name}: {source(cell)[:50]!r} has alt text but shows no figure (missing %matplotlib inline?)"
+            )
+
+
 def test_markdown_never_shows_hand_typed_tensor_output(notebook):
     path, nb = notebook
     for cell in nb["cells"]:

@@ -25,9 +25,10 @@ def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, lin
     """Draw one coloured rectangle per head around its columns of a heatmap drawn with ``imshow``."""
     for h in range(num_heads):
         left = h * block_width - 0.5
+        inset = 0.06  # keeps neighbouring outlines from drawing over each other
         ax.add_patch(
-            Rectangle((left, -0.5), block_width, num_rows, fill=False, edgecolor=head_colour(h),
-                      linewidth=linewidth, clip_on=False)
+            Rectangle((left + inset, -0.5 + inset), block_width - 2 * inset, num_rows - 2 * inset,
+                      fill=False, edgecolor=head_colour(h), linewidth=linewidth, clip_on=False)
         )
         if label:
             ax.text(left + block_width / 2, -0.75, f"head {h + 1}", ha="center", va="bottom",
