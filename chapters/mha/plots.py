@@ -65,7 +65,32 @@ def _cells(matrix):
 # Chapter 2 figures
 # ---------------------------------------------------------------------------------------------
 
-# (chapter 2 adds its figures here)
+def plot_two_dim_context(context, tokens=TOKENS):
+    """Scatter one sequence's 2-D context vectors: head 1's value across, head 2's value up.
+
+    With ``num_heads=2`` and ``d_out=1`` each head owns one coordinate of every context vector,
+    so each token becomes a point in a plane whose axes belong to the two heads.
+    """
+    context = context.detach().cpu()
+    if context.dim() != 2 or context.shape[1] != 2:
+        raise ValueError(
+            "plot_two_dim_context expects one sequence's context vectors, shape (num_tokens, 2), "
+            f"got {tuple(context.shape)}. Pass e.g. mha(batch)[0] from a wrapper with num_heads=2 and d_out=1."
+        )
+    fig = Figure(figsize=(6, 4.8), layout="constrained")
+    ax = fig.subplots()
+    ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="#333333", zorder=3)
+    for token, (x, y) in zip(tokens, context.tolist()):
+        ax.annotate(token, (x, y), xytext=(7, 5), textcoords="offset points", fontsize=11)
+    head_axes = ((ax.xaxis, "bottom", ax.set_xlabel), (ax.yaxis, "left", ax.set_ylabel))
+    for h, (axis, spine, set_label) in enumerate(head_axes):
+        set_label(f"head {h + 1}'s output (its one value per token)", color=head_colour(h), fontweight="bold")
+        ax.spines[spine].set(color=head_colour(h), linewidth=3)
+        axis.set_tick_params(color=head_colour(h), width=2)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.margins(0.2)
+    ax.set_title("Each head owns one coordinate of every context vector")
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------

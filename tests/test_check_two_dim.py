@@ -1,0 +1,385 @@
+"""Chapter 2's check: it accepts every correct wrapper and names each catalogued mistake."""
+
+import copy
+import json
+from collections import Counter
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from conftest import CHAPTERS
+from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
+from mha.checks import TWO_DIM_MISTAKES, TwoDimAttempt, check_two_dim_output, first_mistake, two_dim_output
+
+
+def build(d_out=1, num_heads=2, context_length=6, qkv_bias=False, seed=123, cls=MultiHeadAttentionWrapper, d_in=3):
+    torch.manual_seed(seed)
+    return cls(d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
+
+
+def diagnosis(answer):
+    mistake = first_mistake(TWO_DIM_MISTAKES, TwoDimAttempt(answer))
+    return mistake.name if mistake else None
+
+
+# --- buggy wrappers a reader might write -------------------------------------------------------
+
+
+class Pipeline(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        outputs = []
+        for head in self.heads:
+            x = head(x)  # each head reads the previous head's output
+            outputs.append(x)
+        return torch.cat(outputs, dim=-1)
+
+
+class SecondHeadReadsReversedTokens(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        return torch.cat([self.heads[0](x), self.heads[1](x.flip(1))], dim=-1)
+
+
+class SecondHeadReadsResidual(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        first = self.heads[0](x)
+        return torch.cat([first, self.heads[1](x + first)], dim=-1)
+
+
+def joined_with(join):
+    class Joined(MultiHeadAttentionWrapper):
+        def forward(self, x):
+            return join([head(x) for head in self.heads])
+
+    return Joined
+
+
+def joining(join, d_out=1):
+    """A wrapper whose forward joins its heads' outputs with ``join`` instead of ``torch.cat(..., dim=-1)``."""
+    return build(d_out=d_out, cls=joined_with(join))
+
+
+class OneHeadTwice(MultiHeadAttentionWrapper):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.heads = nn.ModuleList([self.heads[0]] * len(self.heads))
+
+
+class CopiedHead(MultiHeadAttentionWrapper):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.heads[1] = copy.deepcopy(self.heads[0])
+
+
+class SharedWeights(MultiHeadAttentionWrapper):
+    def __init__(self, *args):
+        super().__init__(*args)
+        for name in ("W_query", "W_key", "W_value"):
+            setattr(self.heads[1], name, getattr(self.heads[0], name))
+
+
+def with_heads(head_cls, d_out=1, d_in=3, context_length=6):
+    wrapper = build(d_out=d_out, d_in=d_in, context_length=context_length)
+    torch.manual_seed(7)
+    wrapper.heads = nn.ModuleList([head_cls(d_in, d_out, context_length, 0.0) for _ in range(2)])
+    return wrapper
+
+
+def head_computing(scores_to_weights, *, keep_columns=None):
+    """A head whose forward is CausalAttention's with a different step from scores to weights."""
+
+    class Head(CausalAttention):
+        def forward(self, x):
+            queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+            scores = queries @ keys.transpose(1, 2)
+            context = scores_to_weights(self, scores, keys) @ values
+            return context if keep_columns is None else context[..., keep_columns]
+
+    return Head
+
+
+def causal(self, scores):
+    n = scores.shape[-1]
+    return scores.masked_fill(self.mask.bool()[:n, :n], -torch.inf)
+
+
+UNMASKED = head_computing(lambda self, s, k: torch.softmax(s / k.shape[-1] ** 0.5, dim=-1))
+PEEKS_ONE_AHEAD = head_computing(
+    lambda self, s, k: torch.softmax(s.masked_fill(torch.ones_like(s).triu(2).bool(), -torch.inf) / k.shape[-1] ** 0.5,
+                                     dim=-1)
+)
+SCALED_BY_D_IN = head_computing(lambda self, s, k: torch.softmax(causal(self, s) / self.d_in ** 0.5, dim=-1))
+UNSCALED = head_computing(lambda self, s, k: torch.softmax(causal(self, s) * 4.0, dim=-1))
+FIRST_COLUMN_ONLY = head_computing(
+    lambda self, s, k: torch.softmax(causal(self, s) / k.shape[-1] ** 0.5, dim=-1), keep_columns=slice(0, 1)
+)
+
+
+class BrokenHead(CausalAttention):
+    def forward(self, x):
+        return self.W_queries(x)  # a typo: AttributeError
+
+
+def zero_masks(wrapper):
+    for head in wrapper.heads:
+        head.mask.zero_()
+    return wrapper
+
+
+class Raises(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        raise ValueError("<b>no</b> & done")
+
+
+class TypoInForward(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.head], dim=-1)
+
+
+class NoReturn(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        torch.cat([head(x) for head in self.heads], dim=-1)
+
+
+class PrintsInsteadOfReturning(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        print(end="")  # the reader meant to show the result
+        return None
+
+
+class ReturnsDict(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        return {f"head {h}": head(x) for h, head in enumerate(self.heads)}
+
+
+class ReturnsNumpy(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=-1).numpy()
+
+
+class WithProjection(MultiHeadAttentionWrapper):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.out_proj = nn.Linear(num_heads * d_out, 2)
+
+    def forward(self, x):
+        return self.out_proj(super().forward(x))
+
+
+class FixedMix(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        joined = super().forward(x)
+        return joined @ torch.tensor([[1.0, 0.5], [0.0, 1.0], [0.3, 0.0], [0.0, -1.0]])
+
+
+class NotAWrapper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = nn.ModuleList([CausalAttention(3, 1, 6, 0.0) for _ in range(2)])
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.attention], dim=-1)
+
+
+def heads_replaced_by(make):
+    wrapper = build()
+    wrapper.heads = nn.ModuleList([make() for _ in range(2)])
+    return wrapper
+
+
+MISTAKES = [
+    # (expected mistake, reader's answer, a phrase the feedback must contain)
+    ("passed the class", lambda: MultiHeadAttentionWrapper, "class MultiHeadAttentionWrapper itself"),
+    ("passed the class", lambda: CausalAttention, "class CausalAttention itself"),
+    ("passed a tensor", lambda: build(d_out=2)(example_batch()), "check_two_dim_output(mha(batch))"),
+    ("passed a tensor", lambda: torch.zeros(2, 6, 2), "shape (2, 6, 2)"),
+    ("not a module", lambda: None, "given None"),
+    ("not a module", lambda: "d_out=1", "given a str"),
+    ("not a module", lambda: torch.Size([2, 6, 2]), "given a torch.Size"),
+    ("not a module", lambda: list(build().heads), "given a list"),
+    ("the weight-split class", lambda: build(d_out=2, cls=MultiHeadAttention), "weight splits"),
+    ("the weight-split class", lambda: build(d_out=4, cls=MultiHeadAttention, qkv_bias=True), "its d_out is the width"),
+    ("a single head", lambda: CausalAttention(3, 2, 6, 0.0), "single attention head (a CausalAttention)"),
+    ("a single head", lambda: CausalAttention(3, 1, 6, 0.0, qkv_bias=True), "num_heads=2"),
+    ("not the wrapper", lambda: nn.Linear(3, 2), "A Linear has no list of heads"),
+    ("not the wrapper", lambda: NotAWrapper(), "Keep the class as it is"),
+    ("a head that is not an attention head", lambda: heads_replaced_by(partial(nn.Linear, 3, 1)), "Head 1 is a Linear"),
+    ("a head that is not an attention head", lambda: heads_replaced_by(nn.Identity), "Each head's role must stay"),
+    ("num_heads changed", lambda: build(d_out=2, num_heads=1), "has 1 head, but the exercise keeps num_heads=2"),
+    ("num_heads changed", lambda: build(d_out=1, num_heads=3), "has 3 heads"),
+    ("one head object repeated", lambda: build(cls=OneHeadTwice), "same object, as [head] * 2 makes"),
+    ("one head object repeated", lambda: build(cls=CopiedHead), "one is a copy of the other"),
+    ("one head object repeated", lambda: build(cls=SharedWeights, qkv_bias=True), "very same weight tensors"),
+    ("context_length too short", lambda: build(d_out=2, context_length=2), "context_length=2"),
+    ("context_length too short", lambda: build(d_out=1, context_length=5), "keep it at 6"),
+    ("heads not given the same x", lambda: build(cls=Pipeline), "Head 2 was not given the wrapper's input x: it received head 1's"),
+    ("heads not given the same x", lambda: build(cls=SecondHeadReadsReversedTokens), "not as a pipeline"),
+    ("heads not given the same x", lambda: build(cls=SecondHeadReadsResidual), "that is not x"),
+    ("a head attends to later tokens", lambda: zero_masks(build()), "causal mask was removed"),
+    ("a head attends to later tokens", lambda: with_heads(UNMASKED), "Each head's role must stay as it was"),
+    ("a head attends to later tokens", lambda: with_heads(PEEKS_ONE_AHEAD), "Head 1 lets tokens attend to later"),
+    ("columns thrown away", lambda: joining(lambda outs: torch.cat([o[..., :1] for o in outs], -1), d_out=2), "each head computes 2"),
+    ("columns thrown away", lambda: with_heads(FIRST_COLUMN_ONLY, d_out=2), "compute one value: d_out=1"),
+    ("columns thrown away", lambda: joining(lambda outs: torch.cat(outs, -1)[..., 2:4], d_out=3), "3 values"),
+    ("a head's computation changed", lambda: with_heads(SCALED_BY_D_IN), "perhaps its scaling or its softmax"),
+    ("a head's computation changed", lambda: with_heads(UNSCALED), "Each head's role must stay as it was"),
+    ("a head's computation changed", lambda: with_heads(BrokenHead), "it raised AttributeError"),
+    ("forward raises", lambda: joining(partial(torch.cat, dim=3)), "raised IndexError: Dimension out of range"),
+    ("forward raises", lambda: build(cls=Raises), "raised ValueError: <b>no</b> & done"),
+    ("forward raises", lambda: build(cls=TypoInForward), "raised AttributeError"),
+    ("returns None", lambda: build(cls=NoReturn), "forget to return"),
+    ("returns None", lambda: build(cls=PrintsInsteadOfReturning), "returned None"),
+    ("returns a list", lambda: joining(list), "a list of 2 tensors"),
+    ("returns a list", lambda: joining(tuple), "a tuple of 2 tensors"),
+    ("returns something else", lambda: build(cls=ReturnsDict), "returned a dict"),
+    ("returns something else", lambda: build(cls=ReturnsNumpy), "returned a numpy.ndarray"),
+    ("stacked instead of concatenated", lambda: joining(partial(torch.stack, dim=-1)), "shape (2, 6, 1, 2)"),
+    ("stacked instead of concatenated", lambda: joining(torch.stack), "torch.stack"),
+    ("stacked instead of concatenated", lambda: joining(partial(torch.stack, dim=2), d_out=2), "(2, 6, 2, 2)"),
+    ("concatenated on the wrong axis", lambda: joining(partial(torch.cat, dim=1)), "token axis (dim=1)"),
+    ("concatenated on the wrong axis", lambda: joining(torch.cat), "batch axis (dim=0)"),
+    ("concatenated on the wrong axis", lambda: joining(partial(torch.cat, dim=-2), d_out=2), "shape (2, 12, 2)"),
+    ("heads added instead of concatenated", lambda: joining(sum, d_out=2), "You added"),
+    ("heads added instead of concatenated", lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2), "You averaged"),
+    ("heads mixed by a projection", lambda: build(d_out=2, cls=WithProjection), "learned projection"),
+    ("heads mixed by a projection", lambda: build(d_out=1, cls=WithProjection, qkv_bias=True), "set d_out=1"),
+    ("heads mixed by a projection", lambda: build(d_out=2, cls=FixedMix), "weighted mix"),
+    ("d_out left at its old value", lambda: build(d_out=2), "num_heads × d_out = 2 × 2 = 4"),
+    ("d_out left at its old value", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
+    ("d_out left at its old value", lambda: build(d_out=2, d_in=2, context_length=8), "change d_out to 1"),
+]
+
+
+@pytest.mark.parametrize("expected, answer, phrase", MISTAKES, ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)])
+def test_each_mistake_is_rejected_and_named(expected, answer, phrase):
+    answer = answer()
+    result = check_two_dim_output(answer)
+    assert not result.passed
+    assert diagnosis(answer) == expected
+    assert phrase in result.feedback
+
+
+def test_every_catalogued_mistake_is_tested_with_at_least_two_implementations():
+    tested = Counter(expected for expected, _, _ in MISTAKES)
+    assert {m.name for m in TWO_DIM_MISTAKES} == set(tested)
+    assert min(tested.values()) >= 2
+
+
+def test_the_issues_required_mistakes_name_the_heads_role_and_the_width_rule():
+    feedback = {name: check_two_dim_output(answer()).feedback for name, answer, _ in MISTAKES}
+    for name in ("a head attends to later tokens", "a head's computation changed"):
+        assert "Each head's role must stay as it was" in feedback[name]
+    assert "num_heads × d_out" in feedback["d_out left at its old value"]
+    assert "Traceback" not in feedback["forward raises"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 123, 2024])
+@pytest.mark.parametrize("qkv_bias", [False, True])
+@pytest.mark.parametrize("context_length", [6, 7, 1024])
+def test_every_correct_wrapper_passes(seed, qkv_bias, context_length):
+    result = check_two_dim_output(build(d_out=1, seed=seed, qkv_bias=qkv_bias, context_length=context_length))
+    assert result.passed, result.feedback
+
+
+@pytest.mark.parametrize("d_in", [1, 4, 8])
+def test_the_check_infers_d_in_from_the_heads(d_in):
+    assert check_two_dim_output(build(d_in=d_in)).passed
+
+
+def test_dropout_and_a_rewritten_but_equivalent_forward_still_pass():
+    class Rewritten(MultiHeadAttentionWrapper):
+        def forward(self, x):
+            outputs = []
+            for head in self.heads:
+                outputs.append(head(x.clone()))
+            return torch.concat(outputs, dim=2)
+
+    torch.manual_seed(0)
+    assert check_two_dim_output(MultiHeadAttentionWrapper(3, 1, 6, 0.5, num_heads=2)).passed
+    assert check_two_dim_output(build(cls=Rewritten)).passed
+
+
+def test_the_check_restores_every_submodules_mode_and_removes_its_hooks():
+    for answer in (build(), build(d_out=2), build(cls=Raises), build(cls=Pipeline)):
+        answer.train()
+        answer.heads[0].eval()
+        check_two_dim_output(answer)
+        assert answer.training and answer.heads[1].training and not answer.heads[0].training
+        assert all(not head._forward_pre_hooks for head in answer.heads)
+
+
+def test_the_check_leaves_the_readers_random_numbers_alone():
+    wrapper = build()
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    check_two_dim_output(wrapper)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_html_feedback_escapes_the_readers_text():
+    html = check_two_dim_output(build(cls=Raises))._repr_html_()
+    assert "&lt;b&gt;no&lt;/b&gt; &amp; done" in html
+    assert "<b>no</b>" not in html
+
+
+def test_exercise_gives_hints_in_order_and_the_solution():
+    assert two_dim_output.check(build()).passed
+    assert not two_dim_output.check(build(d_out=2)).passed
+    assert "num_heads × d_out" in two_dim_output.hint(1).text
+    assert "d_out from 2 to 1" in two_dim_output.hint(3).text
+    assert "There are 3 hints" in two_dim_output.hint(4).text
+    assert "d_out=1" in two_dim_output.solution().text
+
+
+def test_the_solution_runs_prints_the_reference_numbers_and_passes():
+    namespace = {"torch": torch, "MultiHeadAttentionWrapper": MultiHeadAttentionWrapper,
+                 "check_two_dim_output": check_two_dim_output, "batch": example_batch()}
+    *body, last = two_dim_output.solution_code.splitlines()
+    exec("\n".join(body), namespace)
+    assert [round(v, 4) for v in namespace["context_vecs"][0, 0].tolist()] == [-0.5740, 0.2216]
+    assert eval(last, namespace).passed
+
+
+def test_the_chapters_hidden_solution_is_the_exercises_solution():
+    nb = json.loads((CHAPTERS / "02_two_dim_output.ipynb").read_text())
+    solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
+    assert len(solutions) == 1
+    assert "".join(solutions[0]["source"]) == two_dim_output.solution_code
+
+
+# --- the check never raises ------------------------------------------------------------------
+
+ODD_MODULES = st.sampled_from([
+    nn.Linear(3, 2), nn.ReLU(), nn.Sequential(), nn.ModuleList(), nn.ModuleDict(),
+    nn.LayerNorm(3), torch.nn.Embedding(4, 3), np.zeros(3), MultiHeadAttentionWrapper, object(),
+])
+ANYTHING = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), st.binary(max_size=8),
+    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+    st.builds(torch.zeros, st.integers(0, 3), st.integers(0, 3)), ODD_MODULES,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ANYTHING)
+def test_the_check_never_raises_on_arbitrary_objects(answer):
+    result = check_two_dim_output.__wrapped__(answer)  # without the safety net
+    assert not result.passed and result.feedback
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    d_in=st.integers(1, 4), d_out=st.integers(1, 3), context_length=st.integers(1, 8),
+    num_heads=st.integers(1, 3), qkv_bias=st.booleans(), seed=st.integers(0, 2**16),
+)
+def test_the_check_passes_exactly_the_wrappers_with_two_one_wide_heads(
+    d_in, d_out, context_length, num_heads, qkv_bias, seed
+):
+    wrapper = build(d_out, num_heads, context_length, qkv_bias, seed, d_in=d_in)
+    result = check_two_dim_output.__wrapped__(wrapper)
+    assert result.passed == (d_out == 1 and num_heads == 2 and context_length >= 6)
+    assert "could not run" not in result.feedback
