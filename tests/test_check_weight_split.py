@@ -5,6 +5,7 @@ least two implementations written in different styles, so the check cannot recog
 its spelling: it has to recognise what the mistake computes.
 """
 
+import json
 import math
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conftest import CHAPTERS
 from mha.attention import MultiHeadAttention
 from mha.checks import CheckResult, check_weight_split, weight_split
 
@@ -135,6 +137,14 @@ def test_the_exercises_solution_passes():
 
 def test_the_solution_ends_by_checking_itself():
     assert weight_split.solution_code.rstrip().endswith("check_weight_split(MyWeightSplit)")
+
+
+def test_the_chapters_solution_cell_is_the_exercises_solution_code():
+    nb = json.loads((CHAPTERS / "03_weight_splits.ipynb").read_text())
+    solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
+    assert len(solutions) == 1
+    assert "".join(solutions[0]["source"]).strip() == weight_split.solution_code.strip()
+    assert "✓ Correct." in json.dumps(solutions[0]["outputs"], ensure_ascii=False)
 
 
 # --- mistakes: at least two implementations each --------------------------------------------
