@@ -177,7 +177,7 @@ class MultiHeadAttention(nn.Module):
                     combined.bias.copy_(torch.cat([getattr(h, name).bias for h in wrapper.heads], dim=0))
             module.out_proj.weight.copy_(torch.eye(module.d_out))
             module.out_proj.bias.zero_()
-        return module.train(wrapper.training)
+        return module.to(first.W_query.weight).train(wrapper.training)  # the wrapper's dtype and device
 
     def to_wrapper(self):
         """The inverse of ``from_wrapper``: one ``CausalAttention`` per column block.
@@ -195,4 +195,4 @@ class MultiHeadAttention(nn.Module):
                     getattr(head, name).weight.copy_(getattr(self, name).weight[block])
                     if qkv_bias:
                         getattr(head, name).bias.copy_(getattr(self, name).bias[block])
-        return wrapper.train(self.training)
+        return wrapper.to(self.W_query.weight).train(self.training)  # this module's dtype and device

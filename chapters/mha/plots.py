@@ -97,7 +97,182 @@ def plot_two_dim_context(context, tokens=TOKENS):
 # Chapter 3 figures
 # ---------------------------------------------------------------------------------------------
 
-# (chapter 3 adds its figures here)
+# Imports only this section needs sit here, so that each chapter edits only its own section.
+import torch  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.patches import ConnectionPatch  # noqa: E402
+
+
+def plot_combined_weight(weight, num_heads, name="W_query"):
+    """Heatmap of one combined projection as ``x @ W`` uses it, ``(d_in, d_out)``: one outlined column block per head.
+
+    Pass ``module.W_query.weight.T``: ``nn.Linear`` stores its weight as ``(d_out, d_in)``.
+    """
+    weight = weight.detach().cpu()
+    d_in, d_out = weight.shape
+    head_dim = d_out // num_heads
+    fig = Figure(figsize=(1.0 * d_out + 2.8, 0.8 * d_in + 2.0), layout="constrained")
+    ax = fig.subplots()
+    image = _annotated_heatmap(ax, weight)
+    outline_head_blocks(ax, num_heads, head_dim, d_in)
+    ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)])
+    ax.set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
+    ax.set_xlabel(f"output column (numbered within its head; head_dim = {head_dim})")
+    ax.set_title(f"One {name} for all {num_heads} heads: shape (d_in, d_out) = {tuple(weight.shape)}", pad=46)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="weight")
+    return fig
+
+
+def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
+    """Each wrapper head's small ``(d_in, head_dim)`` matrix, above the column block it becomes in ``combined``.
+
+    ``head_weights[h]`` and ``combined`` are drawn as ``x @ W`` uses them (``.weight.T``), on one colour scale.
+    """
+    head_weights = [w.detach().cpu() for w in head_weights]
+    combined = combined.detach().cpu()
+    num_heads = len(head_weights)
+    d_in, head_dim = head_weights[0].shape
+    vmin, vmax = float(combined.min()), float(combined.max())
+    fig = Figure(figsize=(1.0 * num_heads * head_dim + 3.5, 2.0 * d_in + 2.6), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=(1, 1.15), hspace=0.12)
+    small_axes = top.subplots(1, num_heads, squeeze=False)[0]
+    for h, (ax, w) in enumerate(zip(small_axes, head_weights)):
+        _annotated_heatmap(ax, w, vmin=vmin, vmax=vmax)
+        _frame(ax, head_colour(h))
+        ax.set_title(f"wrapper head {h + 1}: its own {name}\n{tuple(w.shape)}", color=head_colour(h),
+                     fontweight="bold", fontsize=10)
+        ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
+        ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)] if h == 0 else [])
+    ax = bottom.subplots()
+    image = _annotated_heatmap(ax, combined, vmin=vmin, vmax=vmax)
+    outline_head_blocks(ax, num_heads, head_dim, d_in, label=False)
+    ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)])
+    ax.set_xticks(range(num_heads * head_dim), [str(c + 1) for c in range(num_heads * head_dim)])
+    ax.set_xlabel(f"column of the weight-split module's one {name}, shape {tuple(combined.shape)}")
+    bottom.colorbar(image, ax=ax, shrink=0.8, label="weight")
+    for h, small in enumerate(small_axes):
+        fig.add_artist(ConnectionPatch(
+            xyA=((head_dim - 1) / 2, d_in - 0.5), coordsA=small.transData,
+            xyB=(h * head_dim + (head_dim - 1) / 2, -0.5), coordsB=ax.transData,
+            arrowstyle="-|>", color=head_colour(h), linewidth=2.5, mutation_scale=18,
+        ))
+    fig.suptitle(f"Each wrapper head's {name} becomes one block of {head_dim} columns of the combined {name}",
+                 fontsize=12)
+    return fig
+
+
+def plot_split_heads(queries, num_heads, tokens=TOKENS):
+    """A ``(num_tokens, d_out)`` query matrix regrouped as ``view`` + ``transpose`` regroup it: ``(num_heads, num_tokens, head_dim)``.
+
+    Each cell keeps the colour of the head whose columns it came from and names its token.
+    """
+    num_tokens, d_out = queries.shape
+
+    def regroup(t):
+        return t.reshape(num_tokens, num_heads, d_out // num_heads).transpose(0, 1)
+
+    return _plot_regrouping(queries, num_heads, regroup, tokens,
+                            "view(num_tokens, num_heads, head_dim), then transpose(0, 1)")
+
+
+def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
+    """The same query matrix viewed straight to ``(num_heads, num_tokens, head_dim)``: tokens and heads scrambled."""
+    num_tokens, d_out = queries.shape
+
+    def regroup(t):
+        return t.reshape(num_heads, num_tokens, d_out // num_heads)
+
+    return _plot_regrouping(queries, num_heads, regroup, tokens,
+                            "view(num_heads, num_tokens, head_dim), no transpose")
+
+
+def plot_attention_per_head(attn_weights, tokens=TOKENS):
+    """One heatmap of attention weights ``(num_tokens, num_tokens)`` per head, framed in the head's colour."""
+    attn_weights = attn_weights.detach().cpu()
+    num_heads, num_tokens, _ = attn_weights.shape
+    fig = Figure(figsize=(3.4 * num_heads + 1.2, 4.8), layout="constrained")
+    axes = fig.subplots(1, num_heads, squeeze=False)[0]
+    for h, ax in enumerate(axes):
+        image = ax.imshow(attn_weights[h].numpy(), cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
+        for (row, col), value in _cells(attn_weights[h]):
+            if col <= row:  # the future is masked: its weights are exactly zero
+                ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 0.5 else "black")
+        _frame(ax, head_colour(h))
+        ax.set_title(f"head {h + 1}", color=head_colour(h), fontweight="bold")
+        ax.set_xticks(range(num_tokens), tokens[:num_tokens], rotation=60, ha="right")
+        ax.set_yticks(range(num_tokens), tokens[:num_tokens] if h == 0 else [])
+        ax.set_xlabel("key (attended to)")
+    axes[0].set_ylabel("query (attending)")
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
+    fig.suptitle("Attention weights of each head, all computed in one batched matrix multiplication")
+    return fig
+
+
+def _annotated_heatmap(ax, matrix, **limits):
+    """``imshow`` a 2-D tensor in the heatmap colours with each value written in its cell."""
+    image = ax.imshow(matrix.numpy(), cmap=HEATMAP_CMAP, aspect="auto", **limits)
+    low, high = image.get_clim()
+    for (row, col), value in _cells(matrix):
+        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
+                color="white" if value < (low + high) / 2 else "black")
+    return image
+
+
+def _frame(ax, colour):
+    for spine in ax.spines.values():
+        spine.set_edgecolor(colour)
+        spine.set_linewidth(3)
+
+
+def _tint(colour, amount=0.45):
+    """``colour`` mixed with white: light enough to write black text on."""
+    return tuple(1 - amount * (1 - c) for c in to_rgb(colour))
+
+
+def _plot_regrouping(queries, num_heads, regroup, tokens, how):
+    """Draw ``queries`` and ``regroup(queries)``, colouring every number by the head and token it came from.
+
+    The same ``regroup`` is applied to two index matrices (which token, which head block each number
+    came from), so every cell on the right shows where its number really started.
+    """
+    queries = queries.detach().cpu()
+    num_tokens, d_out = queries.shape
+    head_dim = d_out // num_heads
+    token_of = torch.arange(num_tokens).repeat_interleave(d_out).view(num_tokens, d_out)
+    head_of = (torch.arange(d_out) // head_dim).repeat(num_tokens, 1)
+    values, token_of, head_of = regroup(queries), regroup(token_of), regroup(head_of)  # (num_heads, num_tokens, head_dim)
+
+    fig = Figure(figsize=(0.85 * (d_out + num_heads * head_dim) + 2.4, 0.62 * num_tokens + 2.2),
+                 layout="constrained")
+    axes = fig.subplots(1, num_heads + 1, width_ratios=(d_out, *[head_dim] * num_heads))
+    rows = torch.arange(num_tokens).unsqueeze(1).expand(num_tokens, d_out)
+    columns = (torch.arange(d_out) // head_dim).expand(num_tokens, d_out)
+    _tinted_cells(axes[0], queries, rows, columns, tokens, show_token=False)
+    outline_head_blocks(axes[0], num_heads, head_dim, num_tokens, label=False, linewidth=2)
+    axes[0].set_yticks(range(num_tokens), tokens[:num_tokens])
+    axes[0].set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
+    axes[0].set_title(f"queries: (num_tokens, d_out) = {tuple(queries.shape)}", fontsize=10)
+    for h in range(num_heads):
+        ax = axes[h + 1]
+        _tinted_cells(ax, values[h], token_of[h], head_of[h], tokens, show_token=True)
+        ax.set_title(f"[{h}]: treated as head {h + 1}", color=head_colour(h), fontweight="bold", fontsize=10)
+        ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
+        ax.set_yticks(range(num_tokens), [f"row {r + 1}" for r in range(num_tokens)] if h == 0 else [])
+    fig.suptitle(f"{how}: {tuple(queries.shape)} → {tuple(values.shape)}\n"
+                 "each number keeps the colour of its head and the name of its token", fontsize=11)
+    return fig
+
+
+def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
+    """Cells tinted by the head each number came from, with the value (and its token) written in."""
+    rows, cols = values.shape
+    ax.imshow([[_tint(head_colour(int(head_of[r, c]))) for c in range(cols)] for r in range(rows)], aspect="auto")
+    for (r, c), value in _cells(values):
+        label = f"{value:.2f}\n{tokens[int(token_of[r, c])]}" if show_token else f"{value:.2f}"
+        ax.text(c, r, label, ha="center", va="center", fontsize=8.5 if show_token else 9)
+    ax.set_xticks([])
+
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,553 @@
+"""check_weight_split accepts every correct way of writing a weight split and names each known mistake.
+
+Each buggy forward below differs from a correct one in a single step, and every mistake has at
+least two implementations written in different styles, so the check cannot recognise a mistake by
+its spelling: it has to recognise what the mistake computes.
+"""
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from conftest import CHAPTERS
+from mha.attention import MultiHeadAttention
+from mha.checks import CheckResult, check_weight_split, weight_split
+
+# --- the steps of a correct pass, for the buggy forwards to reuse around the step they get wrong ---
+
+
+def project(self, x):
+    return self.W_query(x), self.W_key(x), self.W_value(x)  # each (b, num_tokens, d_out)
+
+
+def split(self, t):
+    b, num_tokens, _ = t.shape
+    return t.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)  # (b, num_heads, num_tokens, head_dim)
+
+
+def causal_softmax(self, attn_scores):
+    num_tokens = attn_scores.shape[-1]
+    attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    return torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
+
+
+def merge(self, context):
+    b, _, num_tokens, _ = context.shape
+    return context.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out)  # (b, num_tokens, d_out)
+
+
+def with_forward(forward):
+    """A MultiHeadAttention whose forward is replaced by ``forward``, named after it."""
+    return type(forward.__name__, (MultiHeadAttention,), {"forward": forward})
+
+
+# --- correct styles -----------------------------------------------------------------------------
+
+
+def view_transpose(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return self.out_proj(merge(self, causal_softmax(self, queries @ keys.transpose(2, 3)) @ values))
+
+
+def reshape_permute(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.reshape(b, num_tokens, self.num_heads, -1).permute(0, 2, 1, 3) for t in project(self, x))
+    attn_weights = causal_softmax(self, queries @ keys.permute(0, 1, 3, 2))
+    return self.out_proj((attn_weights @ values).permute(0, 2, 1, 3).reshape(b, num_tokens, -1))
+
+
+def einsum_heads(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.reshape(b, num_tokens, self.num_heads, self.head_dim) for t in project(self, x))
+    attn_weights = causal_softmax(self, torch.einsum("bqhd,bkhd->bhqk", queries, keys))
+    context = torch.einsum("bhqk,bkhd->bqhd", attn_weights, values)  # (b, num_tokens, num_heads, head_dim)
+    return self.out_proj(context.reshape(b, num_tokens, self.d_out))
+
+
+def sdpa_is_causal(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return self.out_proj(merge(self, F.scaled_dot_product_attention(queries, keys, values, is_causal=True)))
+
+
+def sdpa_with_sliced_mask(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (t.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2) for t in project(self, x))
+    visible = ~self.mask.bool()[:num_tokens, :num_tokens]
+    context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=visible)
+    return self.out_proj(context.transpose(1, 2).flatten(2))
+
+
+def scale_queries_first(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_scores = (queries / math.sqrt(self.head_dim)) @ keys.transpose(2, 3)
+    num_tokens = x.shape[1]
+    future = torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
+    attn_weights = torch.softmax(attn_scores.masked_fill(future, float("-inf")), dim=-1)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+class WithoutOutProj(nn.Module):
+    """Written from scratch with no out_proj: the check then leaves out_proj out of the reference."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=False)
+        self.W_key = nn.Linear(d_in, d_out, bias=False)
+        self.W_value = nn.Linear(d_in, d_out, bias=False)
+
+    def forward(self, x):
+        b, num_tokens, d_out = x.shape[0], x.shape[1], self.num_heads * self.head_dim
+        queries, keys, values = (
+            layer(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+            for layer in (self.W_query, self.W_key, self.W_value)
+        )
+        future = torch.ones(num_tokens, num_tokens).triu(1).bool()
+        attn_scores = (queries @ keys.transpose(-1, -2)).masked_fill(future, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        return (attn_weights @ values).transpose(1, 2).reshape(b, num_tokens, d_out)
+
+
+def solution_class():
+    namespace = {"MultiHeadAttention": MultiHeadAttention, "torch": torch, "check_weight_split": check_weight_split}
+    exec(weight_split.solution_code, namespace)
+    return namespace["MyWeightSplit"]
+
+
+CORRECT = [MultiHeadAttention, WithoutOutProj] + [
+    with_forward(f) for f in (view_transpose, reshape_permute, einsum_heads, sdpa_is_causal,
+                              sdpa_with_sliced_mask, scale_queries_first)
+]
+
+
+@pytest.mark.parametrize("cls", CORRECT, ids=lambda cls: cls.__name__)
+def test_every_correct_style_of_weight_split_passes(cls):
+    result = check_weight_split(cls)
+    assert isinstance(result, CheckResult)
+    assert result.passed, result.feedback
+
+
+def test_the_exercises_solution_passes():
+    assert check_weight_split(solution_class()).passed
+
+
+def test_the_solution_ends_by_checking_itself():
+    assert weight_split.solution_code.rstrip().endswith("check_weight_split(MyWeightSplit)")
+
+
+def test_the_chapters_solution_cell_is_the_exercises_solution_code():
+    nb = json.loads((CHAPTERS / "03_weight_splits.ipynb").read_text())
+    solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
+    assert len(solutions) == 1
+    assert "".join(solutions[0]["source"]).strip() == weight_split.solution_code.strip()
+    assert "✓ Correct." in json.dumps(solutions[0]["outputs"], ensure_ascii=False)
+
+
+# --- mistakes: at least two implementations each --------------------------------------------
+
+
+def view_straight_to_heads(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.view(b, self.num_heads, num_tokens, self.head_dim) for t in project(self, x))
+    return self.out_proj(merge(self, causal_softmax(self, queries @ keys.transpose(2, 3)) @ values))
+
+
+def reshape_straight_to_heads_and_back(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.reshape(b, self.num_heads, num_tokens, -1) for t in project(self, x))
+    context = causal_softmax(self, queries @ keys.transpose(2, 3)) @ values
+    return self.out_proj(context.reshape(b, num_tokens, self.d_out))
+
+
+def merge_with_view_only(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    context = causal_softmax(self, queries @ keys.transpose(2, 3)) @ values  # (b, num_heads, num_tokens, head_dim)
+    return self.out_proj(context.contiguous().view(b, num_tokens, self.d_out))
+
+
+def einsum_merge_without_transpose(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.reshape(b, num_tokens, self.num_heads, -1).permute(0, 2, 1, 3) for t in project(self, x))
+    attn_weights = causal_softmax(self, torch.einsum("bhqd,bhkd->bhqk", queries, keys))
+    context = torch.einsum("bhqk,bhkd->bhqd", attn_weights, values)
+    return self.out_proj(context.reshape(b, num_tokens, -1))
+
+
+def masked_softmax(self, attn_scores, scale, *, dim=-1):
+    num_tokens = attn_scores.shape[-1]
+    attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    return torch.softmax(attn_scores / scale, dim=dim)
+
+
+def scaled_by_d_out(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = masked_softmax(self, queries @ keys.transpose(2, 3), self.d_out ** 0.5)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def scaled_by_width_before_split(self, x):
+    queries, keys, values = project(self, x)
+    scale = math.sqrt(keys.shape[-1])  # taken before the split: d_out, not head_dim
+    queries, keys, values = (split(self, t) for t in (queries, keys, values))
+    attn_weights = masked_softmax(self, queries @ keys.transpose(2, 3), scale)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def not_scaled(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return self.out_proj(merge(self, masked_softmax(self, queries @ keys.transpose(2, 3), 1.0) @ values))
+
+
+def sdpa_scale_one(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    context = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, scale=1.0)
+    return self.out_proj(merge(self, context))
+
+
+def no_mask(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = torch.softmax(queries @ keys.transpose(2, 3) / self.head_dim ** 0.5, dim=-1)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def mask_result_discarded(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_scores = queries @ keys.transpose(2, 3)
+    attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)  # result thrown away
+    attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def sdpa_not_causal(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return self.out_proj(merge(self, F.scaled_dot_product_attention(queries, keys, values)))
+
+
+def mask_filled_with_zero(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(self.mask.bool()[:num_tokens, :num_tokens], 0.0)
+    attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def mask_multiplied_into_scores(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    visible = 1 - self.mask[:num_tokens, :num_tokens]
+    attn_weights = torch.softmax((queries @ keys.transpose(2, 3)) * visible / self.head_dim ** 0.5, dim=-1)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def zeros_after_softmax(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = torch.softmax(queries @ keys.transpose(2, 3) / self.head_dim ** 0.5, dim=-1)
+    attn_weights = attn_weights.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], 0.0)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def tril_times_weights(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = torch.softmax(queries @ keys.transpose(2, 3) / self.head_dim ** 0.5, dim=-1)
+    attn_weights = attn_weights * torch.tril(torch.ones(num_tokens, num_tokens))
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def minus_inf_after_softmax(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = torch.softmax(queries @ keys.transpose(2, 3) / self.head_dim ** 0.5, dim=-1)
+    attn_weights = attn_weights.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def softmax_over_queries(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = masked_softmax(self, queries @ keys.transpose(2, 3), self.head_dim ** 0.5, dim=-2)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def softmax_over_heads(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = masked_softmax(self, queries @ keys.transpose(2, 3), self.head_dim ** 0.5, dim=1)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def einsum_softmax_over_queries(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.reshape(b, num_tokens, self.num_heads, self.head_dim) for t in project(self, x))
+    attn_scores = torch.einsum("bqhd,bkhd->bhqk", queries, keys) / self.head_dim ** 0.5
+    attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_weights = attn_scores.softmax(dim=2)
+    return self.out_proj(torch.einsum("bhqk,bkhd->bqhd", attn_weights, values).reshape(b, num_tokens, -1))
+
+
+def returns_merged_context(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return merge(self, causal_softmax(self, queries @ keys.transpose(2, 3)) @ values)
+
+
+def projects_then_returns_the_unprojected(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    context = merge(self, F.scaled_dot_product_attention(queries, keys, values, is_causal=True))
+    output = self.out_proj(context)  # noqa: F841 (computed, then forgotten)
+    return context
+
+
+def two_heads_in_view(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.view(b, num_tokens, 2, -1).transpose(1, 2) for t in project(self, x))
+    context = masked_softmax(self, queries @ keys.transpose(2, 3), queries.shape[-1] ** 0.5) @ values
+    return self.out_proj(context.transpose(1, 2).reshape(b, num_tokens, self.d_out))
+
+
+def three_heads_with_head_dim(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (t.view(b, num_tokens, 3, self.head_dim).transpose(1, 2) for t in project(self, x))
+    context = causal_softmax(self, queries @ keys.transpose(2, 3)) @ values
+    return self.out_proj(context.transpose(1, 2).reshape(b, num_tokens, self.d_out))
+
+
+class FourHeadsInConstructor(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads=4)
+
+
+def mask_not_sliced(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(self.mask.bool(), -torch.inf)
+    return self.out_proj(merge(self, torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1) @ values))
+
+
+def mask_rows_sliced_only(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(self.mask.bool()[:num_tokens], -torch.inf)
+    return self.out_proj(merge(self, torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1) @ values))
+
+
+def sdpa_with_whole_mask(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=~self.mask.bool())
+    return self.out_proj(merge(self, context))
+
+
+def not_written_yet(self, x):
+    raise NotImplementedError("write the forward pass here")
+
+
+def keys_not_transposed(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return self.out_proj(merge(self, causal_softmax(self, queries @ keys) @ values))
+
+
+def heads_left_separate(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return causal_softmax(self, queries @ keys.transpose(2, 3)) @ values
+
+
+def heads_transposed_back_not_merged(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    return (causal_softmax(self, queries @ keys.transpose(2, 3)) @ values).transpose(1, 2)
+
+
+def last_token_only(self, x):
+    return view_transpose(self, x)[:, -1]  # (b, d_out)
+
+
+def first_sequence_only(self, x):
+    return view_transpose(self, x)[0]  # (num_tokens, d_out)
+
+
+def returns_nothing(self, x):
+    view_transpose(self, x)
+
+
+def returns_a_list(self, x):
+    return view_transpose(self, x).tolist()
+
+
+class RenamedArguments(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_len, dropout, n_heads):
+        super().__init__(d_in, d_out, context_len, dropout, n_heads)
+
+
+class RefusesToBuild(MultiHeadAttention):
+    def __init__(self, **kwargs):
+        raise ValueError("this class is still being written")
+
+
+class ForgetsSuperInit(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        self.W_query = nn.Linear(d_in, d_out)
+
+
+class RenamedProjections(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__()
+        self.inner = MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+class ProjectionsAsMatrices(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads)
+        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
+
+    def forward(self, x):
+        return super().forward(x)
+
+
+class PerHeadWidth(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__(d_in, d_out * num_heads, context_length, dropout, num_heads)
+
+
+class HeadDimAsDOut(MultiHeadAttention):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__(d_in, d_out // num_heads, context_length, dropout, 1)
+
+
+MISTAKES = {
+    "view without transpose": (
+        [view_straight_to_heads, reshape_straight_to_heads_and_back],
+        "view straight to (b, num_heads, num_tokens, head_dim)",
+    ),
+    "merge without transpose": (
+        [merge_with_view_only, einsum_merge_without_transpose], "merged without transposing back"),
+    "scaled by √d_out": ([scaled_by_d_out, scaled_by_width_before_split], "scaled by √d_out"),
+    "not scaled": ([not_scaled, sdpa_scale_one], "not scaled"),
+    "no causal mask": ([no_mask, mask_result_discarded, sdpa_not_causal], "no causal mask"),
+    "mask filled with 0": ([mask_filled_with_zero, mask_multiplied_into_scores], "filled with 0 instead of -inf"),
+    "mask after softmax": (
+        [zeros_after_softmax, tril_times_weights, minus_inf_after_softmax], "mask is applied after the softmax"),
+    "softmax over the wrong axis": (
+        [softmax_over_queries, softmax_over_heads, einsum_softmax_over_queries], "softmax runs over the wrong axis"),
+    "out_proj not applied": (
+        [returns_merged_context, projects_then_returns_the_unprojected], "never applies it"),
+    "head count hard-coded": (
+        [two_heads_in_view, three_heads_with_head_dim, FourHeadsInConstructor], "written into the code"),
+    "mask not sliced": ([mask_not_sliced, mask_rows_sliced_only, sdpa_with_whole_mask], "slice it to the input's length"),
+    "forward raises": ([not_written_yet, keys_not_transposed], "raised"),
+    "heads not merged": ([heads_left_separate, heads_transposed_back_not_merged], "the heads are still separate"),
+    "wrong shape": ([last_token_only, first_sequence_only], "but it should be (b, num_tokens, d_out)"),
+    "not a tensor": ([returns_nothing, returns_a_list], "not a tensor"),
+    "constructor raises": ([RenamedArguments, RefusesToBuild, ForgetsSuperInit], "Building your class as"),
+    "projections missing": ([RenamedProjections, ProjectionsAsMatrices], "could not use your instance's"),
+    "d_out taken per head": ([PerHeadWidth, HeadDimAsDOut], "total width of all heads together"),
+}
+
+BUGGY = [
+    pytest.param(impl if isinstance(impl, type) else with_forward(impl), phrase, id=f"{mistake}: {impl.__name__}")
+    for mistake, (impls, phrase) in MISTAKES.items()
+    for impl in impls
+]
+
+
+@pytest.mark.parametrize("cls, phrase", BUGGY)
+def test_each_known_mistake_is_rejected_and_named(cls, phrase):
+    result = check_weight_split(cls)
+    assert not result.passed
+    assert phrase in result.feedback, result.feedback
+
+
+def test_every_mistake_in_the_catalogue_is_tested():
+    from mha.checks import WEIGHT_SPLIT_MISTAKES
+
+    assert {m.name for m in WEIGHT_SPLIT_MISTAKES} == set(MISTAKES)
+
+
+def test_each_buggy_implementation_is_named_as_its_own_mistake_and_no_other():
+    """Distinct mistakes give distinct outputs in the check's configurations, so no message is borrowed."""
+    phrases = {mistake: phrase for mistake, (_, phrase) in MISTAKES.items()}
+    for mistake, (impls, _) in MISTAKES.items():
+        for impl in impls:
+            feedback = check_weight_split(impl if isinstance(impl, type) else with_forward(impl)).feedback
+            others = [m for m, p in phrases.items() if m != mistake and p in feedback and p != "raised"]
+            assert not others, f"{impl.__name__} is also named as {others}: {feedback}"
+
+
+def test_a_raising_constructor_or_forward_shows_the_error_type_and_message():
+    assert "ValueError: this class is still being written" in check_weight_split(RefusesToBuild).feedback
+    assert "unexpected keyword argument" in check_weight_split(RenamedArguments).feedback
+    assert "NotImplementedError: write the forward pass here" in check_weight_split(with_forward(not_written_yet)).feedback
+
+
+def test_a_hard_coded_head_count_is_reported_with_the_number_used():
+    assert "as if it had 2 heads" in check_weight_split(with_forward(two_heads_in_view)).feedback
+    assert "as if it had 3 heads" in check_weight_split(with_forward(three_heads_with_head_dim)).feedback
+    assert "as if it had 4 heads" in check_weight_split(FourHeadsInConstructor).feedback
+
+
+@pytest.mark.parametrize(
+    "answer, phrase",
+    [
+        (None, "got None"),
+        (MultiHeadAttention(3, 4, 6, 0.0, num_heads=2), "instance of MultiHeadAttention, not the class"),
+        (view_transpose, "the function view_transpose"),
+        ("MultiHeadAttention", "a value of type str"),
+        (42, "a value of type int"),
+        (dict, "not an nn.Module"),
+    ],
+    ids=["None", "instance", "function", "string", "number", "plain class"],
+)
+def test_anything_that_is_not_a_module_class_is_rejected_by_name(answer, phrase):
+    result = check_weight_split(answer)
+    assert not result.passed and phrase in result.feedback
+
+
+class MetaclassMischief(type):
+    def __getattribute__(cls, name):
+        if name == "__name__":
+            raise RuntimeError("no name for you")
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        nn.Module,
+        nn.Linear,
+        with_forward(lambda self, x: torch.zeros(1, dtype=torch.int64)),
+        with_forward(lambda self, x: torch.full((x.shape[0], x.shape[1], self.d_out), float("nan"))),
+        with_forward(lambda self, x: (view_transpose(self, x), None)),
+        MetaclassMischief("Odd", (nn.Module,), {}),
+        type("Empty", (), {}),
+        [MultiHeadAttention],
+        object(),
+    ],
+    ids=["nn.Module", "nn.Linear", "int tensor", "all nan", "tuple", "metaclass", "empty class", "list", "object"],
+)
+def test_the_check_never_raises_and_always_explains(answer):
+    result = check_weight_split(answer)
+    assert isinstance(result, CheckResult) and not result.passed and result.feedback
+
+
+def test_the_check_leaves_the_readers_random_state_alone():
+    torch.manual_seed(7)
+    before = torch.random.get_rng_state()
+    check_weight_split(MultiHeadAttention)
+    check_weight_split(with_forward(no_mask))
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_the_stub_the_chapter_starts_from_fails_with_helpful_feedback():
+    feedback = check_weight_split(with_forward(not_written_yet)).feedback
+    assert "Calling your forward" in feedback and "Seen with not_written_yet(d_in=5" in feedback
+
+
+def test_hints_and_solution_are_available_from_the_exercise():
+    assert "transpose(1, 2)" in str(weight_split.hint(1))
+    assert "There are 3 hints" in str(weight_split.hint(4))
+    assert "class MyWeightSplit(MultiHeadAttention)" in str(weight_split.solution())
+    assert all(hint.strip() for hint in weight_split.hints)
