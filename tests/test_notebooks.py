@@ -110,19 +110,33 @@ def python_blocks(nb):
             yield from re.findall(r"```python\n(.*?)```", source(cell), re.S)
 
 
-def normalise(code):
-    return "\n".join(line.rstrip() for line in textwrap.dedent(code).strip().splitlines())
+def lines_of(code):
+    return [line.rstrip() for line in textwrap.dedent(code).strip("\n").splitlines()]
+
+
+def is_excerpt(block, text):
+    """Whether ``block``'s lines appear in ``text`` consecutively, all at one extra indentation."""
+    excerpt, lines = lines_of(block), [line.rstrip() for line in text.splitlines()]
+    for start, first in enumerate(lines):
+        indent = first[: len(first) - len(first.lstrip())]
+        if first.lstrip() != excerpt[0].lstrip() or not first.startswith(indent):
+            continue
+        window = lines[start : start + len(excerpt)]
+        if len(window) == len(excerpt) and all(
+            got == (indent + want if want else "") for got, want in zip(window, excerpt)
+        ):
+            return True
+    return False
 
 
 def test_code_shown_in_markdown_is_an_excerpt_of_the_mha_package(notebook):
     path, nb = notebook
-    package = [normalise(p.read_text()) for p in (CHAPTERS / "mha").glob("*.py")]
+    package = [p.read_text() for p in (CHAPTERS / "mha").glob("*.py")]
     for block in python_blocks(nb):
         if re.search(r"^\s*(class|def) ", block, re.M):
             ast.parse(textwrap.dedent(block))
-            excerpt = normalise(block)
-            assert any(excerpt in text for text in package), (
-                f"{path.name} shows code that is not in mha/ verbatim:\n{excerpt[:200]}"
+            assert any(is_excerpt(block, text) for text in package), (
+                f"{path.name} shows code that is not in mha/ verbatim:\n{block[:200]}"
             )
 
 
