@@ -118,7 +118,7 @@ class Note:
         body = html.escape(self.text)
         body = f"<pre>{body}</pre>" if self.code else body.replace("\n", "<br>")
         return (
-            '<div class="mha-note" style="border-left:4px solid #0072B2;background:#eef5fb;'
+            '<div class="mha-note" style="border-left:4px solid #0072B2;background:#eef5fb;color:#0b3a5c;'
             f'padding:0.5em 0.8em;margin:0.3em 0"><strong>{html.escape(self.title)}.</strong> {body}</div>'
         )
 

@@ -1,0 +1,254 @@
+"""The built book as a reader's browser meets it: its pages, a local server, and what to check on a page.
+
+Every check is a function that takes a Playwright page and returns a list of problems in plain words
+(empty when the page is right), so the same check runs on the real build and on a deliberately broken
+copy of it (``test_the_checks_catch_broken_pages.py``).
+
+Chapter pages are discovered from ``_toc.yml``; a chapter follows the conventions in README
+"For authors": reveal cells are tagged ``reveal`` + ``hide-cell``, solutions ``solution`` + ``hide-cell``.
+myst-nb renders a cell's tags as classes ``tag_<name>`` on the cell's container and ``hide-cell`` as a
+``<details>`` toggle around the cell's input and output.
+"""
+
+import contextlib
+import functools
+import http.server
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+
+#: The book's rule for alt text (tests/test_notebooks.py applies it to the notebooks).
+MIN_ALT_WORDS = 12
+HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter: its source notebook and its built page."""
+
+    file: str  # as in _toc.yml, e.g. "chapters/01_sequential_wrapper"
+
+    @property
+    def name(self):
+        return PurePosixPath(self.file).name
+
+    @property
+    def notebook(self):
+        return ROOT / f"{self.file}.ipynb"
+
+    @property
+    def url_path(self):
+        return f"{self.file}.html"
+
+    def hidden_cells_in_notebook(self):
+        """``[kind, ...]`` of the notebook's reveal and solution cells, in order."""
+        kinds = []
+        for cell in _notebook_cells(self.notebook):
+            tags = cell.get("metadata", {}).get("tags", [])
+            kinds += [kind for kind in HIDDEN_KINDS if kind in tags]
+        return kinds
+
+    def figures_in_notebook(self):
+        """How many images the notebook's code cells output."""
+        return sum(
+            1
+            for cell in _notebook_cells(self.notebook)
+            for out in cell.get("outputs", [])
+            if any(mime in out.get("data", {}) for mime in IMAGE_TYPES)
+        )
+
+
+def _notebook_cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def _toc_files(entries):
+    for entry in entries or []:
+        if "file" in entry:
+            yield entry["file"]
+        yield from _toc_files(entry.get("sections"))
+        yield from _toc_files(entry.get("chapters"))
+
+
+def chapters():
+    """Every page in ``_toc.yml`` after the landing page, in reading order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = list(_toc_files(toc.get("chapters"))) + list(_toc_files(toc.get("parts")))
+    return [Chapter(file) for file in files]
+
+
+def landing_page():
+    return f"{yaml.safe_load((ROOT / '_toc.yml').read_text())['root']}.html"
+
+
+def expected_binder_url(chapter):
+    """Where the Binder button must go: this repository, branch main, this chapter's notebook."""
+    org, repo = urlparse(CONFIG["repository"]["url"]).path.strip("/").split("/")[:2]
+    hub = CONFIG["launch_buttons"]["binderhub_url"].rstrip("/")
+    return f"{hub}/v2/gh/{org}/{repo}/main?urlpath=lab/tree/{chapter.file}.ipynb"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(directory):
+    """Serve ``directory`` on 127.0.0.1 at a free port, in a thread; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def is_local(url):
+    return urlparse(url).scheme in ("data", "blob", "about") or urlparse(url).hostname in LOCAL_HOSTS
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks: each returns a list of problems, empty when the page is right
+# ---------------------------------------------------------------------------------------------
+
+HIDDEN_CELLS = ".cell.tag_reveal, .cell.tag_solution"
+CONTENT_IMAGES = "article.bd-article img"
+OUTPUT_IMAGES = "article.bd-article .cell_output img"
+LAUNCH_MENU = ".dropdown-launch-buttons"
+HREFS = "links => links.map(a => a.href)"
+
+
+def hidden_cell_problems(page, chapter):
+    """Every reveal and solution is hidden on load and shows its computed output after one click."""
+    problems = []
+    expected = chapter.hidden_cells_in_notebook()
+    cells = page.locator(HIDDEN_CELLS)
+    if cells.count() != len(expected):
+        problems.append(f"the notebook has {len(expected)} reveal/solution cells, the page {cells.count()}")
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        kind = "reveal" if "tag_reveal" in cell.get_attribute("class").split() else "solution"
+        where = f"{kind} cell {i + 1}"
+        toggle = cell.locator(":scope > details > summary")
+        if toggle.count() != 1:
+            problems.append(f"{where} has no toggle: it is shown to every reader (is its hide-cell tag missing?)")
+            continue
+        label = toggle.inner_text()
+        if HIDDEN_KINDS[kind] not in label:
+            problems.append(f"{where}'s toggle says {label!r}, not {HIDDEN_KINDS[kind]!r}")
+        parts = cell.locator(".cell_input, .cell_output")
+        if any(parts.nth(j).is_visible() for j in range(parts.count())):
+            problems.append(f"{where} is visible before its toggle is clicked")
+        toggle.click()
+        output = cell.locator(".cell_output")
+        if not (output.count() and output.first.is_visible() and output.first.inner_text().strip()):
+            problems.append(f"{where} shows no computed output after one click on its toggle")
+    return problems
+
+
+def figure_problems(page, chapter=None):
+    """Every content figure has loaded and has alt text that describes it (not its file name)."""
+    problems = []
+    images = page.locator(CONTENT_IMAGES)
+    if chapter is not None:
+        shown = page.locator(OUTPUT_IMAGES).count()
+        if shown != chapter.figures_in_notebook():
+            problems.append(f"the notebook outputs {chapter.figures_in_notebook()} figures, the page shows {shown}")
+    for i in range(images.count()):
+        image = images.nth(i)
+        src = image.get_attribute("src") or ""
+        file_name = PurePosixPath(urlparse(src).path).name
+        where = f"figure {i + 1} ({file_name})"
+        if not image.evaluate("img => img.complete && img.naturalWidth > 0"):
+            problems.append(f"{where} did not load")
+        alt = " ".join((image.get_attribute("alt") or "").split())
+        if not alt:
+            problems.append(f"{where} has no alt text")
+        elif file_name and (file_name in alt or PurePosixPath(file_name).stem in alt or alt in src):
+            problems.append(f"{where}'s alt text is its file name: {alt!r}")
+        elif len(alt.split()) < MIN_ALT_WORDS:
+            problems.append(f"{where}'s alt text has {len(alt.split())} words; say what the figure shows: {alt!r}")
+    return problems
+
+
+def launch_link_problems(page, chapter):
+    """The Binder button opens this chapter from this repository's main branch; Colab, if offered, too."""
+    problems = []
+    binder = sorted(set(page.eval_on_selector_all(f"{LAUNCH_MENU} a[href*='/v2/gh/']", HREFS)))
+    expected = expected_binder_url(chapter)
+    if binder != [expected]:
+        problems.append(f"the launch menu's Binder links {binder} should be exactly [{expected!r}]")
+    colab = page.eval_on_selector_all(f"{LAUNCH_MENU} a[href*='colab.research.google.com']", HREFS)
+    repo = urlparse(CONFIG["repository"]["url"]).path.strip("/")
+    for href in colab:
+        if not href.endswith(f"/github/{repo}/blob/main/{chapter.file}.ipynb"):
+            problems.append(f"Colab link {href!r} does not open {chapter.file}.ipynb on main")
+    return problems
+
+
+def offline_rendering_problems(page, blocked):
+    """With every non-local request blocked, the page's text, code and figures still render.
+
+    ``blocked`` lists the requests the page tried to make off this machine.
+    """
+    problems = [f"the page needs {kind} from {url}" for kind, url in blocked
+                if kind in ("stylesheet", "script", "image", "font", "media")]
+    if not page.locator("article.bd-article h1").first.inner_text().strip():
+        problems.append("the chapter title does not render")
+    paragraphs = page.locator("article.bd-article p:visible")
+    if paragraphs.count() < 3:
+        problems.append(f"only {paragraphs.count()} paragraphs of text render")
+    code = page.locator("article.bd-article .cell_input pre:visible")
+    if not code.count() or not code.first.inner_text().strip():
+        problems.append("no code renders")
+    if page.locator("article.bd-article .math").count():
+        problems.append("the page has LaTeX math, which needs MathJax from a CDN; write it with ×, √ …")
+    return problems + figure_problems(page)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers for looking at a whole page
+# ---------------------------------------------------------------------------------------------
+
+
+def open_every_toggle(page):
+    """Open every reveal and solution at once (to look at, or to check, the hidden content)."""
+    page.evaluate("document.querySelectorAll('article details').forEach(d => d.open = true)")
+
+
+def wait_for_transitions(page):
+    """Wait until the theme's colour transitions have finished (mid-fade colours fail contrast checks)."""
+    page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')", timeout=10_000)
+
+
+def horizontal_overflow_problems(page):
+    """The page, and every figure in it, fits the window's width: no sideways scrolling."""
+    problems = []
+    width = page.evaluate("window.innerWidth")
+    page_width = page.evaluate("document.documentElement.scrollWidth")
+    if page_width > width:
+        problems.append(f"the page is {page_width}px wide in a {width}px window")
+    for src, right in page.eval_on_selector_all(
+        CONTENT_IMAGES, "images => images.map(img => [img.getAttribute('src'), img.getBoundingClientRect().right])"
+    ):
+        if right > width + 0.5:
+            problems.append(f"figure {PurePosixPath(src).name} runs {right - width:.0f}px past the window's edge")
+    return problems

@@ -1,0 +1,90 @@
+"""Browser fixtures: Debian's Chromium (installed when missing), the built book served on 127.0.0.1,
+and fresh pages that record what went wrong in them."""
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from .book_site import BUILD, DESKTOP, is_local, serve
+
+CHROMIUM = Path("/usr/bin/chromium")
+# No sandbox and no GPU: containers and CI runners have neither. The rest keeps Chromium from
+# phoning home, so the only requests a page makes are the book's own.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium; installed with apt-get when missing (root, or passwordless sudo as on CI)."""
+    if not CHROMIUM.exists():
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+            subprocess.run(sudo + command, check=True, env=env)
+    if not CHROMIUM.exists():
+        pytest.fail(f"apt-get installed chromium, but {CHROMIUM} does not exist")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def book_url():
+    """The built book, served from _build/html."""
+    if not (BUILD / "index.html").exists():
+        pytest.fail(f"No built book in {BUILD}: run `make html` first.")
+    with serve(BUILD) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@dataclass
+class Visit:
+    """A page a reader opened, with what went wrong while it was open."""
+
+    page: Page
+    errors: list = field(default_factory=list)  # console errors and uncaught exceptions
+    blocked: list = field(default_factory=list)  # (resource type, url) of requests that left this machine
+
+
+@pytest.fixture
+def visit(browser):
+    """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a fresh
+    browser context (its own storage, so one page's theme choice cannot leak into the next).
+    ``offline=True`` blocks, and records, every request that is not to 127.0.0.1."""
+    contexts = []
+
+    def open_page(url, *, viewport=DESKTOP, color_scheme="light", offline=False, wait_until="load"):
+        context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
+        contexts.append(context)
+        page = context.new_page()
+        visit = Visit(page)
+        page.on("console", lambda message: message.type == "error" and visit.errors.append(f"console: {message.text}"))
+        page.on("pageerror", lambda error: visit.errors.append(f"uncaught: {error}"))
+        if offline:
+            def stay_local(route, request):
+                if is_local(request.url):
+                    route.continue_()
+                else:
+                    visit.blocked.append((request.resource_type, request.url))
+                    route.abort()
+
+            context.route("**/*", stay_local)
+        page.goto(url, wait_until=wait_until)
+        return visit
+
+    yield open_page
+    for context in contexts:
+        context.close()

@@ -1,0 +1,39 @@
+"""Every page fits a phone's width, and screenshots at desktop and phone width are saved for review.
+
+Screenshots go to ``_build/screenshots/``: ``NAME-desktop.png`` and ``NAME-phone.png`` as a reader first
+sees the page, and ``NAME-phone-open.png`` with every reveal and solution open.
+"""
+
+from pathlib import PurePosixPath
+
+import pytest
+
+from .book_site import (
+    DESKTOP,
+    PHONE,
+    SCREENSHOTS,
+    chapters,
+    horizontal_overflow_problems,
+    landing_page,
+    open_every_toggle,
+    wait_for_transitions,
+)
+
+PAGES = [landing_page()] + [c.url_path for c in chapters()]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_the_page_fits_a_phone_screen_and_screenshots_are_saved(visit, book_url, path):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    name = PurePosixPath(path).stem
+    problems = []
+    for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page = visit(f"{book_url}/{path}", viewport=viewport, wait_until="networkidle").page
+        wait_for_transitions(page)
+        page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
+        problems += [f"{width}: {p}" for p in horizontal_overflow_problems(page)]
+    open_every_toggle(page)
+    wait_for_transitions(page)
+    page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
+    problems += [f"phone, answers open: {p}" for p in horizontal_overflow_problems(page)]
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,117 @@
+"""The page checks bite: each runs on a copy of a built chapter page broken in the way it guards against.
+
+The breakages are what a slip in a notebook or in ``_config.yml`` produces in the HTML: a reveal cell
+without its ``hide-cell`` tag (no ``<details>`` toggle) or shown open, a figure without alt text (Sphinx
+then writes the image's path as its alt), a launch link to the wrong branch, a stylesheet from a CDN.
+"""
+
+import re
+import shutil
+
+import pytest
+
+from .book_site import (
+    BUILD,
+    chapters,
+    figure_problems,
+    hidden_cell_problems,
+    launch_link_problems,
+    offline_rendering_problems,
+    serve,
+)
+
+CHAPTER = next((c for c in chapters() if c.hidden_cells_in_notebook() and c.figures_in_notebook()), None)
+pytestmark = pytest.mark.skipif(CHAPTER is None, reason="no chapter has both a reveal and a figure yet")
+
+HIDDEN_CELL = re.compile(r'<div class="cell ([^"]*\btag_(?:reveal|solution)\b[^"]*)">')
+OUTPUT_IMAGE_ALT = re.compile(r'(<div class="cell_output.*?<img )alt="[^"]*" src="([^"]*)"', re.S)
+
+
+def without_toggle(html):
+    """The first reveal/solution cell as myst-nb renders it without ``hide-cell``: no ``<details>``."""
+    cell = HIDDEN_CELL.search(html)
+    classes = " ".join(c for c in cell.group(1).split() if c != "tag_hide-cell")
+    details = html.index("<details", cell.end())
+    summary_end = html.index("</summary>", details) + len("</summary>")
+    details_end = html.index("</details>", summary_end)
+    return (html[:cell.start()] + f'<div class="cell {classes}">' + html[cell.end():details]
+            + html[summary_end:details_end] + html[details_end + len("</details>"):])
+
+
+def toggle_open_on_load(html):
+    """The first reveal/solution's toggle already open when the page loads."""
+    details = html.index("<details", HIDDEN_CELL.search(html).end())
+    return html[:details] + "<details open" + html[details + len("<details"):]
+
+
+def alt_is_image_path(html):
+    """The first figure as Sphinx renders it when the cell has no alt text: the alt is the image's path."""
+    return OUTPUT_IMAGE_ALT.sub(r'\1alt="\2" src="\2"', html, count=1)
+
+
+def without_alt(html):
+    return OUTPUT_IMAGE_ALT.sub(r'\1src="\2"', html, count=1)
+
+
+def binder_on_master(html):
+    return html.replace("/main?urlpath=", "/master?urlpath=")
+
+
+def stylesheet_from_a_cdn(html):
+    return html.replace("</head>", '<link rel="stylesheet" href="https://cdn.example.org/book.css" /></head>', 1)
+
+
+BREAKAGES = [without_toggle, toggle_open_on_load, alt_is_image_path, without_alt, binder_on_master, stylesheet_from_a_cdn]
+
+
+@pytest.fixture(scope="module")
+def broken_book(tmp_path_factory):
+    """A copy of the built book with one broken copy of the chapter page per breakage, served locally."""
+    if not (BUILD / CHAPTER.url_path).exists():
+        pytest.fail(f"No built book in {BUILD}: run `make html` first.")
+    root = tmp_path_factory.mktemp("broken") / "html"
+    shutil.copytree(BUILD, root)
+    page = root / CHAPTER.url_path
+    html = page.read_text()
+    for breakage in BREAKAGES:
+        broken = breakage(html)
+        assert broken != html, f"{breakage.__name__} did not change the page: update it to the current HTML"
+        page.with_name(f"{page.stem}-{breakage.__name__}.html").write_text(broken)
+    with serve(root) as url:
+        yield url
+
+
+def broken_page(visit, broken_book, breakage, **options):
+    stem = CHAPTER.url_path.removesuffix(".html")
+    return visit(f"{broken_book}/{stem}-{breakage.__name__}.html", **options)
+
+
+def test_a_reveal_without_its_hide_cell_toggle_fails_the_toggle_check(visit, broken_book):
+    problems = hidden_cell_problems(broken_page(visit, broken_book, without_toggle).page, CHAPTER)
+    assert any("has no toggle" in p for p in problems), problems
+
+
+def test_an_answer_shown_on_load_fails_the_toggle_check(visit, broken_book):
+    problems = hidden_cell_problems(broken_page(visit, broken_book, toggle_open_on_load).page, CHAPTER)
+    assert any("visible before its toggle is clicked" in p for p in problems), problems
+
+
+def test_a_figure_whose_alt_text_is_its_path_fails_the_figure_check(visit, broken_book):
+    problems = figure_problems(broken_page(visit, broken_book, alt_is_image_path).page, CHAPTER)
+    assert any("alt text is its file name" in p for p in problems), problems
+
+
+def test_a_figure_without_alt_text_fails_the_figure_check(visit, broken_book):
+    problems = figure_problems(broken_page(visit, broken_book, without_alt).page, CHAPTER)
+    assert any("has no alt text" in p for p in problems), problems
+
+
+def test_a_binder_link_to_another_branch_fails_the_launch_check(visit, broken_book):
+    problems = launch_link_problems(broken_page(visit, broken_book, binder_on_master).page, CHAPTER)
+    assert any("/master?" in p for p in problems), problems
+
+
+def test_a_stylesheet_from_a_cdn_fails_the_offline_check(visit, broken_book):
+    visited = broken_page(visit, broken_book, stylesheet_from_a_cdn, offline=True, wait_until="networkidle")
+    problems = offline_rendering_problems(visited.page, visited.blocked)
+    assert any("cdn.example.org" in p for p in problems), problems
