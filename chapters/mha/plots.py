@@ -79,7 +79,7 @@ def plot_two_dim_context(context, tokens=TOKENS):
         )
     fig = Figure(figsize=(6, 4.8), layout="constrained")
     ax = fig.subplots()
-    ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="#333333", zorder=3)
+    ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="black", zorder=3)
     for token, (x, y) in zip(tokens, context.tolist()):
         ax.annotate(token, (x, y), xytext=(7, 5), textcoords="offset points", fontsize=11)
     head_axes = ((ax.xaxis, "bottom", ax.set_xlabel), (ax.yaxis, "left", ax.set_ylabel))
