@@ -245,7 +245,7 @@ MISTAKES = [
     ("concatenated on the wrong axis", lambda: joining(partial(torch.cat, dim=-2), d_out=2), "shape (2, 12, 2)"),
     ("heads added instead of concatenated", lambda: joining(sum, d_out=2), "You added"),
     ("heads added instead of concatenated", lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2), "You averaged"),
-    ("heads mixed by a projection", lambda: build(d_out=2, cls=WithProjection), "learned projection"),
+    ("heads mixed by a projection", lambda: build(d_out=2, cls=WithProjection), "learned mix of heads"),
     ("heads mixed by a projection", lambda: build(d_out=1, cls=WithProjection, qkv_bias=True), "set d_out=1"),
     ("heads mixed by a projection", lambda: build(d_out=2, cls=FixedMix), "weighted mix"),
     ("d_out left at its old value", lambda: build(d_out=2), "num_heads × d_out = 2 × 2 = 4"),

@@ -504,9 +504,10 @@ TWO_DIM_MISTAKES = (
     ),
     Mistake(
         "the weight-split class",
-        "A {got} keeps its heads packed into one set of weight matrices (chapter 3's weight splits), "
-        "not in a list of separate heads, and its d_out is the width of the whole output. The exercise "
-        "keeps the class: build a MultiHeadAttentionWrapper and change only its arguments.",
+        "A {got} keeps its heads packed into one set of weight matrices (the weight splits of this "
+        "book's chapter 3), not in a list of separate heads, and its d_out is the width of the whole "
+        "output. The exercise keeps the class: build a MultiHeadAttentionWrapper and change only its "
+        "arguments.",
         lambda a: a.heads is None and _two_dim_is_head(a.module) and hasattr(a.module, "num_heads"),
     ),
     Mistake(
@@ -626,9 +627,10 @@ TWO_DIM_MISTAKES = (
     Mistake(
         "heads mixed by a projection",
         "Your output is a weighted mix of the heads' concatenated outputs, as an extra layer such as "
-        "nn.Linear(4, 2) after torch.cat produces. That is a learned projection (the job of out_proj "
-        "in chapter 3), and it blends both heads into every coordinate. The exercise keeps the class "
-        "as it is and gives each head one coordinate of its own: keep num_heads=2 and set d_out=1.",
+        "nn.Linear(4, 2) after torch.cat produces. That is a learned mix of heads, the kind of mixing "
+        "out_proj does in this book's chapter 3 (there it keeps the width), and it blends both heads "
+        "into every coordinate. The exercise keeps the class as it is and gives each head one "
+        "coordinate of its own: keep num_heads=2 and set d_out=1.",
         lambda a: a.output_mixes_heads(),
     ),
     Mistake(

@@ -79,7 +79,7 @@ def plot_two_dim_context(context, tokens=TOKENS):
         )
     fig = Figure(figsize=(6, 4.8), layout="constrained")
     ax = fig.subplots()
-    ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="#333333", zorder=3)
+    ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="black", zorder=3)
     for token, (x, y) in zip(tokens, context.tolist()):
         ax.annotate(token, (x, y), xytext=(7, 5), textcoords="offset points", fontsize=11)
     head_axes = ((ax.xaxis, "bottom", ax.set_xlabel), (ax.yaxis, "left", ax.set_ylabel))
@@ -172,7 +172,9 @@ def plot_split_heads(queries, num_heads, tokens=TOKENS):
         return t.reshape(num_tokens, num_heads, d_out // num_heads).transpose(0, 1)
 
     return _plot_regrouping(queries, num_heads, regroup, tokens,
-                            "view(num_tokens, num_heads, head_dim), then transpose(0, 1)")
+                            "view(num_tokens, num_heads, head_dim), then transpose(0, 1)",
+                            "one sequence, so the batch axis is dropped: the code's transpose(1, 2) "
+                            "becomes transpose(0, 1)")
 
 
 def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
@@ -183,7 +185,9 @@ def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
         return t.reshape(num_heads, num_tokens, d_out // num_heads)
 
     return _plot_regrouping(queries, num_heads, regroup, tokens,
-                            "view(num_heads, num_tokens, head_dim), no transpose")
+                            "view(num_heads, num_tokens, head_dim), no transpose",
+                            "one sequence, so the batch axis is dropped: the code's "
+                            "view(b, num_heads, num_tokens, head_dim) loses its b")
 
 
 def plot_attention_per_head(attn_weights, tokens=TOKENS):
@@ -230,8 +234,11 @@ def _tint(colour, amount=0.45):
     return tuple(1 - amount * (1 - c) for c in to_rgb(colour))
 
 
-def _plot_regrouping(queries, num_heads, regroup, tokens, how):
+def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
     """Draw ``queries`` and ``regroup(queries)``, colouring every number by the head and token it came from.
+
+    ``how`` names the regrouping as done on one sequence; ``batch_note`` says how it maps to the
+    batched code, which has a batch axis in front.
 
     The same ``regroup`` is applied to two index matrices (which token, which head block each number
     came from), so every cell on the right shows where its number really started.
@@ -243,7 +250,7 @@ def _plot_regrouping(queries, num_heads, regroup, tokens, how):
     head_of = (torch.arange(d_out) // head_dim).repeat(num_tokens, 1)
     values, token_of, head_of = regroup(queries), regroup(token_of), regroup(head_of)  # (num_heads, num_tokens, head_dim)
 
-    fig = Figure(figsize=(0.85 * (d_out + num_heads * head_dim) + 2.4, 0.62 * num_tokens + 2.2),
+    fig = Figure(figsize=(0.85 * (d_out + num_heads * head_dim) + 2.4, 0.62 * num_tokens + 2.6),
                  layout="constrained")
     axes = fig.subplots(1, num_heads + 1, width_ratios=(d_out, *[head_dim] * num_heads))
     rows = torch.arange(num_tokens).unsqueeze(1).expand(num_tokens, d_out)
@@ -259,7 +266,7 @@ def _plot_regrouping(queries, num_heads, regroup, tokens, how):
         ax.set_title(f"[{h}]: treated as head {h + 1}", color=head_colour(h), fontweight="bold", fontsize=10)
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
         ax.set_yticks(range(num_tokens), [f"row {r + 1}" for r in range(num_tokens)] if h == 0 else [])
-    fig.suptitle(f"{how}: {tuple(queries.shape)} → {tuple(values.shape)}\n"
+    fig.suptitle(f"{how}: {tuple(queries.shape)} → {tuple(values.shape)}\n({batch_note})\n"
                  "each number keeps the colour of its head and the name of its token", fontsize=11)
     return fig
 
