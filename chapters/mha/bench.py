@@ -4,8 +4,8 @@ Run from ``chapters/``: ``python -m mha.bench --quick`` (``--help`` lists the op
 imports the same functions, so the chapter and the command measure the same way:
 
 - times come from ``torch.utils.benchmark.Timer.blocked_autorange`` (warm-up, blocks of runs,
-  CUDA synchronisation), taken in rounds that interleave implementations and configurations
-  (``time_in_rounds``), and reported as medians;
+  CUDA synchronisation), taken in rounds that interleave implementations and configurations;
+  each reported time is the median of a module's quietest round (``time_in_rounds``);
 - every implementation of one configuration gets the same weights (``variants.equivalent_modules``)
   and the same input, so each timing compares the same function;
 - FLOPs come from the shapes (``forward_flops``), operator calls from ``mha.counting``.
@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from torch.utils.benchmark import Measurement, Timer
+from torch.utils.benchmark import Timer
 from tqdm import tqdm
 
 from .counting import MATMUL_OPS, count_ops
@@ -42,7 +42,7 @@ class Sweep:
     tokens: tuple  # num_tokens values of the length sweep, at num_heads = tokens_sweep_heads
     tokens_sweep_heads: int
     min_run_time: float  # seconds per Timer.blocked_autorange call
-    rounds: int  # interleaved rounds per configuration; their runs are merged before taking medians
+    rounds: int  # interleaved rounds; each module reports the median of its quietest round
     ceiling_size: int  # n of the n × n torch.mm that measures the machine's matmul throughput
 
     def configurations(self):
@@ -57,7 +57,7 @@ HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
 QUICK = Sweep(d_out=192, batch=1, heads=HEAD_COUNTS, heads_sweep_tokens=64,
               tokens=(16, 32, 64, 128, 256, 512, 1024), tokens_sweep_heads=12,
               min_run_time=0.02, rounds=3, ceiling_size=512)
-#: GPT-2-small width (d_out 768, 12 heads); a few minutes on two CPU cores.
+#: GPT-2-small width (d_out 768, 12 heads); about a minute on two idle CPU cores.
 FULL = Sweep(d_out=768, batch=1, heads=HEAD_COUNTS, heads_sweep_tokens=128,
              tokens=(16, 32, 64, 128, 256, 512, 1024), tokens_sweep_heads=12,
              min_run_time=0.2, rounds=3, ceiling_size=1024)
@@ -76,9 +76,9 @@ class Row:
     d_in: int
     d_out: int  # total output width, for every implementation
     num_heads: int
-    median_ms: float
-    iqr_ms: float
-    runs: int  # forward passes the median is taken over
+    median_ms: float  # median of the quietest round (see time_in_rounds)
+    iqr_ms: float  # interquartile range of that round
+    runs: int  # forward passes in that round
     flops: int  # per forward, from forward_flops
     gflops: float  # achieved: flops / median time
     ceiling_gflops: float  # the machine's measured torch.mm throughput
@@ -131,9 +131,10 @@ def time_in_rounds(cases, *, min_run_time, rounds, progress=False):
 
     ``cases`` are functions returning ``(modules, x)``, called once per round, so only one
     configuration's modules exist at a time. Each round visits every case, and within it every
-    module, once, under ``torch.no_grad()``. A burst of load from elsewhere on the machine then
-    hits one round of a few cases rather than every round of one, and the median of the merged
-    rounds ignores it.
+    module, once, under ``torch.no_grad()``. Each module keeps the measurement of its quietest
+    round (the lowest median): other programs on the machine can only add time, so the least
+    disturbed round is the best estimate of the module's own cost, and within a round the median
+    already ignores a few slow blocks.
     """
     found = [None] * len(cases)
     bar = tqdm(total=rounds * len(cases), desc="timing", unit="config", disable=not progress)
@@ -147,22 +148,23 @@ def time_in_rounds(cases, *, min_run_time, rounds, progress=False):
                     found[i][name].append(timer.blocked_autorange(min_run_time=min_run_time))
                 bar.update()
     bar.close()
-    return [{name: Measurement.merge(runs)[0] for name, runs in measurements.items()} for measurements in found]
+    return [{name: min(runs, key=lambda m: m.median) for name, runs in measurements.items()}
+            for measurements in found]
 
 
-def matmul_ceiling(device="cpu", size=1024, min_run_time=0.2):
+def matmul_ceiling(device="cpu", size=1024, min_run_time=0.2, rounds=3):
     """The machine's matrix-multiplication throughput in GFLOP/s: one large ``torch.mm``, timed.
 
-    No attention implementation can do its matrix products faster than this, so it is the
-    ceiling against which their achieved GFLOP/s are read.
+    No attention implementation does its matrix products faster than this, so it is the ceiling
+    against which their achieved GFLOP/s are read. As in ``time_in_rounds``, the quietest of
+    ``rounds`` measurements counts.
     """
     torch.manual_seed(0)
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
-    measurement = _timer("torch.mm(a, b)", "torch.mm", torch=torch, a=a, b=b).blocked_autorange(
-        min_run_time=min_run_time
-    )
-    return 2 * size**3 / measurement.median / 1e9
+    timer = _timer("torch.mm(a, b)", "torch.mm", torch=torch, a=a, b=b)
+    median = min(timer.blocked_autorange(min_run_time=min_run_time).median for _ in range(rounds))
+    return 2 * size**3 / median / 1e9
 
 
 def operator_counts(module, x):
@@ -173,7 +175,7 @@ def operator_counts(module, x):
 
 def run_sweep(sweep, *, device="cpu", implementations=tuple(IMPLEMENTATIONS), progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s."""
-    ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1))
+    ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1), sweep.rounds)
     configurations = sweep.configurations()
     cases = [partial(prepare, implementations, sweep.batch, num_tokens, sweep.d_out, num_heads, device)
              for _, num_tokens, num_heads in configurations]
