@@ -2,12 +2,22 @@
 
 from .attention import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 from .data import TOKENS, example_batch, example_inputs
+from .variants import (
+    FusedMultiHeadAttention,
+    MultiHeadAttentionCombinedQKV,
+    TorchMultiheadAttentionAdapter,
+    copy_weights,
+)
 
 __all__ = [
     "CausalAttention",
+    "FusedMultiHeadAttention",
     "MultiHeadAttention",
+    "MultiHeadAttentionCombinedQKV",
     "MultiHeadAttentionWrapper",
     "TOKENS",
+    "TorchMultiheadAttentionAdapter",
+    "copy_weights",
     "example_batch",
     "example_inputs",
 ]
