@@ -348,7 +348,8 @@ def test_the_chapters_hidden_solution_is_the_exercises_solution():
     nb = json.loads((CHAPTERS / "02_two_dim_output.ipynb").read_text())
     solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
     assert len(solutions) == 1
-    assert "".join(solutions[0]["source"]) == two_dim_output.solution_code
+    first_line, code = "".join(solutions[0]["source"]).split("\n", 1)  # the first line says what the cell is
+    assert first_line.startswith("# The solution") and code == two_dim_output.solution_code
 
 
 # --- the check never raises ------------------------------------------------------------------

@@ -143,7 +143,8 @@ def test_the_chapters_solution_cell_is_the_exercises_solution_code():
     nb = json.loads((CHAPTERS / "03_weight_splits.ipynb").read_text())
     solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
     assert len(solutions) == 1
-    assert "".join(solutions[0]["source"]).strip() == weight_split.solution_code.strip()
+    first_line, code = "".join(solutions[0]["source"]).split("\n", 1)  # the first line says what the cell is
+    assert first_line.startswith("# The solution") and code.strip() == weight_split.solution_code.strip()
     assert "✓ Correct." in json.dumps(solutions[0]["outputs"], ensure_ascii=False)
 
 

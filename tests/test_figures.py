@@ -14,8 +14,9 @@ from mha.plots import HEATMAP_CMAP, OKABE_ITO, head_colour
 PUBLISHED_OKABE_ITO = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7"}
 COLOUR_ARGUMENTS = {"c", "color", "colors", "colour", "cmap", "edgecolor", "edgecolors", "facecolor", "facecolors",
                     "ecolor", "markeredgecolor", "markerfacecolor"}
-#: Besides the palette: text drawn on dark or light heatmap cells, and "no fill".
-NEUTRALS = {"white", "black", "none"}
+#: Besides the palette: text drawn on dark or light heatmap cells, "no fill", and greys for reference
+#: lines and annotations (no hue, so nothing for colour-blind readers to confuse).
+NEUTRALS = {"white", "black", "none", "grey", "gray", "dimgrey", "dimgray"}
 PLOTS = CHAPTERS / "mha" / "plots.py"
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 

@@ -14,6 +14,11 @@ from conftest import CHAPTERS, ROOT
 
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
+# JupyterLab shows a collapsed cell's first line: it should say what the cell is, not give code away.
+FIRST_LINES = {
+    "reveal": "# The answer: run this cell, then click its ••• to expand it.",
+    "solution": "# The solution: run this cell, then click its ••• to expand it.",
+}
 
 
 def load(path):
@@ -77,6 +82,7 @@ def test_reveals_and_solutions_are_hidden_in_html_and_collapsed_in_jupyterlab(no
                 f"{where} is not collapsed in JupyterLab (needs jupyter.source_hidden/outputs_hidden)"
             )
             assert cell["metadata"]["mystnb"]["code_prompt_show"] == HIDDEN_KINDS[kind]
+            assert source(cell).startswith(FIRST_LINES[kind] + "\n"), f"{where} does not start with {FIRST_LINES[kind]!r}"
             assert cell["outputs"], f"{where} has no computed answer"
 
 
