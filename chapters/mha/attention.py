@@ -22,6 +22,15 @@ def check_config(d_in, d_out, context_length, dropout, num_heads=1, *, who):
         raise ValueError(f"{who}: dropout must be in [0, 1), got {dropout!r}.")
 
 
+def check_heads_divide(d_out, num_heads, *, who):
+    """Raise ``ValueError`` unless ``num_heads`` column blocks of equal width fill ``d_out``."""
+    if d_out % num_heads != 0:
+        raise ValueError(
+            f"{who}: d_out={d_out} is not divisible by num_heads={num_heads}, so the heads cannot "
+            f"split it evenly. Choose d_out as a multiple of num_heads (e.g. {num_heads * max(1, d_out // num_heads)})."
+        )
+
+
 def check_input(x, d_in, context_length, *, who):
     """Raise ``ValueError`` unless ``x`` is a ``(batch, num_tokens, d_in)`` tensor that fits the mask."""
     if not isinstance(x, torch.Tensor):
@@ -103,12 +112,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         check_config(d_in, d_out, context_length, dropout, num_heads, who="MultiHeadAttention")
-        if d_out % num_heads != 0:
-            raise ValueError(
-                f"MultiHeadAttention: d_out={d_out} is not divisible by num_heads={num_heads}, "
-                "so the heads cannot split it evenly. Choose d_out as a multiple of num_heads "
-                f"(e.g. {num_heads * max(1, d_out // num_heads)})."
-            )
+        check_heads_divide(d_out, num_heads, who="MultiHeadAttention")
         self.d_in = d_in
         self.d_out = d_out
         self.context_length = context_length

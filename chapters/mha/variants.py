@@ -12,16 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention, MultiHeadAttentionWrapper, check_config, check_input
-
-
-def check_heads_divide(d_out, num_heads, *, who):
-    """Raise ``ValueError`` unless ``num_heads`` column blocks of equal width fill ``d_out``."""
-    if d_out % num_heads != 0:
-        raise ValueError(
-            f"{who}: d_out={d_out} is not divisible by num_heads={num_heads}, so the heads cannot "
-            f"split it evenly. Choose d_out as a multiple of num_heads (e.g. {num_heads * max(1, d_out // num_heads)})."
-        )
+from .attention import MultiHeadAttention, MultiHeadAttentionWrapper, check_config, check_heads_divide, check_input
 
 
 class MultiHeadAttentionCombinedQKV(nn.Module):
