@@ -11,7 +11,9 @@ from playwright.sync_api import Page, sync_playwright
 
 from .book_site import BUILD, DESKTOP, is_local, serve
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's Chromium by default; CHROMIUM_EXECUTABLE names another Chromium-based browser (GitHub's
+# Ubuntu runners ship Google Chrome, and their `chromium` package is a snap that Playwright cannot drive).
+CHROMIUM = Path(os.environ.get("CHROMIUM_EXECUTABLE", "/usr/bin/chromium"))
 # No sandbox and no GPU: containers and CI runners have neither. The rest keeps Chromium from
 # phoning home, so the only requests a page makes are the book's own.
 CHROMIUM_ARGS = [
@@ -22,14 +24,14 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="session")
 def chromium():
-    """Debian's Chromium; installed with apt-get when missing (root, or passwordless sudo as on CI)."""
-    if not CHROMIUM.exists():
+    """Debian's Chromium; installed with apt-get when missing (root, or passwordless sudo)."""
+    if not CHROMIUM.exists() and "CHROMIUM_EXECUTABLE" not in os.environ:
         sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
             subprocess.run(sudo + command, check=True, env=env)
     if not CHROMIUM.exists():
-        pytest.fail(f"apt-get installed chromium, but {CHROMIUM} does not exist")
+        pytest.fail(f"No browser at {CHROMIUM}")
     return CHROMIUM
 
 
