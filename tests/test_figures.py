@@ -18,7 +18,15 @@ from PIL import Image
 
 from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots
 from mha.bench import Sweep, overhead_crossover, run_sweep
-from mha.plots import FIGURE_DPI, HEATMAP_CMAP, MAX_WIDTH_IN, MIN_TEXT_PT, OKABE_ITO, head_colour
+from mha.plots import (
+    FIGURE_DPI,
+    HEATMAP_CMAP,
+    MAX_WIDTH_IN,
+    MIN_TEXT_PT,
+    OKABE_ITO,
+    PHONE_MIN_WIDTH_PX,
+    head_colour,
+)
 
 #: Okabe & Ito, "Color Universal Design" (2008): black, orange, sky blue, bluish green, yellow, blue,
 #: vermillion, reddish purple.
@@ -88,6 +96,10 @@ def test_chapters_draw_every_figure_through_mha_plots():
 # Every figure is legible on a phone
 # ---------------------------------------------------------------------------------------------
 
+#: The smallest text a phone reader is asked to read, in CSS px (tests/browser checks the built pages).
+MIN_PHONE_TEXT_PX = 9
+#: The book's column at a 390 px phone width, in CSS px.
+PHONE_COLUMN_PX = 342
 #: WCAG's contrast ratio for normal-size text.
 MIN_CONTRAST = 4.5
 TINY_SWEEP = Sweep(d_out=8, batch=1, heads=(1, 2, 4), heads_sweep_tokens=4, tokens=(2, 4, 8),
@@ -214,3 +226,15 @@ def test_head_labels_are_framed_in_the_heads_colour_on_a_tint_of_it():
         assert label["color"] == "black"
         assert label["bbox"]["edgecolor"] == head_colour(h)
         assert contrast(to_rgb("black"), label["bbox"]["facecolor"]) >= MIN_CONTRAST
+
+
+def smallest_text_px(shown_width_px):
+    """CSS px of MIN_TEXT_PT in a figure of the largest allowed width, shown ``shown_width_px`` wide."""
+    return MIN_TEXT_PT / 72 * FIGURE_DPI * shown_width_px / (MAX_WIDTH_IN * FIGURE_DPI)
+
+
+def test_the_criterion_keeps_text_at_9_css_px_in_a_390_px_phones_column_and_when_figures_css_stops_shrinking():
+    assert smallest_text_px(PHONE_COLUMN_PX) >= MIN_PHONE_TEXT_PX
+    assert smallest_text_px(PHONE_MIN_WIDTH_PX) >= MIN_PHONE_TEXT_PX
+    css = (CHAPTERS.parent / "_static" / "figures.css").read_text()
+    assert f"max(100%, {PHONE_MIN_WIDTH_PX}px)" in css, "figures.css and PHONE_MIN_WIDTH_PX disagree"
