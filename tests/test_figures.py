@@ -1,13 +1,32 @@
 """Figures across the book: one colour-blind-safe palette, the same colour for the same head in every
-chapter, ``cividis`` for heatmaps, and every figure drawn by ``mha.plots``."""
+chapter, ``cividis`` for heatmaps, every figure drawn by ``mha.plots``, and every figure legible on a
+phone (the criterion at the top of ``mha/plots.py``)."""
 
 import ast
+import inspect
+import io
 import json
 import re
+from dataclasses import dataclass
 
+import pytest
+import torch
 from conftest import CHAPTERS
+from matplotlib.backends.backend_agg import RendererAgg
+from matplotlib.colors import to_rgb
+from PIL import Image
 
-from mha.plots import HEATMAP_CMAP, OKABE_ITO, head_colour
+from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots
+from mha.bench import Sweep, overhead_crossover, run_sweep
+from mha.plots import (
+    FIGURE_DPI,
+    HEATMAP_CMAP,
+    MAX_WIDTH_IN,
+    MIN_TEXT_PT,
+    OKABE_ITO,
+    PHONE_MIN_WIDTH_PX,
+    head_colour,
+)
 
 #: Okabe & Ito, "Color Universal Design" (2008): black, orange, sky blue, bluish green, yellow, blue,
 #: vermillion, reddish purple.
@@ -71,3 +90,151 @@ def test_chapters_draw_every_figure_through_mha_plots():
             assert not re.search(r"\bpyplot\b|\bplt\.", source), f"{path.name} draws with pyplot:\n{source[:200]}"
             colours = [c for _, c in colour_strings(ast.parse(source))]
             assert not colours, f"{path.name} chooses colours {colours}: draw the figure in mha/plots.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# Every figure is legible on a phone
+# ---------------------------------------------------------------------------------------------
+
+#: The smallest text a phone reader is asked to read, in CSS px (tests/browser checks the built pages).
+MIN_PHONE_TEXT_PX = 9
+#: The book's column at a 390 px phone width, in CSS px.
+PHONE_COLUMN_PX = 342
+#: WCAG's contrast ratio for normal-size text.
+MIN_CONTRAST = 4.5
+TINY_SWEEP = Sweep(d_out=8, batch=1, heads=(1, 2, 4), heads_sweep_tokens=4, tokens=(2, 4, 8),
+                   tokens_sweep_heads=2, min_run_time=0.001, rounds=1, ceiling_size=32)
+
+
+def chapter_figures():
+    """``{name: figure}``: every figure function in ``mha.plots``, fed what the chapters feed it."""
+    batch = example_batch()  # (2, num_tokens, d_in)
+    torch.manual_seed(123)
+    wrapper = MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=3)
+    torch.manual_seed(123)
+    two_dim = MultiHeadAttentionWrapper(d_in=3, d_out=1, context_length=6, dropout=0.0, num_heads=2)
+    split = MultiHeadAttention.from_wrapper(wrapper)
+    with torch.no_grad():
+        queries = split.split_heads(split.W_query(batch))  # (b, num_heads, num_tokens, head_dim)
+        keys = split.split_heads(split.W_key(batch))  # (b, num_heads, num_tokens, head_dim)
+        scores = (queries @ keys.transpose(2, 3)).masked_fill(split.mask.bool(), -torch.inf)
+        attn_weights = torch.softmax(scores / split.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
+        first_sequence_queries = split.W_query(batch)[0]  # (num_tokens, d_out)
+        rows = run_sweep(TINY_SWEEP)
+        return {
+            "plot_concatenated_output": plots.plot_concatenated_output(wrapper(batch)[0], num_heads=3),
+            "plot_two_dim_context": plots.plot_two_dim_context(two_dim(batch)[0]),
+            "plot_combined_weight": plots.plot_combined_weight(split.W_query.weight.T, 3),
+            "plot_heads_in_combined_weight": plots.plot_heads_in_combined_weight(
+                [head.W_query.weight.T for head in wrapper.heads], split.W_query.weight.T),
+            "plot_split_heads": plots.plot_split_heads(first_sequence_queries, 3),
+            "plot_split_heads_without_transpose": plots.plot_split_heads_without_transpose(first_sequence_queries, 3),
+            "plot_attention_per_head": plots.plot_attention_per_head(attn_weights[0]),
+            "plot_time_vs_heads": plots.plot_time_vs_heads(rows),
+            "plot_split_speedup": plots.plot_split_speedup(rows, overhead_crossover(rows) or 4.0),
+            "plot_split_speedup (no crossover)": plots.plot_split_speedup(rows, None),
+            "plot_throughput": plots.plot_throughput(rows),
+            "plot_benchmark": plots.plot_benchmark(rows, overhead_crossover(rows)),
+        }
+
+
+@dataclass
+class SavedFigure:
+    width_px: int
+    texts: list  # every DrawnText, in drawing order
+
+
+@dataclass
+class DrawnText:
+    text: str
+    points: float
+    colour: tuple  # RGB
+    background: tuple | None  # RGB of the box drawn behind the text, if it has one
+
+
+def save_as_jupyter_does(fig, monkeypatch):
+    """Save ``fig`` as the inline backend does (PNG, its dpi, tight bounding box), recording every text drawn."""
+    texts = []
+    draw_text = RendererAgg.draw_text
+
+    def recording(renderer, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if s.strip():
+            box = mtext.get_bbox_patch() if mtext is not None else None
+            texts.append(DrawnText(s, prop.get_size_in_points(), gc.get_rgb()[:3],
+                                   box.get_facecolor()[:3] if box is not None else None))
+        return draw_text(renderer, gc, x, y, s, prop, angle, ismath, mtext)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RendererAgg, "draw_text", recording)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", bbox_inches="tight")
+    return SavedFigure(Image.open(png).width, texts)
+
+
+@pytest.fixture(scope="module")
+def saved_figures():
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return {name: save_as_jupyter_does(fig, monkeypatch) for name, fig in chapter_figures().items()}
+
+
+def contrast(a, b):
+    """WCAG contrast ratio of two RGB colours."""
+    def luminance(rgb):
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_every_figure_function_in_plots_is_checked_here(saved_figures):
+    functions = {name for name, f in inspect.getmembers(plots, inspect.isfunction)
+                 if name.startswith("plot_") and f.__module__ == plots.__name__}
+    checked = {name.split(" ")[0] for name in saved_figures}
+    assert functions == checked, f"add these figure functions to chapter_figures(): {functions - checked}"
+
+
+def test_every_figure_is_at_most_550_px_wide_as_jupyter_saves_it(saved_figures):
+    too_wide = {name: f.width_px for name, f in saved_figures.items() if f.width_px > MAX_WIDTH_IN * FIGURE_DPI}
+    assert not too_wide, f"wider than {MAX_WIDTH_IN} in at {FIGURE_DPI} dpi (px): {too_wide}"
+
+
+def test_no_text_in_any_figure_is_smaller_than_11_pt_tick_labels_and_cell_values_included(saved_figures):
+    small = {name: sorted({(t.points, t.text) for t in f.texts if t.points < MIN_TEXT_PT})
+             for name, f in saved_figures.items()}
+    small = {name: texts for name, texts in small.items() if texts}
+    assert not small, f"text under {MIN_TEXT_PT} pt (size, text): {small}"
+    assert all(f.texts for f in saved_figures.values()), "the recorder saw no text: is it still hooked in?"
+
+
+def test_every_text_is_legible_on_its_background_and_none_is_written_in_a_light_head_colour(saved_figures):
+    """Text on white (no box) is black, white-on-a-dark-cell or grey; head labels are black on a light tint."""
+    head_colours = {to_rgb(c) for c in OKABE_ITO} - {to_rgb("black")}
+    problems = []
+    for name, f in saved_figures.items():
+        for t in f.texts:
+            if tuple(t.colour) in head_colours:
+                problems.append(f"{name}: {t.text!r} is written in a head's colour")
+            elif t.background is not None and contrast(t.colour, t.background) < MIN_CONTRAST:
+                problems.append(f"{name}: {t.text!r} has contrast {contrast(t.colour, t.background):.1f} on its box")
+    assert not problems, "\n".join(problems)
+
+
+def test_head_labels_are_framed_in_the_heads_colour_on_a_tint_of_it():
+    for h in range(len(OKABE_ITO)):
+        label = plots.head_label(h)
+        assert label["color"] == "black"
+        assert label["bbox"]["edgecolor"] == head_colour(h)
+        assert contrast(to_rgb("black"), label["bbox"]["facecolor"]) >= MIN_CONTRAST
+
+
+def smallest_text_px(shown_width_px):
+    """CSS px of MIN_TEXT_PT in a figure of the largest allowed width, shown ``shown_width_px`` wide."""
+    return MIN_TEXT_PT / 72 * FIGURE_DPI * shown_width_px / (MAX_WIDTH_IN * FIGURE_DPI)
+
+
+def test_the_criterion_keeps_text_at_9_css_px_in_a_390_px_phones_column_and_when_figures_css_stops_shrinking():
+    assert smallest_text_px(PHONE_COLUMN_PX) >= MIN_PHONE_TEXT_PX
+    assert smallest_text_px(PHONE_MIN_WIDTH_PX) >= MIN_PHONE_TEXT_PX
+    css = (CHAPTERS.parent / "_static" / "figures.css").read_text()
+    assert f"max(100%, {PHONE_MIN_WIDTH_PX}px)" in css, "figures.css and PHONE_MIN_WIDTH_PX disagree"

@@ -4,9 +4,36 @@ Colours are fixed for the whole book: head ``h`` (counted from 0) is always ``he
 taken from the Okabe–Ito colour-blind-safe palette; heatmaps use ``cividis``.
 Figures are built with ``matplotlib.figure.Figure`` rather than pyplot, so a cell shows a figure
 exactly once: when the cell returns it.
+
+Every figure is drawn to be read on a phone as well as on a desktop. The criterion, checked for
+every function here by ``tests/test_figures.py`` and on the built pages by ``tests/browser``:
+
+- saved as Jupyter's inline backend saves it (``FIGURE_DPI`` = 100 dpi, ``bbox_inches="tight"``),
+  a figure is at most ``MAX_WIDTH_IN`` = 5.5 in wide, 550 px;
+- every piece of text drawn, tick labels and values in cells included, is at least
+  ``MIN_TEXT_PT`` = 11 pt, which is 15.3 px at 100 dpi.
+
+Why these numbers: at a 390 px phone width the book's text column is 342 px, so the widest figure
+is shown at 342 / 550 = 0.62 of its size and its smallest text at 9.5 CSS px; on a desktop (a
+672 px column) figures show at full size. On narrower phones ``_static/figures.css`` keeps a
+figure at least ``PHONE_MIN_WIDTH_PX`` wide, scrolling sideways inside its output box: smallest
+text 15.3 × 330 / 550 = 9.2 px. To fit, wide grids become rows of at most three panels, and
+heatmaps write their values in the cells only where a cell is wide enough (the colourbar always
+gives the scale).
+
+Head colours are for lines, frames and fills. Text that names a head is black on a light tint of
+the head's colour, framed in that colour (``head_label``): sky blue and yellow are too light to
+be legible as text on white.
 """
 
+import functools
+import math
+import textwrap
+
+import matplotlib
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
@@ -16,10 +43,85 @@ from .data import TOKENS
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#000000")
 HEATMAP_CMAP = "cividis"
 
+#: The phone-legibility criterion (see the module docstring).
+FIGURE_DPI = 100
+MAX_WIDTH_IN = 5.5
+MIN_TEXT_PT = 11
+TITLE_PT = 12
+#: ``bbox_inches="tight"`` adds 0.1 in of padding on each side; the drawing gets the rest.
+DRAWING_WIDTH_IN = MAX_WIDTH_IN - 0.2
+#: The narrowest width ``_static/figures.css`` lets a figure shrink to, in CSS px.
+PHONE_MIN_WIDTH_PX = 330
+
+#: Every figure is built under these settings, so that text without an explicit size gets MIN_TEXT_PT.
+FIGURE_STYLE = {
+    "figure.dpi": FIGURE_DPI,
+    "font.size": MIN_TEXT_PT,
+    "axes.labelsize": MIN_TEXT_PT,
+    "axes.titlesize": TITLE_PT,
+    "figure.titlesize": TITLE_PT,
+    "xtick.labelsize": MIN_TEXT_PT,
+    "ytick.labelsize": MIN_TEXT_PT,
+    "legend.fontsize": MIN_TEXT_PT,
+    "legend.title_fontsize": MIN_TEXT_PT,
+}
+#: Space around each panel, enough for the frame that ``head_label`` draws around its text.
+LAYOUT_PAD_IN = 6 / 72
+#: A heatmap cell this wide (in inches) holds a value such as "-0.45" at MIN_TEXT_PT with a margin.
+VALUE_CELL_IN = 0.65
+
 
 def head_colour(h):
     """The colour of head ``h`` (0-based) everywhere in the book."""
     return OKABE_ITO[h % len(OKABE_ITO)]
+
+
+def head_label(h):
+    """Text settings for a label that names head ``h``: black on a tint of its colour, framed in it."""
+    return {
+        "color": "black",
+        "fontweight": "bold",
+        "bbox": {"boxstyle": "round,pad=0.3", "facecolor": _tint(head_colour(h)),
+                 "edgecolor": head_colour(h), "linewidth": 2},
+    }
+
+
+def _tint(colour, amount=0.45):
+    """``colour`` mixed with white: light enough to write black text on."""
+    return tuple(1 - amount * (1 - c) for c in to_rgb(colour))
+
+
+def _phone_legible(draw):
+    """Build the figure under ``FIGURE_STYLE``: 100 dpi, and MIN_TEXT_PT for any text not sized otherwise."""
+
+    @functools.wraps(draw)
+    def build(*args, **kwargs):
+        with matplotlib.rc_context(FIGURE_STYLE):
+            return draw(*args, **kwargs)
+
+    return build
+
+
+def _new_figure(width, height):
+    """A figure at most as wide as the criterion allows once saved with its 0.1 in padding on each side."""
+    return Figure(figsize=(min(width, DRAWING_WIDTH_IN), height), dpi=FIGURE_DPI,
+                  layout=ConstrainedLayoutEngine(h_pad=LAYOUT_PAD_IN, w_pad=LAYOUT_PAD_IN))
+
+
+def _wrap(text, fontsize=TITLE_PT, width_in=DRAWING_WIDTH_IN - 0.2):
+    """``text`` broken into lines that fit ``width_in`` at ``fontsize`` (about 0.55 em per character)."""
+    chars = int(width_in * 72 / (0.55 * fontsize))
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+
+
+def _cell_width(columns, reserved_in):
+    """The width of one heatmap cell when ``columns`` cells and ``reserved_in`` of labels share the drawing's width."""
+    return min(VALUE_CELL_IN, (DRAWING_WIDTH_IN - reserved_in) / columns)
+
+
+def _values_fit(cell_width):
+    """Whether cells ``cell_width`` wide can hold their values at MIN_TEXT_PT."""
+    return round(cell_width, 3) >= VALUE_CELL_IN
 
 
 def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, linewidth=3):
@@ -32,27 +134,26 @@ def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, lin
                       fill=False, edgecolor=head_colour(h), linewidth=linewidth, clip_on=False)
         )
         if label:
-            ax.text(left + block_width / 2, -0.75, f"head {h + 1}", ha="center", va="bottom",
-                    color=head_colour(h), fontweight="bold")
+            ax.annotate(f"head {h + 1}", (left + block_width / 2, -0.5), xytext=(0, 8),
+                        textcoords="offset points", ha="center", va="bottom", **head_label(h))
 
 
+@_phone_legible
 def plot_concatenated_output(context, num_heads, tokens=TOKENS):
     """Heatmap of one sequence's context vectors ``(num_tokens, num_heads * d_out)``, head blocks outlined."""
     context = context.detach().cpu()
     num_tokens, width = context.shape
     block_width = width // num_heads
-    fig = Figure(figsize=(1.1 * width + 2.5, 0.55 * num_tokens + 1.6), layout="constrained")
+    cell = _cell_width(width, reserved_in=1.0)
+    fig = _new_figure(cell * width + 1.0, 0.42 * num_tokens + 2.8)
     ax = fig.subplots()
-    image = ax.imshow(context.numpy(), cmap=HEATMAP_CMAP, aspect="auto")
-    for (row, col), value in _cells(context):
-        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                color="white" if value < context.mean() else "black")
+    image = _annotated_heatmap(ax, context, write_values=_values_fit(cell))
     outline_head_blocks(ax, num_heads, block_width, num_tokens)
     ax.set_yticks(range(num_tokens), tokens[:num_tokens])
     ax.set_xticks(range(width), [f"{c % block_width + 1}" for c in range(width)])
-    ax.set_xlabel("output column (numbered within its head)")
-    ax.set_title("torch.cat puts each head's context vectors side by side", pad=28)
-    fig.colorbar(image, ax=ax, shrink=0.8, label="value")
+    ax.set_xlabel("output column\n(numbered within its head)")
+    ax.set_title(_wrap("torch.cat puts each head's context vectors side by side", width_in=3.6), pad=34)
+    fig.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="value")
     return fig
 
 
@@ -62,10 +163,22 @@ def _cells(matrix):
     return (((r, c), float(matrix[r, c])) for r in range(rows) for c in range(cols))
 
 
+def _annotated_heatmap(ax, matrix, *, write_values=True, **limits):
+    """``imshow`` a 2-D tensor in the heatmap colours, with each value written in its cell if ``write_values``."""
+    image = ax.imshow(matrix.numpy(), cmap=HEATMAP_CMAP, aspect="auto", **limits)
+    low, high = image.get_clim()
+    if write_values:
+        for (row, col), value in _cells(matrix):
+            ax.text(col, row, f"{value:.2f}", ha="center", va="center",
+                    color="white" if value < (low + high) / 2 else "black")
+    return image
+
+
 # ---------------------------------------------------------------------------------------------
 # Chapter 2 figures
 # ---------------------------------------------------------------------------------------------
 
+@_phone_legible
 def plot_two_dim_context(context, tokens=TOKENS):
     """Scatter one sequence's 2-D context vectors: head 1's value across, head 2's value up.
 
@@ -78,19 +191,24 @@ def plot_two_dim_context(context, tokens=TOKENS):
             "plot_two_dim_context expects one sequence's context vectors, shape (num_tokens, 2), "
             f"got {tuple(context.shape)}. Pass e.g. mha(batch)[0] from a wrapper with num_heads=2 and d_out=1."
         )
-    fig = Figure(figsize=(6, 4.8), layout="constrained")
+    fig = _new_figure(5.2, 5.0)
     ax = fig.subplots()
     ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="black", zorder=3)
-    for token, (x, y) in zip(tokens, context.tolist()):
-        ax.annotate(token, (x, y), xytext=(7, 5), textcoords="offset points", fontsize=11)
+    points = context.tolist()
+    span_x, span_y = (max(float(spread), 1e-9) for spread in context.max(dim=0).values - context.min(dim=0).values)
+    for token, (x, y) in zip(tokens, points):
+        # A label goes below its dot when another dot sits just above it, where the label would be.
+        crowded = any(abs(x2 - x) < 0.15 * span_x and 0 < y2 - y < 0.1 * span_y for x2, y2 in points)
+        ax.annotate(token, (x, y), xytext=(7, -4 if crowded else 4), textcoords="offset points",
+                    va="top" if crowded else "bottom")
     head_axes = ((ax.xaxis, "bottom", ax.set_xlabel), (ax.yaxis, "left", ax.set_ylabel))
     for h, (axis, spine, set_label) in enumerate(head_axes):
-        set_label(f"head {h + 1}'s output (its one value per token)", color=head_colour(h), fontweight="bold")
+        set_label(f"head {h + 1}'s output (one value per token)", labelpad=8, **head_label(h))
         ax.spines[spine].set(color=head_colour(h), linewidth=3)
         axis.set_tick_params(color=head_colour(h), width=2)
     ax.spines[["top", "right"]].set_visible(False)
     ax.margins(0.2)
-    ax.set_title("Each head owns one coordinate of every context vector")
+    ax.set_title(_wrap("Each head owns one coordinate of every context vector", width_in=4.2))
     return fig
 
 
@@ -100,10 +218,13 @@ def plot_two_dim_context(context, tokens=TOKENS):
 
 # Imports only this section needs sit here, so that each chapter edits only its own section.
 import torch  # noqa: E402
-from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.patches import ConnectionPatch  # noqa: E402
 
+#: At most this many panels side by side; more heads continue on the next row.
+PANELS_PER_ROW = 3
 
+
+@_phone_legible
 def plot_combined_weight(weight, num_heads, name="W_query"):
     """Heatmap of one combined projection as ``x @ W`` uses it, ``(d_in, d_out)``: one outlined column block per head.
 
@@ -112,18 +233,21 @@ def plot_combined_weight(weight, num_heads, name="W_query"):
     weight = weight.detach().cpu()
     d_in, d_out = weight.shape
     head_dim = d_out // num_heads
-    fig = Figure(figsize=(1.0 * d_out + 2.8, 0.8 * d_in + 2.0), layout="constrained")
+    cell = _cell_width(d_out, reserved_in=1.0)
+    fig = _new_figure(cell * d_out + 1.0, 0.5 * d_in + 3.2)
     ax = fig.subplots()
-    image = _annotated_heatmap(ax, weight)
+    image = _annotated_heatmap(ax, weight, write_values=_values_fit(cell))
     outline_head_blocks(ax, num_heads, head_dim, d_in)
     ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)])
     ax.set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
-    ax.set_xlabel(f"output column (numbered within its head; head_dim = {head_dim})")
-    ax.set_title(f"One {name} for all {num_heads} heads: shape (d_in, d_out) = {tuple(weight.shape)}", pad=46)
-    fig.colorbar(image, ax=ax, shrink=0.8, label="weight")
+    ax.set_xlabel(f"output column\n(numbered within its head; head_dim = {head_dim})")
+    ax.set_title(_wrap(f"One {name} for all {num_heads} heads:\nshape (d_in, d_out) = {tuple(weight.shape)}"),
+                 pad=34)
+    fig.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="weight")
     return fig
 
 
+@_phone_legible
 def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
     """Each wrapper head's small ``(d_in, head_dim)`` matrix, above the column block it becomes in ``combined``.
 
@@ -134,31 +258,32 @@ def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
     num_heads = len(head_weights)
     d_in, head_dim = head_weights[0].shape
     vmin, vmax = float(combined.min()), float(combined.max())
-    fig = Figure(figsize=(1.0 * num_heads * head_dim + 3.5, 2.0 * d_in + 2.6), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=(1, 1.15), hspace=0.12)
+    cell = _cell_width(num_heads * head_dim, reserved_in=1.0)
+    write_values = _values_fit(cell)
+    fig = _new_figure(cell * num_heads * head_dim + 1.0, 1.0 * d_in + 4.6)
+    top, bottom = fig.subfigures(2, 1, height_ratios=(1, 1.25), hspace=0.1)
     small_axes = top.subplots(1, num_heads, squeeze=False)[0]
     for h, (ax, w) in enumerate(zip(small_axes, head_weights)):
-        _annotated_heatmap(ax, w, vmin=vmin, vmax=vmax)
+        _annotated_heatmap(ax, w, write_values=write_values, vmin=vmin, vmax=vmax)
         _frame(ax, head_colour(h))
-        ax.set_title(f"wrapper head {h + 1}: its own {name}\n{tuple(w.shape)}", color=head_colour(h),
-                     fontweight="bold", fontsize=10)
+        ax.set_title(f"head {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
         ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)] if h == 0 else [])
+    top.suptitle(_wrap(f"Each wrapper head's own {name}, shape {tuple(head_weights[0].shape)}, becomes "
+                       f"one block of {head_dim} columns of the combined {name} below"))
     ax = bottom.subplots()
-    image = _annotated_heatmap(ax, combined, vmin=vmin, vmax=vmax)
+    image = _annotated_heatmap(ax, combined, write_values=write_values, vmin=vmin, vmax=vmax)
     outline_head_blocks(ax, num_heads, head_dim, d_in, label=False)
     ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)])
     ax.set_xticks(range(num_heads * head_dim), [str(c + 1) for c in range(num_heads * head_dim)])
-    ax.set_xlabel(f"column of the weight-split module's one {name}, shape {tuple(combined.shape)}")
-    bottom.colorbar(image, ax=ax, shrink=0.8, label="weight")
+    ax.set_xlabel(f"column of the weight-split module's one {name},\nshape {tuple(combined.shape)}")
+    bottom.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="weight")
     for h, small in enumerate(small_axes):
         fig.add_artist(ConnectionPatch(
             xyA=((head_dim - 1) / 2, d_in - 0.5), coordsA=small.transData,
             xyB=(h * head_dim + (head_dim - 1) / 2, -0.5), coordsB=ax.transData,
             arrowstyle="-|>", color=head_colour(h), linewidth=2.5, mutation_scale=18,
         ))
-    fig.suptitle(f"Each wrapper head's {name} becomes one block of {head_dim} columns of the combined {name}",
-                 fontsize=12)
     return fig
 
 
@@ -191,37 +316,36 @@ def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
                             "view(b, num_heads, num_tokens, head_dim) loses its b")
 
 
+@_phone_legible
 def plot_attention_per_head(attn_weights, tokens=TOKENS):
-    """One heatmap of attention weights ``(num_tokens, num_tokens)`` per head, framed in the head's colour."""
+    """One heatmap of attention weights ``(num_tokens, num_tokens)`` per head, framed in the head's colour.
+
+    At most ``PANELS_PER_ROW`` heads share a row, and the colourbar lies below them to leave the
+    width to the heatmaps. On a phone the cells are too small to hold their values: the colourbar
+    gives the scale.
+    """
     attn_weights = attn_weights.detach().cpu()
     num_heads, num_tokens, _ = attn_weights.shape
-    fig = Figure(figsize=(3.4 * num_heads + 1.2, 4.8), layout="constrained")
-    axes = fig.subplots(1, num_heads, squeeze=False)[0]
-    for h, ax in enumerate(axes):
+    columns = min(num_heads, PANELS_PER_ROW)
+    rows = math.ceil(num_heads / columns)
+    fig = _new_figure(DRAWING_WIDTH_IN, 1.45 * rows + 2.5)
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h >= num_heads:
+            ax.set_visible(False)
+            continue
         image = ax.imshow(attn_weights[h].numpy(), cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
-        for (row, col), value in _cells(attn_weights[h]):
-            if col <= row:  # the future is masked: its weights are exactly zero
-                ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if value < 0.5 else "black")
         _frame(ax, head_colour(h))
-        ax.set_title(f"head {h + 1}", color=head_colour(h), fontweight="bold")
-        ax.set_xticks(range(num_tokens), tokens[:num_tokens], rotation=60, ha="right")
-        ax.set_yticks(range(num_tokens), tokens[:num_tokens] if h == 0 else [])
-        ax.set_xlabel("key (attended to)")
-    axes[0].set_ylabel("query (attending)")
-    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
-    fig.suptitle("Attention weights of each head, all computed in one batched matrix multiplication")
+        ax.set_title(f"head {h + 1}", pad=8, **head_label(h))
+        ax.set_xticks(range(num_tokens), tokens[:num_tokens], rotation=90)
+        ax.set_yticks(range(num_tokens), tokens[:num_tokens] if h % columns == 0 else [])
+        if h % columns == 0:
+            ax.set_ylabel("query (attending)")
+        if h % columns == columns // 2:
+            ax.set_xlabel("key (attended to)")
+    fig.colorbar(image, ax=axes, location="bottom", shrink=0.7, aspect=30, label="attention weight")
+    fig.suptitle(_wrap("Attention weights of each head, all computed in one batched matrix multiplication"))
     return fig
-
-
-def _annotated_heatmap(ax, matrix, **limits):
-    """``imshow`` a 2-D tensor in the heatmap colours with each value written in its cell."""
-    image = ax.imshow(matrix.numpy(), cmap=HEATMAP_CMAP, aspect="auto", **limits)
-    low, high = image.get_clim()
-    for (row, col), value in _cells(matrix):
-        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=9,
-                color="white" if value < (low + high) / 2 else "black")
-    return image
 
 
 def _frame(ax, colour):
@@ -230,45 +354,45 @@ def _frame(ax, colour):
         spine.set_linewidth(3)
 
 
-def _tint(colour, amount=0.45):
-    """``colour`` mixed with white: light enough to write black text on."""
-    return tuple(1 - amount * (1 - c) for c in to_rgb(colour))
-
-
+@_phone_legible
 def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
-    """Draw ``queries`` and ``regroup(queries)``, colouring every number by the head and token it came from.
+    """Draw ``queries`` above ``regroup(queries)``, colouring every number by the head and token it came from.
 
     ``how`` names the regrouping as done on one sequence; ``batch_note`` says how it maps to the
     batched code, which has a batch axis in front.
 
     The same ``regroup`` is applied to two index matrices (which token, which head block each number
-    came from), so every cell on the right shows where its number really started.
+    came from), so every cell below shows where its number really started.
     """
     queries = queries.detach().cpu()
     num_tokens, d_out = queries.shape
     head_dim = d_out // num_heads
     token_of = torch.arange(num_tokens).repeat_interleave(d_out).view(num_tokens, d_out)
     head_of = (torch.arange(d_out) // head_dim).repeat(num_tokens, 1)
-    values, token_of, head_of = regroup(queries), regroup(token_of), regroup(head_of)  # (num_heads, num_tokens, head_dim)
+    values = regroup(queries)  # (num_heads, num_tokens, head_dim)
 
-    fig = Figure(figsize=(0.85 * (d_out + num_heads * head_dim) + 2.4, 0.62 * num_tokens + 2.6),
-                 layout="constrained")
-    axes = fig.subplots(1, num_heads + 1, width_ratios=(d_out, *[head_dim] * num_heads))
-    rows = torch.arange(num_tokens).unsqueeze(1).expand(num_tokens, d_out)
-    columns = (torch.arange(d_out) // head_dim).expand(num_tokens, d_out)
-    _tinted_cells(axes[0], queries, rows, columns, tokens, show_token=False)
-    outline_head_blocks(axes[0], num_heads, head_dim, num_tokens, label=False, linewidth=2)
-    axes[0].set_yticks(range(num_tokens), tokens[:num_tokens])
-    axes[0].set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
-    axes[0].set_title(f"queries: (num_tokens, d_out) = {tuple(queries.shape)}", fontsize=10)
-    for h in range(num_heads):
-        ax = axes[h + 1]
-        _tinted_cells(ax, values[h], token_of[h], head_of[h], tokens, show_token=True)
-        ax.set_title(f"[{h}]: treated as head {h + 1}", color=head_colour(h), fontweight="bold", fontsize=10)
+    columns = min(num_heads, PANELS_PER_ROW)
+    panel_rows = math.ceil(num_heads / columns)
+    fig = _new_figure(DRAWING_WIDTH_IN, 0.42 * num_tokens + 0.55 * num_tokens * panel_rows + 3.4)
+    top, bottom = fig.subfigures(2, 1, height_ratios=(0.42 * num_tokens + 1.0, (0.55 * num_tokens + 1.0) * panel_rows))
+    ax = top.subplots()
+    _tinted_cells(ax, queries, token_of, head_of, tokens, show_token=False)
+    outline_head_blocks(ax, num_heads, head_dim, num_tokens, linewidth=2)
+    ax.set_yticks(range(num_tokens), tokens[:num_tokens])
+    ax.set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
+    ax.set_title(f"queries: (num_tokens, d_out) = {tuple(queries.shape)}", pad=34)
+    top.suptitle(_wrap(f"{how}: {tuple(queries.shape)} → {tuple(values.shape)}\n({batch_note})"))
+
+    axes = bottom.subplots(panel_rows, columns, squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h >= num_heads:
+            ax.set_visible(False)
+            continue
+        _tinted_cells(ax, values[h], regroup(token_of)[h], regroup(head_of)[h], tokens, show_token=True)
+        ax.set_title(f"[{h}]: treated as\nhead {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
-        ax.set_yticks(range(num_tokens), [f"row {r + 1}" for r in range(num_tokens)] if h == 0 else [])
-    fig.suptitle(f"{how}: {tuple(queries.shape)} → {tuple(values.shape)}\n({batch_note})\n"
-                 "each number keeps the colour of its head and the name of its token", fontsize=11)
+        ax.set_yticks(range(num_tokens), [f"row {r + 1}" for r in range(num_tokens)] if h % columns == 0 else [])
+    bottom.suptitle(_wrap("each number keeps the colour of its head and the name of its token"))
     return fig
 
 
@@ -278,9 +402,8 @@ def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
     ax.imshow([[_tint(head_colour(int(head_of[r, c]))) for c in range(cols)] for r in range(rows)], aspect="auto")
     for (r, c), value in _cells(values):
         label = f"{value:.2f}\n{tokens[int(token_of[r, c])]}" if show_token else f"{value:.2f}"
-        ax.text(c, r, label, ha="center", va="center", fontsize=8.5 if show_token else 9)
+        ax.text(c, r, label, ha="center", va="center", linespacing=1.1)
     ax.set_xticks([])
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +425,8 @@ IMPLEMENTATION_LABELS = {
     "fused": "FusedMultiHeadAttention",
     "torch_mha": "nn.MultiheadAttention",
 }
+#: Width and height of one benchmark plot, with its legend below it.
+PLOT_SIZE_IN = (DRAWING_WIDTH_IN, 5.2)
 
 
 def implementation_colour(name):
@@ -322,6 +447,11 @@ def _names(rows):
     return [name for name in IMPLEMENTATION_STYLES if any(r.implementation == name for r in rows)]
 
 
+def _legend_below(fig, ax, ncols=1):
+    """The legend of ``ax`` under the plot, where it covers no data and needs no small font."""
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=ncols, frameon=False)
+
+
 def _draw_time_vs_heads(ax, rows):
     for name in _names(rows):
         found = _rows(rows, "heads", name)
@@ -334,32 +464,29 @@ def _draw_time_vs_heads(ax, rows):
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(heads)
     ax.set_xlabel("num_heads")
-    ax.set_ylabel("median time per forward (ms, log scale)")
+    ax.set_ylabel("median time per forward\n(ms, log scale)")
     ax.set_title(f"Time vs head count\n({first.batch} × {first.num_tokens} tokens, d_out {first.d_out})")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
 
 
 def _draw_split_speedup(ax, rows, crossover):
+    """The split's speedup; the reference lines and the overhead-bound span carry legend labels."""
     wrapper = {r.num_tokens: r.median_ms for r in _rows(rows, "tokens", "wrapper")}
     split = _rows(rows, "tokens", "split")
     tokens = [r.num_tokens for r in split]
     _implementation_line(ax, "split", tokens, [wrapper[r.num_tokens] / r.median_ms for r in split])
-    ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
+    ax.axhline(1.0, color="grey", linewidth=1, linestyle=":", label="1×: both equally fast")
     ax.set_xscale("log", base=2)
     ax.set_xticks(tokens, [str(t) for t in tokens])
     ax.set_ylim(bottom=0)
     if crossover is not None:
-        top = ax.get_ylim()[1]
-        ax.axvline(crossover, color="grey", linestyle="--", linewidth=1.5)
-        ax.axvspan(tokens[0], crossover, color="#E69F00", alpha=0.12, linewidth=0)
-        ax.text(crossover, top * 0.98, "wrapper overhead-bound  ", ha="right", va="top", fontsize=9)
-        ax.text(crossover, top * 0.98, "  wrapper compute-bound", ha="left", va="top", fontsize=9)
-        ax.text(crossover, top * 0.91, f"  crossover ≈ {crossover:.0f} tokens", ha="left", va="top",
-                fontsize=9, color="dimgrey")
+        ax.axvspan(tokens[0], crossover, color="#E69F00", alpha=0.12, linewidth=0,
+                   label="wrapper overhead-bound")
+        ax.axvline(crossover, color="grey", linestyle="--", linewidth=1.5,
+                   label=f"crossover ≈ {crossover:.0f} tokens: wrapper compute-bound beyond")
     else:
         ax.text(0.5, 0.97, "no crossover in the measured range", transform=ax.transAxes,
-                ha="center", va="top", fontsize=8)
+                ha="center", va="top")
     first = split[0]
     ax.set_xlabel("num_tokens (log scale)")
     ax.set_ylabel("wrapper time / split time (×)")
@@ -373,45 +500,57 @@ def _draw_throughput(ax, rows):
         _implementation_line(ax, name, [r.num_tokens for r in found], [r.gflops for r in found])
     ceiling = rows[0].ceiling_gflops
     ax.axhline(ceiling, color="grey", linestyle="--", linewidth=1.5)
-    ax.text(0.98, ceiling, f"matmul ceiling (large torch.mm): {ceiling:.0f} GFLOP/s",
-            transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=9)
+    ax.text(0.98, ceiling, f"matmul ceiling (large torch.mm):\n{ceiling:.0f} GFLOP/s",
+            transform=ax.get_yaxis_transform(), ha="right", va="bottom")
     tokens = [r.num_tokens for r in _rows(rows, "tokens", "wrapper")]
     ax.set_xscale("log", base=2)
     ax.set_xticks(tokens, [str(t) for t in tokens])
-    ax.set_ylim(0, ceiling * 1.15)
+    ax.set_ylim(0, ceiling * 1.3)
     ax.set_xlabel("num_tokens (log scale)")
-    ax.set_ylabel("achieved GFLOP/s (matmul FLOPs / median time)")
+    ax.set_ylabel("achieved GFLOP/s\n(matmul FLOPs / median time)")
     ax.set_title("Achieved throughput vs the matmul ceiling")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.86))
 
 
+@_phone_legible
 def plot_time_vs_heads(rows):
     """Median forward time of each implementation against the head count (``rows`` from ``mha.bench``)."""
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
-    _draw_time_vs_heads(fig.subplots(), rows)
+    fig = _new_figure(*PLOT_SIZE_IN)
+    ax = fig.subplots()
+    _draw_time_vs_heads(ax, rows)
+    _legend_below(fig, ax)
     return fig
 
 
+@_phone_legible
 def plot_split_speedup(rows, crossover):
     """Wrapper time / split time against sequence length, the wrapper's overhead → compute crossover marked."""
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
-    _draw_split_speedup(fig.subplots(), rows, crossover)
+    fig = _new_figure(*PLOT_SIZE_IN)
+    ax = fig.subplots()
+    _draw_split_speedup(ax, rows, crossover)
+    _legend_below(fig, ax)
     return fig
 
 
+@_phone_legible
 def plot_throughput(rows):
     """Achieved GFLOP/s of each implementation against sequence length, under the measured matmul ceiling."""
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
-    _draw_throughput(fig.subplots(), rows)
+    fig = _new_figure(*PLOT_SIZE_IN)
+    ax = fig.subplots()
+    _draw_throughput(ax, rows)
+    _legend_below(fig, ax)
     return fig
 
 
+@_phone_legible
 def plot_benchmark(rows, crossover):
-    """The three benchmark plots side by side: what ``python -m mha.bench`` saves as a PNG."""
-    fig = Figure(figsize=(19, 5.5), layout="constrained")
-    time_ax, speedup_ax, throughput_ax = fig.subplots(1, 3)
+    """The three benchmark plots, one above the other, with one legend: what ``python -m mha.bench`` saves as a PNG."""
+    width, height = PLOT_SIZE_IN
+    fig = _new_figure(width, 3 * height - 0.6)
+    time_ax, speedup_ax, throughput_ax = fig.subplots(3, 1)
     _draw_time_vs_heads(time_ax, rows)
     _draw_split_speedup(speedup_ax, rows, crossover)
     _draw_throughput(throughput_ax, rows)
+    speedup_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+    _legend_below(fig, time_ax)
     return fig

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import yaml
+from mha.plots import FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "_build" / "html"
@@ -33,6 +34,13 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
+NARROW_PHONE = {"width": 360, "height": 780}
+#: A figure's smallest text must show at least this tall on a phone (CSS px).
+MIN_FIGURE_TEXT_PX = 9
+#: What mha/plots.py promises (see its docstring): figures at most this wide, text at least this tall,
+#: both in the PNG's own pixels.
+MAX_FIGURE_WIDTH_PX = MAX_WIDTH_IN * FIGURE_DPI
+MIN_TEXT_PX_IN_PNG = MIN_TEXT_PT / 72 * FIGURE_DPI
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,32 @@ def figure_problems(page, chapter=None):
     return problems
 
 
+def figure_text_size_problems(page, min_px=MIN_FIGURE_TEXT_PX):
+    """Every figure's smallest text shows at ``min_px`` CSS px or more at the page's current width.
+
+    The PNG holds no text under ``MIN_TEXT_PX_IN_PNG`` of its own pixels (``tests/test_figures.py``
+    checks every figure function), so the smallest text shows at that times the figure's displayed
+    width over its natural width. Open every toggle first: a hidden figure has no width.
+    """
+    problems = []
+    for src, natural, shown in page.eval_on_selector_all(
+        OUTPUT_IMAGES, "images => images.map(img => [img.getAttribute('src'), img.naturalWidth, "
+                       "img.getBoundingClientRect().width])"
+    ):
+        where = "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
+        if natural > MAX_FIGURE_WIDTH_PX:
+            problems.append(f"{where} is {natural}px wide; mha.plots draws at most {MAX_FIGURE_WIDTH_PX:.0f}px "
+                            "(re-execute its chapter?)")
+        if not shown:
+            problems.append(f"{where} is not displayed")
+            continue
+        smallest = MIN_TEXT_PX_IN_PNG * shown / natural
+        if smallest < min_px:
+            problems.append(f"{where} is shown at {shown:.0f}px of its {natural}px, so its smallest text is "
+                            f"{smallest:.1f} CSS px, under {min_px}")
+    return problems
+
+
 def launch_link_problems(page, chapter):
     """The Binder button opens this chapter from this repository's main branch; Colab, if offered, too."""
     problems = []
@@ -239,16 +273,27 @@ def wait_for_transitions(page):
     page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')", timeout=10_000)
 
 
+#: The right edge of what a reader sees of an image: a figure wider than its output box scrolls inside it.
+VISIBLE_RIGHT = """images => images.map(img => {
+    const box = img.closest('.cell_output');
+    const scrolls = box && ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
+    const right = img.getBoundingClientRect().right;
+    return [img.getAttribute('src'), scrolls ? Math.min(right, box.getBoundingClientRect().right) : right];
+})"""
+
+
 def horizontal_overflow_problems(page):
-    """The page, and every figure in it, fits the window's width: no sideways scrolling."""
+    """The page, and every figure in it, fits the window's width: no sideways scrolling of the page.
+
+    A figure may be wider than the column on a narrow phone (``_static/figures.css``) if its output
+    box scrolls sideways and the box itself fits.
+    """
     problems = []
     width = page.evaluate("window.innerWidth")
     page_width = page.evaluate("document.documentElement.scrollWidth")
     if page_width > width:
         problems.append(f"the page is {page_width}px wide in a {width}px window")
-    for src, right in page.eval_on_selector_all(
-        CONTENT_IMAGES, "images => images.map(img => [img.getAttribute('src'), img.getBoundingClientRect().right])"
-    ):
+    for src, right in page.eval_on_selector_all(CONTENT_IMAGES, VISIBLE_RIGHT):
         if right > width + 0.5:
             problems.append(f"figure {PurePosixPath(src).name} runs {right - width:.0f}px past the window's edge")
     return problems

@@ -2,18 +2,23 @@
 
 The breakages are what a slip in a notebook or in ``_config.yml`` produces in the HTML: a reveal cell
 without its ``hide-cell`` tag (no ``<details>`` toggle) or shown open, a figure without alt text (Sphinx
-then writes the image's path as its alt), a launch link to the wrong branch, a stylesheet from a CDN.
+then writes the image's path as its alt) or drawn too wide for a phone, a launch link to the wrong branch, a stylesheet from a CDN.
 """
 
+import base64
+import io
 import re
 import shutil
 
 import pytest
+from PIL import Image
 
 from .book_site import (
     BUILD,
+    PHONE,
     chapters,
     figure_problems,
+    figure_text_size_problems,
     hidden_cell_problems,
     launch_link_problems,
     offline_rendering_problems,
@@ -53,6 +58,14 @@ def without_alt(html):
     return OUTPUT_IMAGE_ALT.sub(r'\1src="\2"', html, count=1)
 
 
+def figure_drawn_too_wide(html):
+    """The first figure as an old, 11-inch-wide drawing (1100 px at 100 dpi) that a phone shrinks to a third."""
+    png = io.BytesIO()
+    Image.new("RGB", (1100, 400), "white").save(png, format="PNG")
+    uri = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    return OUTPUT_IMAGE_ALT.sub(lambda m: m.group(0).replace(f'src="{m.group(2)}"', f'src="{uri}"'), html, count=1)
+
+
 def binder_on_master(html):
     return html.replace("/main?urlpath=", "/master?urlpath=")
 
@@ -61,7 +74,8 @@ def stylesheet_from_a_cdn(html):
     return html.replace("</head>", '<link rel="stylesheet" href="https://cdn.example.org/book.css" /></head>', 1)
 
 
-BREAKAGES = [without_toggle, toggle_open_on_load, alt_is_image_path, without_alt, binder_on_master, stylesheet_from_a_cdn]
+BREAKAGES = [without_toggle, toggle_open_on_load, alt_is_image_path, without_alt, figure_drawn_too_wide,
+             binder_on_master, stylesheet_from_a_cdn]
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +118,13 @@ def test_a_figure_whose_alt_text_is_its_path_fails_the_figure_check(visit, broke
 def test_a_figure_without_alt_text_fails_the_figure_check(visit, broken_book):
     problems = figure_problems(broken_page(visit, broken_book, without_alt).page, CHAPTER)
     assert any("has no alt text" in p for p in problems), problems
+
+
+def test_a_figure_drawn_too_wide_for_a_phone_fails_the_text_size_check(visit, broken_book):
+    page = broken_page(visit, broken_book, figure_drawn_too_wide, viewport=PHONE).page
+    problems = figure_text_size_problems(page)
+    assert any("1100px wide" in p for p in problems), problems
+    assert any("smallest text is" in p for p in problems), problems
 
 
 def test_a_binder_link_to_another_branch_fails_the_launch_check(visit, broken_book):

@@ -1,0 +1,31 @@
+"""Every figure stays legible on a phone: its smallest text shows at 9 CSS px or more, at 390 px (a
+common phone) and at 360 px (narrower phones, where ``_static/figures.css`` lets a figure scroll
+sideways inside its output box rather than shrink), and the page never scrolls sideways."""
+
+import pytest
+
+from .book_site import (
+    NARROW_PHONE,
+    PHONE,
+    chapters,
+    figure_text_size_problems,
+    horizontal_overflow_problems,
+    open_every_toggle,
+)
+
+CHAPTERS = [c for c in chapters() if c.figures_in_notebook()]
+
+
+@pytest.mark.parametrize("viewport", [PHONE, NARROW_PHONE], ids=lambda v: f"{v['width']}px")
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
+def test_the_smallest_text_of_every_figure_shows_at_9_css_px_or_more_on_a_phone(visit, book_url, chapter, viewport):
+    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport, wait_until="networkidle").page
+    open_every_toggle(page)
+    problems = figure_text_size_problems(page) + horizontal_overflow_problems(page)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_figure_stylesheet_is_in_every_chapter_page(visit, book_url):
+    for chapter in CHAPTERS:
+        page = visit(f"{book_url}/{chapter.url_path}").page
+        assert page.locator("link[rel=stylesheet][href*='_static/figures.css']").count() == 1, chapter.name
