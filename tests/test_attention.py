@@ -78,7 +78,9 @@ def test_causal_mask_hides_future_tokens():
         (lambda: MultiHeadAttention(3, 4, 6, 0.0, num_heads=0), ["num_heads", "positive"]),
         (lambda: MultiHeadAttentionWrapper(3, 4, 6, 0.0, num_heads=-1), ["num_heads", "positive"]),
         (lambda: CausalAttention(0, 4, 6, 0.0), ["d_in", "positive"]),
-        (lambda: CausalAttention(3, 4, 6, 1.5), ["dropout"]),
+        (lambda: CausalAttention(3, 4, 6, 1.5), ["dropout", "[0, 1)"]),
+        (lambda: CausalAttention(3, 4, 6, "0.1"), ["dropout", "number"]),
+        (lambda: MultiHeadAttention(3, 4, 6, None, num_heads=2), ["dropout", "number"]),
     ],
 )
 def test_bad_constructor_arguments_raise_a_value_error_naming_the_problem(build, words):

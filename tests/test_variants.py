@@ -156,7 +156,7 @@ def test_heads_that_do_not_divide_d_out_raise_a_value_error(cls):
 @pytest.mark.parametrize("cls", NEW_CLASSES)
 @pytest.mark.parametrize("args, message", [
     ((0, 4, 8, 0.0, 2), "d_in must be a positive integer"),
-    ((4, 4, 8, 1.5, 2), "dropout must be in"),
+    ((4, 4, 8, 1.5, 2), "dropout must be a number in"),
     ((4, 4, 8, 0.0, 0), "num_heads must be a positive integer"),
 ])
 def test_bad_constructor_arguments_raise_value_errors_that_name_the_argument(cls, args, message):

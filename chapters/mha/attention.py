@@ -18,8 +18,8 @@ def check_config(d_in, d_out, context_length, dropout, num_heads=1, *, who):
             f"{who}: num_heads must be a positive integer, got {num_heads!r}; "
             "use num_heads=1 for a single head."
         )
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"{who}: dropout must be in [0, 1), got {dropout!r}.")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"{who}: dropout must be a number in [0, 1), got {dropout!r}.")
 
 
 def check_heads_divide(d_out, num_heads, *, who):
@@ -80,9 +80,9 @@ class CausalAttention(nn.Module):
         values = self.W_value(x)  # (b, num_tokens, d_out)
 
         attn_scores = queries @ keys.transpose(1, 2)  # (b, num_tokens, num_tokens)
-        future = self.mask.bool()[:num_tokens, :num_tokens]  # (num_tokens, num_tokens)
-        attn_scores = attn_scores.masked_fill(future, -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        future = self.mask[:num_tokens, :num_tokens].bool()  # (num_tokens, num_tokens)
+        attn_scores = attn_scores.masked_fill(future, -torch.inf)  # (b, num_tokens, num_tokens)
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)  # (b, num_tokens, num_tokens)
         attn_weights = self.dropout(attn_weights)  # (b, num_tokens, num_tokens)
         return attn_weights @ values  # (b, num_tokens, d_out)
 
@@ -141,9 +141,9 @@ class MultiHeadAttention(nn.Module):
         values = self.split_heads(self.W_value(x))  # (b, num_heads, num_tokens, head_dim)
 
         attn_scores = queries @ keys.transpose(2, 3)  # (b, num_heads, num_tokens, num_tokens)
-        future = self.mask.bool()[:num_tokens, :num_tokens]  # (num_tokens, num_tokens)
-        attn_scores = attn_scores.masked_fill(future, -torch.inf)
-        attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)
+        future = self.mask[:num_tokens, :num_tokens].bool()  # (num_tokens, num_tokens)
+        attn_scores = attn_scores.masked_fill(future, -torch.inf)  # (b, num_heads, num_tokens, num_tokens)
+        attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
         attn_weights = self.dropout(attn_weights)  # (b, num_heads, num_tokens, num_tokens)
 
         context = (attn_weights @ values).transpose(1, 2)  # (b, num_tokens, num_heads, head_dim)
