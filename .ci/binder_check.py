@@ -9,6 +9,9 @@ Usage: python .ci/binder_check.py      (``make binder-check``; ``make test`` run
    no ``_build``, so a file a chapter needs but git does not have fails here as it would on Binder.
 3. Every chapter runs top to bottom from its own folder, as Binder's kernel runs it, with the new
    environment's Python as the kernel; every cell must run without error.
+4. Every chapter opens in JupyterLab, as Binder opens it, with each reveal and solution collapsed
+   (``jupyterlab_check.py``). repo2docker provides JupyterLab on Binder; the rehearsal installs the
+   version ``binder/jupyterlab.txt`` pins, in the same environment.
 
 Exits non-zero if any step fails.
 """
@@ -22,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import jupyterlab_check
 
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
@@ -78,8 +83,9 @@ def create_environment(venv):
     step(f"fresh environment with {interpreter}")
     subprocess.run([interpreter, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    requirements = [*pinned(RUNNER_PACKAGES), "-r", str(BINDER / "requirements.txt")]
-    step(f"pip install -r binder/requirements.txt {' '.join(requirements[:len(RUNNER_PACKAGES)])}")
+    provided = [*pinned(RUNNER_PACKAGES), f"jupyterlab=={jupyterlab_check.pinned_version()}"]
+    requirements = [*provided, "-r", str(BINDER / "requirements.txt")]
+    step(f"pip install -r binder/requirements.txt {' '.join(provided)}")
     # --no-compile: skip byte-compiling all of torch up front (half the install time); Python compiles
     # the modules the chapters import when they are first imported.
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", *requirements],
@@ -150,15 +156,26 @@ def main():
         for notebook in chapters:
             step(f"running {notebook.relative_to(repository)}")
             results.append((notebook.name, code_cells(notebook), *run_chapter(notebook, venv, env)))
+        step("opening every chapter in JupyterLab")
+        lab_started = time.perf_counter()
+        lab_results = jupyterlab_check.check_chapters(venv, repository, chapters, env)
+        lab_seconds = time.perf_counter() - lab_started
     print(f"\nBinder rehearsal: environment ready in {setup:.0f} s")
     for name, cells, ok, seconds, detail in results:
         print(f"  {'ok  ' if ok else 'FAIL'}  {name}  ({cells} code cells, {seconds:.0f} s)")
         if detail:
             print("        " + detail.replace("\n", "\n        "))
     failed = [name for name, _, ok, *_ in results if not ok]
-    total = time.perf_counter() - started
-    print(f"{len(results) - len(failed)} of {len(results)} chapters ran without error in {total:.0f} s in all.")
-    return 1 if failed else 0
+    print(f"\nJupyterLab {jupyterlab_check.pinned_version()}: reveals and solutions collapsed? ({lab_seconds:.0f} s)")
+    for what, problems in lab_results:
+        print(f"  {'FAIL' if problems else 'ok  '}  {what}")
+        for problem in problems:
+            print(f"        {problem}")
+    lab_failed = [what for what, problems in lab_results if problems]
+    print(f"\n{len(results) - len(failed)} of {len(results)} chapters ran without error; "
+          f"{len(lab_results) - len(lab_failed)} of {len(lab_results)} JupyterLab checks passed; "
+          f"{time.perf_counter() - started:.0f} s in all.")
+    return 1 if failed or lab_failed else 0
 
 
 if __name__ == "__main__":

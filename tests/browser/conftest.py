@@ -1,38 +1,22 @@
 """Browser fixtures: Debian's Chromium (installed when missing), the built book served on 127.0.0.1,
 and fresh pages that record what went wrong in them."""
 
-import os
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from .book_site import BUILD, DESKTOP, is_local, serve
-
-# Debian's Chromium by default; CHROMIUM_EXECUTABLE names another Chromium-based browser (GitHub's
-# Ubuntu runners ship Google Chrome, and their `chromium` package is a snap that Playwright cannot drive).
-CHROMIUM = Path(os.environ.get("CHROMIUM_EXECUTABLE", "/usr/bin/chromium"))
-# No sandbox and no GPU: containers and CI runners have neither. The rest keeps Chromium from
-# phoning home, so the only requests a page makes are the book's own.
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]
+from .chromium import CHROMIUM, CHROMIUM_ARGS, chromium_path
 
 
 @pytest.fixture(scope="session")
 def chromium():
     """Debian's Chromium; installed with apt-get when missing (root, or passwordless sudo)."""
-    if not CHROMIUM.exists() and "CHROMIUM_EXECUTABLE" not in os.environ:
-        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-            subprocess.run(sudo + command, check=True, env=env)
-    if not CHROMIUM.exists():
+    path = chromium_path()
+    if path is None:
         pytest.fail(f"No browser at {CHROMIUM}")
-    return CHROMIUM
+    return path
 
 
 @pytest.fixture(scope="session")
