@@ -1,12 +1,12 @@
 """The benchmark's arithmetic, files and command line (no timing is asserted: timings are not tests)."""
 
 import csv
-import dataclasses
 import subprocess
 import sys
 
 import pytest
 import torch
+from torch.utils.benchmark import Measurement
 
 import mha.bench as bench
 from conftest import CHAPTERS
@@ -15,6 +15,7 @@ from mha.bench import (
     HEAD_COUNTS,
     TARGETS,
     Row,
+    ScorePipeline,
     Sweep,
     flop_breakdown,
     forward_flops,
@@ -23,6 +24,7 @@ from mha.bench import (
     read_csv,
     report_targets,
     target_passed,
+    time_in_rounds,
     write_csv,
 )
 from mha.counting import matmul_sizes
@@ -30,7 +32,7 @@ from mha.plots import IMPLEMENTATION_STYLES, OKABE_ITO, plot_benchmark
 from mha.variants import IMPLEMENTATIONS, equivalent_modules
 
 TINY = Sweep(d_out=8, batch=2, heads=(1, 2), heads_sweep_tokens=4, tokens=(2, 4, 8), tokens_sweep_heads=2,
-             min_run_time=0.001, rounds=1, ceiling_size=32)
+             min_run_time=0.001, min_blocks=3, rounds=1, ceiling_size=32)
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +77,86 @@ def test_the_csv_has_one_documented_column_per_field_and_reads_back(tiny_rows, t
 def test_the_sweep_times_every_implementation_at_every_configuration(tiny_rows):
     expected = [(s, t, h, name) for s, t, h in TINY.configurations() for name in IMPLEMENTATIONS]
     assert [(r.sweep, r.num_tokens, r.num_heads, r.implementation) for r in tiny_rows] == expected
-    assert all(r.median_ms > 0 and r.runs >= 1 and r.ceiling_gflops > 0 for r in tiny_rows)
-    assert all(r.flops == forward_flops(r.implementation, r.batch, r.num_tokens, r.d_in, r.d_out) for r in tiny_rows)
+    assert all(r.median_ms > 0 and r.runs >= r.blocks >= TINY.min_blocks and r.ceiling_gflops > 0 for r in tiny_rows)
+
+
+def test_each_row_counts_the_flops_the_dispatcher_sees(tiny_rows):
+    """Counted independently of the formula: 2 × the multiply-adds of every matmul the module calls.
+
+    The fused kernel and nn.MultiheadAttention's fast path hide their products from the counter;
+    they compute the same products as the split, so their rows carry the split's count.
+    """
+    for r in tiny_rows:
+        counted_as = r.implementation if r.implementation in ("wrapper", "split", "combined_qkv") else "split"
+        module = equivalent_modules([counted_as], r.d_in, r.d_out, r.num_tokens, r.num_heads)[counted_as]
+        assert r.flops == 2 * sum(matmul_sizes(module, torch.randn(r.batch, r.num_tokens, r.d_in))), r
 
 
 def test_the_wrapper_makes_more_operator_calls_the_more_heads_it_has(tiny_rows):
-    wrapper = [r.matmul_ops for r in tiny_rows if r.sweep == "heads" and r.implementation == "wrapper"]
-    split = [r.matmul_ops for r in tiny_rows if r.sweep == "heads" and r.implementation == "split"]
-    assert wrapper == [5, 10] and split == [6, 6]
+    def calls(name):
+        return [(r.aten_ops, r.matmul_ops) for r in tiny_rows if r.sweep == "heads" and r.implementation == name]
+
+    (wrapper_ops_1, wrapper_matmuls_1), (wrapper_ops_2, wrapper_matmuls_2) = calls("wrapper")
+    assert (wrapper_matmuls_1, wrapper_matmuls_2) == (5, 10)
+    assert wrapper_ops_2 == 2 * wrapper_ops_1 - 1  # twice the heads' calls, one torch.cat
+    split = calls("split")
+    assert [matmuls for _, matmuls in split] == [6, 6]
+    # The split's second head adds a few reshapes and copies, not another head's worth of calls.
+    assert split[1][0] - split[0][0] <= 4 < wrapper_ops_2 - wrapper_ops_1
+
+
+class FakeTimer:
+    """Stands in for ``Timer``: each ``blocked_autorange`` returns the next scripted list of block times."""
+
+    def __init__(self, label, script, log):
+        self.label, self.script, self.log = label, script, log
+
+    def blocked_autorange(self, min_run_time):
+        self.log.append((self.label, min_run_time))
+        return Measurement(number_per_run=1, raw_times=self.script[self.label].pop(0), task_spec=None)
+
+
+def fake_cases(names):
+    return [lambda: ({name: None for name in names}, None)]
+
+
+def test_each_module_keeps_the_median_of_its_quietest_round(monkeypatch):
+    script = {"a": [[3.0] * 3, [1.0, 1.0, 9.0], [2.0] * 3], "b": [[5.0] * 3, [6.0] * 3, [4.0] * 3]}
+    log = []
+    monkeypatch.setattr(bench, "_timer", lambda stmt, label, **values: FakeTimer(label, script, log))
+    (kept,) = time_in_rounds(fake_cases(["a", "b"]), min_run_time=0.1, min_blocks=3, rounds=3)
+    assert kept["a"].median == 1.0 and kept["b"].median == 4.0
+
+
+def test_the_modules_take_turns_at_being_timed_first(monkeypatch):
+    script = {name: [[1.0] * 3 for _ in range(3)] for name in "abc"}
+    log = []
+    monkeypatch.setattr(bench, "_timer", lambda stmt, label, **values: FakeTimer(label, script, log))
+    time_in_rounds(fake_cases(["a", "b", "c"]), min_run_time=0.1, min_blocks=3, rounds=3)
+    assert "".join(label for label, _ in log) == "abc" "bca" "cab"
+
+
+def test_a_measurement_with_too_few_blocks_is_retaken_with_time_for_enough(monkeypatch):
+    script = {"slow": [[0.3], [0.3, 0.2, 0.3, 0.3]]}
+    log = []
+    monkeypatch.setattr(bench, "_timer", lambda stmt, label, **values: FakeTimer(label, script, log))
+    (kept,) = time_in_rounds(fake_cases(["slow"]), min_run_time=0.1, min_blocks=4, rounds=1)
+    assert log == [("slow", 0.1), ("slow", pytest.approx(4 * 0.3))]
+    assert len(kept["slow"].raw_times) == 4
+
+
+def test_the_score_pipeline_gives_the_same_weights_all_heads_at_once_or_one_at_a_time():
+    torch.manual_seed(0)
+    scores = torch.randn(2, 3, 5, 5)  # (b, num_heads, num_tokens, num_tokens)
+    together = ScorePipeline(5, head_dim=4, per_head=False)(scores)
+    one_at_a_time = ScorePipeline(5, head_dim=4, per_head=True)(scores)
+    torch.testing.assert_close(torch.stack(one_at_a_time, dim=1), together)
+    assert torch.all(together.triu(diagonal=1) == 0)  # no weight on a later token
 
 
 def synthetic(times, tokens=(16, 32, 64, 128, 256)):
     base = dict(sweep="tokens", device="cpu", threads=2, batch=1, d_in=8, d_out=8, num_heads=2, iqr_ms=0.0,
-                runs=1, flops=1, gflops=1.0, ceiling_gflops=10.0, aten_ops=1, matmul_ops=1)
+                blocks=1, runs=1, flops=1, gflops=1.0, ceiling_gflops=10.0, aten_ops=1, matmul_ops=1)
     return [Row(implementation=name, num_tokens=t, median_ms=ms, **base)
             for name, series in times.items() for t, ms in zip(tokens, series)]
 
@@ -103,7 +172,7 @@ def test_no_crossover_is_reported_when_the_time_never_doubles():
     assert overhead_crossover(synthetic({"wrapper": [1.0, 1.1, 1.2, 1.5, 1.9]})) is None
 
 
-def test_ratios_say_how_many_times_faster_one_implementation_is():
+def test_ratios_divide_the_numerators_time_by_the_denominators():
     rows = synthetic({"wrapper": [4.0, 4.0, 6.0, 9.0, 20.0], "split": [1.0, 2.0, 3.0, 9.0, 40.0]})
     assert ratios(rows, "wrapper", "split") == {16: 4.0, 32: 2.0, 64: 2.0, 128: 1.0, 256: 0.5}
 
@@ -164,7 +233,3 @@ def test_asking_for_cuda_without_a_gpu_says_so(capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(["--device", "cuda"])
     assert "no CUDA device is available" in capsys.readouterr().err
-
-
-def test_rows_are_plain_records():
-    assert dataclasses.is_dataclass(Row) and Row.__dataclass_params__.frozen

@@ -103,7 +103,7 @@ PHONE_COLUMN_PX = 342
 #: WCAG's contrast ratio for normal-size text.
 MIN_CONTRAST = 4.5
 TINY_SWEEP = Sweep(d_out=8, batch=1, heads=(1, 2, 4), heads_sweep_tokens=4, tokens=(2, 4, 8),
-                   tokens_sweep_heads=2, min_run_time=0.001, rounds=1, ceiling_size=32)
+                   tokens_sweep_heads=2, min_run_time=0.001, min_blocks=1, rounds=1, ceiling_size=32)
 
 
 def chapter_figures():

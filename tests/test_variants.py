@@ -98,7 +98,8 @@ def test_the_combined_variant_projects_queries_keys_and_values_with_one_linear_l
 
 def test_fewer_projections_mean_fewer_matrix_multiplication_calls():
     x = torch.randn(2, 6, 8)
-    counts = {name: count_matmuls(m, x) for name, m in equivalent_modules(list(IMPLEMENTATIONS)[:4], 8, 8, 6, 4).items()}
+    modules = equivalent_modules(["wrapper", "split", "combined_qkv", "fused"], 8, 8, 6, 4)
+    counts = {name: count_matmuls(module, x) for name, module in modules.items()}
     assert counts == {"wrapper": 20, "split": 6, "combined_qkv": 4, "fused": 3}
 
 
@@ -196,6 +197,17 @@ def test_copying_weights_that_cannot_fit_raises_a_value_error(target, message):
 def test_copying_from_something_else_names_the_supported_implementations():
     with pytest.raises(ValueError, match="not one of the book's implementations"):
         copy_weights(torch.nn.Linear(3, 3), MultiHeadAttention(3, 3, 4, 0.0, 1))
+
+
+@pytest.mark.parametrize("name", list(IMPLEMENTATIONS))
+def test_building_any_implementation_with_zero_heads_raises_a_value_error(name):
+    with pytest.raises(ValueError, match="num_heads must be a positive integer, got 0"):
+        build(name, 4, 4, 8, 0.0, num_heads=0)
+
+
+def test_equivalent_modules_hand_back_the_seeded_wrapper_itself():
+    modules = equivalent_modules(["wrapper", "split"], 4, 4, 6, 2)
+    assert isinstance(modules["wrapper"], MultiHeadAttentionWrapper) and not modules["wrapper"].training
 
 
 def test_unknown_implementation_names_are_refused_with_the_choices():

@@ -4,11 +4,14 @@ Run from ``chapters/``: ``python -m mha.bench --quick`` (``--help`` lists the op
 imports the same functions, so the chapter and the command measure the same way:
 
 - times come from ``torch.utils.benchmark.Timer.blocked_autorange`` (warm-up, blocks of runs,
-  CUDA synchronisation), taken in rounds that interleave implementations and configurations;
-  each reported time is the median of a module's quietest round (``time_in_rounds``);
+  CUDA synchronisation), given time for at least a few blocks (``measure``) and taken in rounds
+  that interleave implementations and configurations; each reported time is the median of a
+  module's quietest round (``time_in_rounds``);
 - every implementation of one configuration gets the same weights (``variants.equivalent_modules``)
   and the same input, so each timing compares the same function;
-- FLOPs come from the shapes (``forward_flops``), operator calls from ``mha.counting``.
+- FLOPs come from the shapes (``forward_flops``), operator calls from ``mha.counting``;
+- ``ScorePipeline`` times the elementwise steps on the scores alone, all heads at once or one
+  head at a time, to test where long sequences spend their time.
 """
 
 import argparse
@@ -22,10 +25,11 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from torch import nn
 from torch.utils.benchmark import Timer
 from tqdm import tqdm
 
-from .counting import MATMUL_OPS, count_ops
+from .counting import operator_counts
 from .variants import IMPLEMENTATIONS, equivalent_modules
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "bench-results"
@@ -42,6 +46,7 @@ class Sweep:
     tokens: tuple  # num_tokens values of the length sweep, at num_heads = tokens_sweep_heads
     tokens_sweep_heads: int
     min_run_time: float  # seconds per Timer.blocked_autorange call
+    min_blocks: int  # timed blocks per measurement at least, so that each median has samples to take it of
     rounds: int  # interleaved rounds; each module reports the median of its quietest round
     ceiling_size: int  # n of the n × n torch.mm that measures the machine's matmul throughput
 
@@ -53,14 +58,17 @@ class Sweep:
 
 
 HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
-#: Small enough for CI (the chapter runs it in a few seconds), wide enough to show the crossover.
+#: Small enough for CI (about 20 seconds in the chapter), wide enough to show the crossover.
+#: blocked_autorange makes each block long enough for the timer's own overhead to vanish (some
+#: 10 ms on the book's machine), so the sweep's time is blocks × rounds: two rounds of at least
+#: five blocks fit the budget.
 QUICK = Sweep(d_out=192, batch=1, heads=HEAD_COUNTS, heads_sweep_tokens=64,
               tokens=(16, 32, 64, 128, 256, 512, 1024), tokens_sweep_heads=12,
-              min_run_time=0.02, rounds=3, ceiling_size=512)
+              min_run_time=0.02, min_blocks=5, rounds=2, ceiling_size=512)
 #: GPT-2-small width (d_out 768, 12 heads); about a minute on two idle CPU cores.
 FULL = Sweep(d_out=768, batch=1, heads=HEAD_COUNTS, heads_sweep_tokens=128,
              tokens=(16, 32, 64, 128, 256, 512, 1024), tokens_sweep_heads=12,
-             min_run_time=0.2, rounds=3, ceiling_size=1024)
+             min_run_time=0.2, min_blocks=5, rounds=3, ceiling_size=1024)
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,7 @@ class Row:
     num_heads: int
     median_ms: float  # median of the quietest round (see time_in_rounds)
     iqr_ms: float  # interquartile range of that round
+    blocks: int  # timed blocks in that round: the samples behind the median
     runs: int  # forward passes in that round
     flops: int  # per forward, from forward_flops
     gflops: float  # achieved: flops / median time
@@ -115,7 +124,25 @@ def forward_flops(implementation, batch, num_tokens, d_in, d_out):
 
 
 def _timer(stmt, label, **values):
+    """A ``Timer`` for ``stmt`` that uses as many threads as torch does here.
+
+    ``Timer`` runs its statement with one thread unless told otherwise, which would time a
+    different machine from the one the chapter (and the command line's ``--threads``) sets up.
+    """
     return Timer(stmt, globals=values, label=label, num_threads=torch.get_num_threads())
+
+
+def measure(timer, *, min_run_time, min_blocks):
+    """``timer.blocked_autorange(min_run_time=...)``, given enough time for ``min_blocks`` timed blocks.
+
+    ``blocked_autorange`` stops as soon as ``min_run_time`` has passed, so a statement slower than
+    that is timed once, and the median of one sample is no median. When a call timed too few
+    blocks, the next call gets ``min_blocks`` times the slowest block it saw.
+    """
+    measurement = timer.blocked_autorange(min_run_time=min_run_time)
+    while len(measurement.raw_times) < min_blocks:
+        measurement = timer.blocked_autorange(min_run_time=min_blocks * max(measurement.raw_times))
+    return measurement
 
 
 def prepare(implementations, batch, num_tokens, d_out, num_heads, device="cpu"):
@@ -126,26 +153,35 @@ def prepare(implementations, batch, num_tokens, d_out, num_heads, device="cpu"):
     return {name: module.to(device) for name, module in modules.items()}, x
 
 
-def time_in_rounds(cases, *, min_run_time, rounds, progress=False):
+def time_in_rounds(cases, *, min_run_time, min_blocks, rounds, progress=False):
     """Time ``module(x)`` for every module of every case; return one ``{name: Measurement}`` per case.
 
     ``cases`` are functions returning ``(modules, x)``, called once per round, so only one
     configuration's modules exist at a time. Each round visits every case, and within it every
-    module, once, under ``torch.no_grad()``. Each module keeps the measurement of its quietest
+    module, once, under ``torch.no_grad()``; the modules take turns at going first, so none is
+    always timed straight after the same neighbour. Each measurement holds at least
+    ``min_blocks`` timed blocks (``measure``); a module that needed more than ``min_run_time`` for
+    them starts the next round with the time it needed. Each module keeps the measurement of its quietest
     round (the lowest median): other programs on the machine can only add time, so the least
     disturbed round is the best estimate of the module's own cost, and within a round the median
     already ignores a few slow blocks.
     """
     found = [None] * len(cases)
+    run_times = [{} for _ in cases]  # {name: seconds to give blocked_autorange next round}
     bar = tqdm(total=rounds * len(cases), desc="timing", unit="config", disable=not progress)
     with torch.no_grad():
-        for _ in range(rounds):
+        for round_index in range(rounds):
             for i, case in enumerate(cases):
                 modules, x = case()
                 found[i] = found[i] or {name: [] for name in modules}
-                for name, module in modules.items():
-                    timer = _timer("module(x)", name, module=module, x=x)
-                    found[i][name].append(timer.blocked_autorange(min_run_time=min_run_time))
+                names = list(modules)
+                shift = round_index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    timer = _timer("module(x)", name, module=modules[name], x=x)
+                    run_time = run_times[i].get(name, min_run_time)
+                    measurement = measure(timer, min_run_time=run_time, min_blocks=min_blocks)
+                    run_times[i][name] = max(min_run_time, min_blocks * max(measurement.raw_times))
+                    found[i][name].append(measurement)
                 bar.update()
     bar.close()
     return [{name: min(runs, key=lambda m: m.median) for name, runs in measurements.items()}
@@ -167,19 +203,14 @@ def matmul_ceiling(device="cpu", size=1024, min_run_time=0.2, rounds=3):
     return 2 * size**3 / median / 1e9
 
 
-def operator_counts(module, x):
-    """``(all ATen operator calls, matrix-multiplication calls)`` of one forward pass."""
-    counts = count_ops(module, x)
-    return sum(counts.values()), sum(n for name, n in counts.items() if name in MATMUL_OPS)
-
-
 def run_sweep(sweep, *, device="cpu", implementations=tuple(IMPLEMENTATIONS), progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s."""
     ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1), sweep.rounds)
     configurations = sweep.configurations()
     cases = [partial(prepare, implementations, sweep.batch, num_tokens, sweep.d_out, num_heads, device)
              for _, num_tokens, num_heads in configurations]
-    timings = time_in_rounds(cases, min_run_time=sweep.min_run_time, rounds=sweep.rounds, progress=progress)
+    timings = time_in_rounds(cases, min_run_time=sweep.min_run_time, min_blocks=sweep.min_blocks,
+                             rounds=sweep.rounds, progress=progress)
     rows = []
     for (sweep_name, num_tokens, num_heads), case, timing in zip(configurations, cases, timings):
         modules, x = case()
@@ -191,7 +222,8 @@ def run_sweep(sweep, *, device="cpu", implementations=tuple(IMPLEMENTATIONS), pr
                 sweep=sweep_name, implementation=name, device=str(device), threads=torch.get_num_threads(),
                 batch=sweep.batch, num_tokens=num_tokens, d_in=sweep.d_out, d_out=sweep.d_out,
                 num_heads=num_heads, median_ms=median * 1e3, iqr_ms=timing[name].iqr * 1e3,
-                runs=len(timing[name].times) * timing[name].number_per_run, flops=flops,
+                blocks=len(timing[name].raw_times), runs=len(timing[name].raw_times) * timing[name].number_per_run,
+                flops=flops,
                 gflops=flops / median / 1e9, ceiling_gflops=ceiling, aten_ops=aten_ops, matmul_ops=matmul_ops,
             ))
     return rows
@@ -202,20 +234,24 @@ def select(rows, sweep, implementation):
     return [r for r in rows if r.sweep == sweep and r.implementation == implementation]
 
 
-def ratios(rows, slower, faster, sweep="tokens"):
-    """``{swept value: median of slower / median of faster}``: how many times faster ``faster`` is."""
+def ratios(rows, numerator, denominator, sweep="tokens"):
+    """``{swept value: median time of numerator / median time of denominator}``.
+
+    Above 1, ``denominator`` was the faster: ``ratios(rows, "wrapper", "split")`` is the split's speedup.
+    """
     key = "num_tokens" if sweep == "tokens" else "num_heads"
-    times = {getattr(r, key): r.median_ms for r in select(rows, sweep, faster)}
-    return {getattr(r, key): r.median_ms / times[getattr(r, key)] for r in select(rows, sweep, slower)}
+    times = {getattr(r, key): r.median_ms for r in select(rows, sweep, denominator)}
+    return {getattr(r, key): r.median_ms / times[getattr(r, key)] for r in select(rows, sweep, numerator)}
 
 
 def overhead_crossover(rows, implementation="wrapper"):
     """The sequence length at which ``implementation`` stops being overhead-bound, or ``None``.
 
-    At the shortest sequence the arithmetic is negligible, so that time is (nearly) all fixed
-    overhead: Python, dispatch, kernel launches. Time = overhead + arithmetic, and the two are
-    equal where the time reaches twice the overhead; beyond that the arithmetic dominates. The
-    crossing is interpolated between measured lengths on log–log axes.
+    At the shortest sequence the work is small, so that time is taken as fixed overhead: Python,
+    dispatch, kernel launches (the chapter prints how little of it the arithmetic could explain).
+    Time = overhead + work that grows with the sequence (arithmetic and memory traffic), and the
+    two are equal where the time reaches twice the overhead; beyond that the growing work
+    dominates. The crossing is interpolated between measured lengths on log–log axes.
     """
     points = [(r.num_tokens, r.median_ms) for r in select(rows, "tokens", implementation)]
     if len(points) < 2:
@@ -241,27 +277,38 @@ def table(rows, sweep, value="median_ms", fmt="{:.3f}"):
     return "\n".join(lines)
 
 
-def summary(rows):
-    """The printed summary: medians, the split's speedup, the crossover, and GFLOP/s against the ceiling."""
-    first = rows[0]
+def timing_tables(rows):
+    """The medians of both sweeps as two text tables, and the fewest timed blocks behind any median."""
     heads_tokens = select(rows, "heads", "wrapper")[0].num_tokens
     tokens_heads = select(rows, "tokens", "wrapper")[0].num_heads
-    lines = [
-        f"device {first.device}, {first.threads} threads, batch {first.batch}, d_in = d_out = {first.d_out}",
-        f"matmul ceiling (large torch.mm): {first.ceiling_gflops:.1f} GFLOP/s",
-        "",
+    fewest = min(rows, key=lambda r: r.blocks)
+    return "\n".join([
         f"median ms per forward vs num_heads ({heads_tokens} tokens):",
         table(rows, "heads"),
         "",
         f"median ms per forward vs num_tokens ({tokens_heads} heads):",
         table(rows, "tokens"),
         "",
+        f"each median is taken over at least {fewest.blocks} timed blocks "
+        f"(the fewest: {fewest.implementation}, num_tokens {fewest.num_tokens}, num_heads {fewest.num_heads})",
+    ])
+
+
+def summary(rows):
+    """The printed summary: medians, the split's speedup, the crossover, and GFLOP/s against the ceiling."""
+    first = rows[0]
+    lines = [
+        f"device {first.device}, {first.threads} threads, batch {first.batch}, d_in = d_out = {first.d_out}",
+        f"matmul ceiling (large torch.mm): {first.ceiling_gflops:.1f} GFLOP/s",
+        "",
+        timing_tables(rows),
+        "",
         "speedup of the split over the wrapper (wrapper time / split time):",
     ]
     lines += [f"  {t:>5} tokens: {r:5.2f}×" for t, r in ratios(rows, "wrapper", "split").items()]
     crossover = overhead_crossover(rows)
-    lines.append("the wrapper becomes compute-bound at " + (
-        f"about {crossover:.0f} tokens" if crossover else "no measured length (still overhead-bound)"))
+    lines.append("the wrapper stops being overhead-bound at " + (
+        f"about {crossover:.0f} tokens" if crossover else "no measured length"))
     lines += ["", "achieved GFLOP/s vs num_tokens (share of the ceiling at the longest length):",
               table(rows, "tokens", "gflops", "{:.1f}")]
     longest = max(r.num_tokens for r in select(rows, "tokens", "wrapper"))
@@ -286,6 +333,55 @@ def read_csv(path):
     types = {field.name: field.type for field in dataclasses.fields(Row)}
     with Path(path).open(newline="") as f:
         return [Row(**{k: types[k](v) for k, v in record.items()}) for record in csv.DictReader(f)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The scores' elementwise steps, timed on their own
+# ---------------------------------------------------------------------------------------------
+
+class ScorePipeline(nn.Module):
+    """Mask, scale and softmax of ``(b, num_heads, num_tokens, num_tokens)`` scores, and nothing else.
+
+    These are the explicit implementations' elementwise steps on the scores. With ``per_head``
+    the heads go one at a time, each a ``(b, num_tokens, num_tokens)`` tensor, as in the wrapper;
+    without it all heads go through each step together, as in the split and ``combined_qkv``.
+    """
+
+    def __init__(self, num_tokens, head_dim, per_head):
+        super().__init__()
+        self.per_head = per_head
+        self.scale = head_dim ** 0.5
+        self.register_buffer("future", torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1))
+
+    def mask_scale_softmax(self, scores):
+        masked = scores.masked_fill(self.future, -torch.inf)  # same shape as scores
+        return torch.softmax(masked / self.scale, dim=-1)  # same shape as scores
+
+    def forward(self, scores):
+        if self.per_head:
+            return [self.mask_scale_softmax(head) for head in scores.unbind(1)]  # num_heads × (b, num_tokens, num_tokens)
+        return self.mask_scale_softmax(scores)  # (b, num_heads, num_tokens, num_tokens)
+
+
+def _score_case(batch, num_heads, num_tokens, head_dim, device):
+    """Both ``ScorePipeline`` variants and seeded scores of one shape, as ``time_in_rounds`` wants them."""
+    torch.manual_seed(0)
+    scores = torch.randn(batch, num_heads, num_tokens, num_tokens, device=device)  # (b, num_heads, num_tokens, num_tokens)
+    pipelines = {"all heads": ScorePipeline(num_tokens, head_dim, per_head=False),
+                 "per head": ScorePipeline(num_tokens, head_dim, per_head=True)}
+    return {name: pipeline.to(device) for name, pipeline in pipelines.items()}, scores
+
+
+def time_score_pipelines(shapes, sweep, *, device="cpu"):
+    """Median ms of ``ScorePipeline`` for each ``(batch, num_heads, num_tokens)`` in ``shapes``.
+
+    Returns ``{shape: {"all heads": ms, "per head": ms}}``, timed as ``run_sweep`` times modules,
+    with ``head_dim = sweep.d_out // num_heads``.
+    """
+    cases = [partial(_score_case, b, h, t, sweep.d_out // h, device) for b, h, t in shapes]
+    timings = time_in_rounds(cases, min_run_time=sweep.min_run_time, min_blocks=sweep.min_blocks,
+                             rounds=sweep.rounds)
+    return {shape: {name: m.median * 1e3 for name, m in timing.items()} for shape, timing in zip(shapes, timings)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,11 +413,11 @@ TARGETS = (
 )
 
 
-def check_targets(*, device="cpu", min_run_time=0.2, rounds=5):
+def check_targets(*, device="cpu", min_run_time=0.2, min_blocks=5, rounds=5):
     """Time each target's two implementations side by side; return ``(target, medians in ms)`` pairs."""
     cases = [partial(prepare, (t.reference, t.implementation), t.batch, t.num_tokens, t.d_out, t.num_heads, device)
              for t in TARGETS]
-    timings = time_in_rounds(cases, min_run_time=min_run_time, rounds=rounds)
+    timings = time_in_rounds(cases, min_run_time=min_run_time, min_blocks=min_blocks, rounds=rounds)
     return [(target, {name: m.median * 1e3 for name, m in timing.items()}) for target, timing in zip(TARGETS, timings)]
 
 

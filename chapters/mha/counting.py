@@ -5,14 +5,18 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-#: The ATen operators that do matrix multiplication on the CPU and GPU paths we use.
-MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_dot_product_flash_attention_for_cpu",
+#: The ATen operators that do matrix multiplication on the CPU and GPU paths we use. (``aten::matmul``
+#: is not among them: it decomposes into ``mm``/``bmm`` before it reaches the dispatcher.) A fused
+#: attention kernel counts as one call, although it does two products inside.
+MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
                         "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention"})
+#: The matrix multiplications whose multiply-adds ``matmul_sizes`` can read off their operands.
+PLAIN_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
 
 
 class _OpCounter(TorchDispatchMode):
     """Records the name of every ATen operator that runs while the mode is active,
-    and the multiply-adds of each matrix multiplication."""
+    and the multiply-adds of each plain matrix multiplication."""
 
     def __init__(self):
         super().__init__()
@@ -23,28 +27,36 @@ class _OpCounter(TorchDispatchMode):
         name = func.overloadpacket.__name__
         self.counts[name] += 1
         out = func(*args, **(kwargs or {}))
-        if name in ("mm", "addmm", "bmm", "baddbmm"):
+        if name in PLAIN_MATMUL_OPS:
             a = args[-2]  # the left factor: (..., n, k); the output is (..., n, m)
             self.matmul_sizes.append(out.numel() * a.shape[-1])
         return out
 
 
-def count_ops(module, x):
-    """A ``Counter`` of ATen operator names for one forward pass of ``module`` on ``x``."""
+def _run_counted(module, x):
+    """One forward pass of ``module`` on ``x`` without gradients, under an ``_OpCounter``."""
     counter = _OpCounter()
     with torch.no_grad(), counter:
         module(x)
-    return counter.counts
+    return counter
+
+
+def count_ops(module, x):
+    """A ``Counter`` of ATen operator names for one forward pass of ``module`` on ``x``."""
+    return _run_counted(module, x).counts
+
+
+def operator_counts(module, x):
+    """``(all ATen operator calls, matrix-multiplication calls)`` of one forward pass."""
+    counts = count_ops(module, x)
+    return sum(counts.values()), sum(n for name, n in counts.items() if name in MATMUL_OPS)
 
 
 def count_matmuls(module, x):
-    """How many matrix-multiplication kernels one forward pass of ``module`` launches."""
-    return sum(n for name, n in count_ops(module, x).items() if name in MATMUL_OPS)
+    """How many matrix-multiplication operators one forward pass of ``module`` calls."""
+    return operator_counts(module, x)[1]
 
 
 def matmul_sizes(module, x):
-    """The multiply-adds done by each matrix multiplication of one forward pass, in call order."""
-    counter = _OpCounter()
-    with torch.no_grad(), counter:
-        module(x)
-    return counter.matmul_sizes
+    """The multiply-adds done by each plain matrix multiplication of one forward pass, in call order."""
+    return _run_counted(module, x).matmul_sizes

@@ -410,6 +410,9 @@ def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
 # Chapter 4 figures
 # ---------------------------------------------------------------------------------------------
 
+# mha.bench imports this module only inside its command line's main(), so this is no import cycle.
+from .bench import ratios, select  # noqa: E402
+
 #: One colour (Okabe–Ito) and one marker per implementation, the same in every figure of the book.
 IMPLEMENTATION_STYLES = {
     "wrapper": ("#D55E00", "o"),
@@ -439,10 +442,6 @@ def _implementation_line(ax, name, xs, ys):
     ax.plot(xs, ys, color=colour, marker=marker, label=IMPLEMENTATION_LABELS[name], linewidth=2)
 
 
-def _rows(rows, sweep, name):
-    return [r for r in rows if r.sweep == sweep and r.implementation == name]
-
-
 def _names(rows):
     return [name for name in IMPLEMENTATION_STYLES if any(r.implementation == name for r in rows)]
 
@@ -454,10 +453,10 @@ def _legend_below(fig, ax, ncols=1):
 
 def _draw_time_vs_heads(ax, rows):
     for name in _names(rows):
-        found = _rows(rows, "heads", name)
+        found = select(rows, "heads", name)
         _implementation_line(ax, name, [r.num_heads for r in found], [r.median_ms for r in found])
-    first = _rows(rows, "heads", "wrapper")[0]
-    heads = [r.num_heads for r in _rows(rows, "heads", "wrapper")]
+    first = select(rows, "heads", "wrapper")[0]
+    heads = [r.num_heads for r in select(rows, "heads", "wrapper")]
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
     ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
@@ -471,10 +470,9 @@ def _draw_time_vs_heads(ax, rows):
 
 def _draw_split_speedup(ax, rows, crossover):
     """The split's speedup; the reference lines and the overhead-bound span carry legend labels."""
-    wrapper = {r.num_tokens: r.median_ms for r in _rows(rows, "tokens", "wrapper")}
-    split = _rows(rows, "tokens", "split")
-    tokens = [r.num_tokens for r in split]
-    _implementation_line(ax, "split", tokens, [wrapper[r.num_tokens] / r.median_ms for r in split])
+    speedup = ratios(rows, "wrapper", "split")  # {num_tokens: wrapper time / split time}
+    tokens = list(speedup)
+    _implementation_line(ax, "split", tokens, list(speedup.values()))
     ax.axhline(1.0, color="grey", linewidth=1, linestyle=":", label="1×: both equally fast")
     ax.set_xscale("log", base=2)
     ax.set_xticks(tokens, [str(t) for t in tokens])
@@ -483,11 +481,11 @@ def _draw_split_speedup(ax, rows, crossover):
         ax.axvspan(tokens[0], crossover, color="#E69F00", alpha=0.12, linewidth=0,
                    label="wrapper overhead-bound")
         ax.axvline(crossover, color="grey", linestyle="--", linewidth=1.5,
-                   label=f"crossover ≈ {crossover:.0f} tokens: wrapper compute-bound beyond")
+                   label=f"crossover ≈ {crossover:.0f} tokens: beyond it the wrapper\nis no longer overhead-bound")
     else:
         ax.text(0.5, 0.97, "no crossover in the measured range", transform=ax.transAxes,
                 ha="center", va="top")
-    first = split[0]
+    first = select(rows, "tokens", "split")[0]
     ax.set_xlabel("num_tokens (log scale)")
     ax.set_ylabel("wrapper time / split time (×)")
     ax.set_title(f"Speedup of the split over the wrapper\n({first.num_heads} heads, d_out {first.d_out})")
@@ -496,13 +494,13 @@ def _draw_split_speedup(ax, rows, crossover):
 
 def _draw_throughput(ax, rows):
     for name in _names(rows):
-        found = _rows(rows, "tokens", name)
+        found = select(rows, "tokens", name)
         _implementation_line(ax, name, [r.num_tokens for r in found], [r.gflops for r in found])
     ceiling = rows[0].ceiling_gflops
     ax.axhline(ceiling, color="grey", linestyle="--", linewidth=1.5)
     ax.text(0.98, ceiling, f"matmul ceiling (large torch.mm):\n{ceiling:.0f} GFLOP/s",
             transform=ax.get_yaxis_transform(), ha="right", va="bottom")
-    tokens = [r.num_tokens for r in _rows(rows, "tokens", "wrapper")]
+    tokens = [r.num_tokens for r in select(rows, "tokens", "wrapper")]
     ax.set_xscale("log", base=2)
     ax.set_xticks(tokens, [str(t) for t in tokens])
     ax.set_ylim(0, ceiling * 1.3)
@@ -524,7 +522,7 @@ def plot_time_vs_heads(rows):
 
 @_phone_legible
 def plot_split_speedup(rows, crossover):
-    """Wrapper time / split time against sequence length, the wrapper's overhead → compute crossover marked."""
+    """Wrapper time / split time against sequence length, where the wrapper stops being overhead-bound marked."""
     fig = _new_figure(*PLOT_SIZE_IN)
     ax = fig.subplots()
     _draw_split_speedup(ax, rows, crossover)

@@ -45,8 +45,9 @@ class MultiHeadAttentionCombinedQKV(nn.Module):
         queries, keys, values = qkv.permute(2, 0, 3, 1, 4)  # 3 × (b, num_heads, num_tokens, head_dim)
 
         attn_scores = queries @ keys.transpose(2, 3)  # (b, num_heads, num_tokens, num_tokens)
-        attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
-        attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)
+        future = self.mask[:num_tokens, :num_tokens]  # (num_tokens, num_tokens)
+        attn_scores = attn_scores.masked_fill(future, -torch.inf)  # (b, num_heads, num_tokens, num_tokens)
+        attn_weights = torch.softmax(attn_scores / self.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
         attn_weights = self.dropout(attn_weights)  # (b, num_heads, num_tokens, num_tokens)
 
         context = (attn_weights @ values).transpose(1, 2)  # (b, num_tokens, num_heads, head_dim)
@@ -73,7 +74,7 @@ class FusedMultiHeadAttention(nn.Module):
         self.head_dim = d_out // num_heads
         self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = dropout
+        self.dropout_p = dropout  # a probability: the fused kernel applies dropout itself
 
     def forward(self, x):
         check_input(x, self.d_in, self.context_length, who="FusedMultiHeadAttention")
@@ -82,7 +83,7 @@ class FusedMultiHeadAttention(nn.Module):
         queries, keys, values = qkv.permute(2, 0, 3, 1, 4)  # 3 × (b, num_heads, num_tokens, head_dim)
 
         context = F.scaled_dot_product_attention(
-            queries, keys, values, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+            queries, keys, values, dropout_p=self.dropout_p if self.training else 0.0, is_causal=True
         )  # (b, num_heads, num_tokens, head_dim)
         context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)  # (b, num_tokens, d_out)
         return self.out_proj(context)  # (b, num_tokens, d_out)
@@ -92,9 +93,11 @@ class TorchMultiheadAttentionAdapter(nn.Module):
     """``torch.nn.MultiheadAttention`` behind the book's constructor, as a reference point.
 
     It is called the way a fair comparison needs: ``batch_first``, a causal mask (with the
-    ``is_causal`` hint) and ``need_weights=False``. ``nn.MultiheadAttention`` has one ``bias``
-    switch for its input and output projections, while the book's modules always give
-    ``out_proj`` a bias; with ``qkv_bias=False`` the input bias is therefore held at zero (frozen).
+    ``is_causal`` hint) and ``need_weights=False``. Its fast path (evaluation mode, no gradients,
+    an even head count) ignores the hint and applies the mask, expanded to every head, as given.
+    ``nn.MultiheadAttention`` has one ``bias`` switch for its input and output projections, while
+    the book's modules always give ``out_proj`` a bias; with ``qkv_bias=False`` the input bias is
+    therefore held at zero (frozen).
     """
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
@@ -149,6 +152,7 @@ def build(name, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False)
     if name not in IMPLEMENTATIONS:
         raise ValueError(f"Unknown implementation {name!r}; choose one of {', '.join(IMPLEMENTATIONS)}.")
     if name == "wrapper":
+        check_config(d_in, d_out, context_length, dropout, num_heads, who="build('wrapper')")
         check_heads_divide(d_out, num_heads, who="build('wrapper')")
         d_out //= num_heads
     return IMPLEMENTATIONS[name](d_in, d_out, context_length, dropout, num_heads, qkv_bias)
@@ -283,6 +287,9 @@ def equivalent_modules(names, d_in, d_out, context_length, num_heads, qkv_bias=F
     reference = build("wrapper", d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
     modules = {}
     for name in names:
-        module = reference if name == "wrapper" else build(name, d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
-        modules[name] = copy_weights(reference, module).eval()
+        if name == "wrapper":
+            modules[name] = reference.eval()
+        else:
+            module = build(name, d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
+            modules[name] = copy_weights(reference, module).eval()
     return modules
