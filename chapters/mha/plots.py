@@ -510,34 +510,31 @@ def _draw_throughput(ax, rows):
     ax.grid(True, alpha=0.3)
 
 
+def _one_benchmark_plot(draw, rows, *args):
+    """A figure holding one benchmark plot, ``draw(ax, rows, *args)``, with its legend below."""
+    fig = _new_figure(*PLOT_SIZE_IN)
+    ax = fig.subplots()
+    draw(ax, rows, *args)
+    _legend_below(fig, ax)
+    return fig
+
+
 @_phone_legible
 def plot_time_vs_heads(rows):
     """Median forward time of each implementation against the head count (``rows`` from ``mha.bench``)."""
-    fig = _new_figure(*PLOT_SIZE_IN)
-    ax = fig.subplots()
-    _draw_time_vs_heads(ax, rows)
-    _legend_below(fig, ax)
-    return fig
+    return _one_benchmark_plot(_draw_time_vs_heads, rows)
 
 
 @_phone_legible
 def plot_split_speedup(rows, crossover):
     """Wrapper time / split time against sequence length, where the wrapper stops being overhead-bound marked."""
-    fig = _new_figure(*PLOT_SIZE_IN)
-    ax = fig.subplots()
-    _draw_split_speedup(ax, rows, crossover)
-    _legend_below(fig, ax)
-    return fig
+    return _one_benchmark_plot(_draw_split_speedup, rows, crossover)
 
 
 @_phone_legible
 def plot_throughput(rows):
     """Achieved GFLOP/s of each implementation against sequence length, under the measured matmul ceiling."""
-    fig = _new_figure(*PLOT_SIZE_IN)
-    ax = fig.subplots()
-    _draw_throughput(ax, rows)
-    _legend_below(fig, ax)
-    return fig
+    return _one_benchmark_plot(_draw_throughput, rows)
 
 
 @_phone_legible
