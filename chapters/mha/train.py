@@ -1,0 +1,114 @@
+"""Training for chapter 4: full-batch Adam on a fixed set, the same on any CPU.
+
+Each step sees the whole fixed training set, so nothing is drawn at random
+while training: with the model built after ``torch.manual_seed``, a run is
+fully determined. Training runs on one thread, whatever ``OMP_NUM_THREADS``
+says, so the sums inside every matrix multiplication are added in the same
+order on one core or many, and the trained numbers are the same.
+
+In a notebook the progress bar draws in one output that it replaces in
+place, and when training ends that output goes back to its first line, which
+names the run. A re-run of the notebook (``nbval``) therefore sees the same
+output as the stored one, and nothing is written to stderr.
+"""
+
+import contextlib
+
+import torch
+from tqdm import tqdm
+
+
+def train(model, steps=200, lr=0.01, *, progress=True, label="training"):
+    """Train ``model`` on its task's training set; return the loss per step.
+
+    ``progress=False`` is the quiet mode (tests): no bar, no output.
+    The model comes back in eval mode.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(
+            f"train: steps must be a positive integer, got {steps!r}."
+        )
+    task = model.task
+    tokens = task.train_set()  # (train_size, num_tokens)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    model.train()
+    with one_thread(), progress_bar(steps, label, progress) as bar:
+        for _ in range(steps):
+            loss = task.loss(model(tokens), tokens)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
+            bar.update(1)
+    return model.eval() and losses
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the block on one thread, then restore the thread count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class NotebookLine:
+    """A file for tqdm that draws the bar in one notebook output.
+
+    The output first shows ``label``; tqdm's updates replace it in place, and
+    ``close`` puts ``label`` back, so the stored output is the same on every
+    run however fast the training went.
+    """
+
+    def __init__(self, label):
+        from IPython.display import display
+
+        self.label = {"text/plain": label}
+        self.handle = display(self.label, raw=True, display_id=True)
+
+    def write(self, text):
+        text = text.strip("\r\n")
+        if text:
+            self.handle.update({"text/plain": text}, raw=True)
+
+    def flush(self):
+        """Nothing to flush: every write is sent at once."""
+
+    def close(self):
+        self.handle.update(self.label, raw=True)
+
+
+def in_notebook():
+    """Whether the code runs in a Jupyter kernel (not a terminal or a test)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+class _Silent:
+    """A bar that counts nothing: the quiet mode."""
+
+    def update(self, n=1):
+        """Nothing to show."""
+
+
+@contextlib.contextmanager
+def progress_bar(steps, label, progress):
+    """A tqdm bar for ``steps`` steps, in the notebook or on stderr."""
+    if not progress:
+        yield _Silent()
+        return
+    line = NotebookLine(label) if in_notebook() else None
+    bar = tqdm(total=steps, desc=label, file=line, ncols=72, mininterval=0.1)
+    try:
+        yield bar
+    finally:
+        bar.close()
+        if line is not None:
+            line.close()
