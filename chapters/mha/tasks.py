@@ -80,9 +80,7 @@ class LookbackTask:
         start = self.first_scored
         scored = logits[:, start:]  # (b, scored, num_offsets, vocab)
         wanted = self.targets(tokens)[:, start:]  # (b, scored, num_offsets)
-        return nn.functional.cross_entropy(
-            scored.reshape(-1, self.vocab_size), wanted.reshape(-1)
-        )
+        return nn.functional.cross_entropy(scored.reshape(-1, self.vocab_size), wanted.reshape(-1))
 
     def accuracy(self, model, tokens=None):
         """Per offset, the share of scored positions the model gets right."""
@@ -106,9 +104,7 @@ class LookbackModel(nn.Module):
         self.task = task
         self.token_embedding = nn.Embedding(task.vocab_size, d_model)
         self.position_embedding = nn.Embedding(task.num_tokens, d_model)
-        self.attention = MultiHeadAttention(
-            d_model, d_model, task.num_tokens, 0.0, num_heads
-        )
+        self.attention = MultiHeadAttention(d_model, d_model, task.num_tokens, 0.0, num_heads)
         num_outputs = len(task.offsets) * task.vocab_size
         self.readout = nn.Linear(d_model, num_outputs)
 

@@ -25,9 +25,7 @@ def train(model, steps=200, lr=0.01, *, progress=True, label="training"):
     The model comes back in eval mode.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(
-            f"train: steps must be a positive integer, got {steps!r}."
-        )
+        raise ValueError(f"train: steps must be a positive integer, got {steps!r}.")
     task = model.task
     tokens = task.train_set()  # (train_size, num_tokens)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
