@@ -163,10 +163,11 @@ def check_lookback_model(my_model):
     if learned < len(VARIANT.offsets):
         return CheckResult(
             False,
-            f"Your configuration is the intended one, but trained for "
-            f"{STEPS} steps it learned only {learned} of "
-            f"{len(VARIANT.offsets)} offsets. Was the model changed after "
-            "it was built?",
+            f"Your configuration is the intended one, but a fresh copy "
+            f"trained for {STEPS} steps learned only {learned} of "
+            f"{len(VARIANT.offsets)} offsets (at least {LEARNED * 100:.0f} % "
+            "right). The check expected all of them: if you changed "
+            "LookbackTask, LookbackModel or train, undo that.",
         )
     looks = ", ".join(
         f"head {h + 1} looks {k} back" for h, (k, _) in enumerate(read_heads(trained))

@@ -1,0 +1,168 @@
+"""Chapter 4's task, model and training: the task asks what it says, the
+equal-size models really are equal in size, and training lowers the loss the
+same way on one thread or many."""
+
+import torch
+from mha import train as train_module
+from mha.tasks import (
+    LookbackModel,
+    LookbackTask,
+    parameter_count,
+    read_heads,
+    weight_by_offset,
+)
+from mha.train import progress_bar, train
+from torch import nn
+
+TINY = LookbackTask(offsets=(1, 2), vocab_size=4, num_tokens=5, train_size=32, eval_size=64)
+
+
+def tiny_model(num_heads=2, seed=0):
+    torch.manual_seed(seed)
+    return LookbackModel(TINY, d_model=8, num_heads=num_heads)
+
+
+def test_targets_are_the_tokens_each_offset_back():
+    task = LookbackTask(offsets=(1, 3), num_tokens=6)
+    tokens = task.sequences(5, seed=7)  # (5, 6)
+    targets = task.targets(tokens)  # (5, 6, 2)
+    for i, k in enumerate(task.offsets):
+        for t in range(task.first_scored, task.num_tokens):
+            assert torch.equal(targets[:, t, i], tokens[:, t - k])
+
+
+def test_the_evaluation_set_is_fixed_and_apart_from_the_training_set():
+    task = LookbackTask()
+    assert torch.equal(task.eval_set(), task.eval_set())
+    assert torch.equal(task.train_set(), LookbackTask().train_set())
+    assert not torch.equal(task.eval_set()[: task.train_size], task.train_set())
+
+
+def test_a_task_that_cannot_work_says_what_to_change():
+    for offsets, words in (((), "distinct positive"), ((1, 1), "distinct"), ((0,), "positive")):
+        try:
+            LookbackTask(offsets=offsets)
+        except ValueError as error:
+            assert words in str(error)
+        else:
+            raise AssertionError(f"offsets={offsets} was accepted")
+    try:
+        LookbackTask(offsets=(1, 10), num_tokens=10)
+    except ValueError as error:
+        assert "smaller than num_tokens=10" in str(error)
+    else:
+        raise AssertionError("an offset as long as the sequence was accepted")
+
+
+def test_equal_width_models_have_equal_parameter_counts_whatever_the_head_count():
+    task = LookbackTask()
+    counts = {h: parameter_count(LookbackModel(task, 32, h)) for h in (1, 2, 4, 8)}
+    assert len(set(counts.values())) == 1, counts
+    attention = [LookbackModel(task, 32, h).attention for h in (1, 2, 4)]
+    assert len({parameter_count(a) for a in attention}) == 1
+
+
+def test_the_model_outputs_one_distribution_per_offset_at_every_position():
+    model = tiny_model()
+    tokens = TINY.sequences(3, seed=0)  # (3, 5)
+    assert model(tokens).shape == (3, TINY.num_tokens, 2, TINY.vocab_size)
+
+
+def test_attention_weights_are_the_ones_the_forward_pass_uses():
+    model = tiny_model(num_heads=2).eval()
+    tokens = TINY.sequences(3, seed=0)
+    attn = model.attention
+    weights = model.attention_weights(tokens)  # (b, h, T, T)
+    with torch.no_grad():
+        values = attn.split_heads(attn.W_value(model.embed(tokens)))  # (b, h, T, head_dim)
+        context = (weights @ values).transpose(1, 2).reshape(3, TINY.num_tokens, -1)
+        assert torch.allclose(attn.out_proj(context), attn(model.embed(tokens)), atol=1e-6)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 2, TINY.num_tokens))
+    assert torch.all(weights.triu(1) == 0)
+
+
+def test_the_reading_finds_the_offset_a_head_attends_to():
+    num_tokens = 6
+    weights = torch.zeros(2, 2, num_tokens, num_tokens)  # (b, h, T, T)
+    for q in range(num_tokens):
+        weights[:, 0, q, max(q - 2, 0)] = 1.0  # head 1 looks two back
+        weights[:, 1, q, q] = 1.0  # head 2 looks at its own position
+    by_offset = weight_by_offset(weights, first_scored=2)
+    assert by_offset.shape == (2, num_tokens)
+    assert by_offset[0, 2] == 1.0 and by_offset[1, 0] == 1.0
+
+    class Fixed(nn.Module):
+        task = LookbackTask(offsets=(2,), num_tokens=num_tokens)
+
+        def attention_weights(self, tokens):
+            return weights
+
+    assert read_heads(Fixed(), torch.zeros(2, num_tokens)) == [(2, 1.0), (0, 1.0)]
+
+
+def test_a_tiny_run_returns_one_loss_per_step_and_the_loss_goes_down():
+    losses = train(tiny_model(), steps=40, progress=False)
+    assert len(losses) == 40
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_training_gives_the_same_numbers_on_one_thread_or_two():
+    threads = torch.get_num_threads()
+    runs = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            model = tiny_model()
+            runs.append((train(model, steps=20, progress=False), model.state_dict()))
+            assert torch.get_num_threads() == n, "train did not restore the thread count"
+    finally:
+        torch.set_num_threads(threads)
+    (losses_1, state_1), (losses_2, state_2) = runs
+    assert losses_1 == losses_2
+    assert all(torch.equal(state_1[k], state_2[k]) for k in state_1)
+
+
+def test_the_model_comes_back_in_eval_mode():
+    model = tiny_model()
+    train(model, steps=1, progress=False)
+    assert not model.training
+
+
+def test_steps_must_be_a_positive_integer():
+    for steps in (0, -1, 2.5, True):
+        try:
+            train(tiny_model(), steps=steps, progress=False)
+        except ValueError as error:
+            assert "positive integer" in str(error)
+        else:
+            raise AssertionError(f"steps={steps!r} was accepted")
+
+
+def test_the_quiet_mode_prints_nothing_and_the_bar_goes_to_stderr_outside_a_notebook(capsys):
+    train(tiny_model(), steps=3, progress=False)
+    quiet = capsys.readouterr()
+    assert quiet.out == "" and quiet.err == ""
+    train(tiny_model(), steps=3, label="tiny")
+    loud = capsys.readouterr()
+    assert loud.out == "" and "tiny" in loud.err and "3/3" in loud.err
+
+
+def test_in_a_notebook_the_bar_draws_in_one_output_that_ends_as_it_began(monkeypatch):
+    shown = []
+
+    class Handle:
+        def update(self, data, raw):
+            shown.append(data["text/plain"])
+
+    def display(data, raw, display_id):
+        shown.append(data["text/plain"])
+        return Handle()
+
+    monkeypatch.setattr("IPython.display.display", display)
+    monkeypatch.setattr(train_module, "in_notebook", lambda: True)
+    with progress_bar(4, "four steps", progress=True) as bar:
+        for _ in range(4):
+            bar.update(1)
+    assert shown[0] == shown[-1] == "four steps"
+    assert any("4/4" in text for text in shown[1:-1]), shown
