@@ -7,6 +7,8 @@ from mha import train as train_module
 from mha.tasks import (
     LookbackModel,
     LookbackTask,
+    accuracy_band,
+    describe_head,
     parameter_count,
     read_heads,
     weight_by_offset,
@@ -166,3 +168,17 @@ def test_in_a_notebook_the_bar_draws_in_one_output_that_ends_as_it_began(monkeyp
             bar.update(1)
     assert shown[0] == shown[-1] == "four steps"
     assert any("4/4" in text for text in shown[1:-1]), shown
+
+
+def test_printed_accuracies_and_readings_are_bands_that_name_what_they_mean():
+    assert [accuracy_band(a) for a in (1.0, 0.99, 0.97, 0.8, 0.55)] == [
+        "99 % or more",
+        "99 % or more",
+        "95 to 99 %",
+        "70 to 95 %",
+        "under 70 %",
+    ]
+    assert describe_head(4, 0.9927) == "looks 4 back, weight over 0.99"
+    assert describe_head(2, 0.95) == "looks 2 back, weight over 0.9"
+    assert describe_head(3, 0.75).startswith("mostly 3 back")
+    assert describe_head(3, 0.32).startswith("spread")

@@ -104,7 +104,13 @@ class LookbackModel(nn.Module):
         self.task = task
         self.token_embedding = nn.Embedding(task.vocab_size, d_model)
         self.position_embedding = nn.Embedding(task.num_tokens, d_model)
-        self.attention = MultiHeadAttention(d_model, d_model, task.num_tokens, 0.0, num_heads)
+        self.attention = MultiHeadAttention(
+            d_in=d_model,
+            d_out=d_model,
+            context_length=task.num_tokens,
+            dropout=0.0,
+            num_heads=num_heads,
+        )
         num_outputs = len(task.offsets) * task.vocab_size
         self.readout = nn.Linear(d_model, num_outputs)
 
@@ -169,3 +175,33 @@ def read_heads(model, tokens=None):
 def parameter_count(model):
     """How many numbers training adjusts."""
     return sum(p.numel() for p in model.parameters())
+
+
+#: Bands for printing an accuracy. A model that has not learned the task
+#: lands somewhere different after a last-bit change in training (another
+#: CPU, another math library); a band far from its edges does not move.
+ACCURACY_BANDS = ((0.99, "99 % or more"), (0.95, "95 to 99 %"), (0.70, "70 to 95 %"))
+#: A head that puts more than this on one offset is focused on it.
+FOCUSED = 0.9
+#: A head that puts less than this on every offset is spread.
+SPREAD = 0.6
+
+
+def accuracy_band(accuracy):
+    """``accuracy`` (a share) as a band of percentages, for printing."""
+    for low, text in ACCURACY_BANDS:
+        if accuracy >= low:
+            return text
+    return f"under {ACCURACY_BANDS[-1][0] * 100:.0f} %"
+
+
+def describe_head(offset, weight):
+    """What ``read_heads`` found for one head, in words that survive
+    last-bit changes: the offset for a focused head, "spread" otherwise."""
+    if weight > 0.99:
+        return f"looks {offset} back, weight over 0.99"
+    if weight > FOCUSED:
+        return f"looks {offset} back, weight over {FOCUSED}"
+    if weight < SPREAD:
+        return f"spread: no offset gets {SPREAD} of its weight"
+    return f"mostly {offset} back, weight {SPREAD} to {FOCUSED}"

@@ -122,6 +122,11 @@ MODEL_MISTAKES = (
 )
 
 
+def _result(passed, text):
+    """A ``CheckResult`` whose text is wrapped to fit a phone's width."""
+    return CheckResult(passed, textwrap.fill(text, width=68))
+
+
 def _kind(answer):
     if isinstance(answer, type):
         return f"the class {answer.__name__}"
@@ -145,7 +150,7 @@ def check_lookback_model(my_model):
     """Check the reader's model for the variant task; never raises."""
     mistake = first_mistake(NOT_A_MODEL_MISTAKES, my_model)
     if mistake is not None:
-        return CheckResult(False, mistake.message.format(answer=my_model, kind=_kind(my_model)))
+        return _result(False, mistake.message.format(answer=my_model, kind=_kind(my_model)))
     attention = my_model.attention
     details = {
         "m": my_model,
@@ -156,12 +161,12 @@ def check_lookback_model(my_model):
     }
     mistake = first_mistake(MODEL_MISTAKES, my_model)
     if mistake is not None:
-        return CheckResult(False, mistake.message.format(**details))
+        return _result(False, mistake.message.format(**details))
     trained = trained_copy(my_model)
     accuracy = VARIANT.accuracy(trained)  # (num_offsets,)
     learned = int((accuracy >= LEARNED).sum())
     if learned < len(VARIANT.offsets):
-        return CheckResult(
+        return _result(
             False,
             f"Your configuration is the intended one, but a fresh copy "
             f"trained for {STEPS} steps learned only {learned} of "
@@ -172,7 +177,7 @@ def check_lookback_model(my_model):
     looks = ", ".join(
         f"head {h + 1} looks {k} back" for h, (k, _) in enumerate(read_heads(trained))
     )
-    return CheckResult(
+    return _result(
         True,
         f"{attention.num_heads} heads of width {attention.head_dim}, one per "
         f"offset. Trained for {STEPS} steps from seed {SEED}, it got at "
