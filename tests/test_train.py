@@ -10,6 +10,7 @@ from mha.tasks import (
     accuracy_band,
     describe_head,
     parameter_count,
+    position_over_token,
     read_heads,
     weight_by_offset,
 )
@@ -182,3 +183,13 @@ def test_printed_accuracies_and_readings_are_bands_that_name_what_they_mean():
     assert describe_head(2, 0.95) == "looks 2 back, weight over 0.9"
     assert describe_head(3, 0.75).startswith("mostly 3 back")
     assert describe_head(3, 0.32).startswith("spread")
+
+
+def test_position_over_token_measures_where_each_query_block_reads_from():
+    model = tiny_model(num_heads=2)
+    before = position_over_token(model)
+    with torch.no_grad():
+        model.position_embedding.weight *= 3
+    after = position_over_token(model)
+    assert len(after) == 2
+    assert all(abs(a / b - 3) < 1e-5 for a, b in zip(after, before, strict=True))

@@ -205,3 +205,25 @@ def describe_head(offset, weight):
     if weight < SPREAD:
         return f"spread: no offset gets {SPREAD} of its weight"
     return f"mostly {offset} back, weight {SPREAD} to {FOCUSED}"
+
+
+def position_over_token(model):
+    """Per head: how much more its queries read the position than the token.
+
+    Head ``h``'s block of ``W_query`` turns each position embedding and each
+    token embedding into a part of a query. The ratio of their mean lengths
+    says which of the two the head's queries mostly come from: a head that
+    attends by offset needs the position, not the token.
+    """
+    attn = model.attention
+    with torch.no_grad():
+        W = attn.W_query.weight.T  # (d_model, d_model), as x @ W uses it
+        from_position = model.position_embedding.weight @ W  # (T, d_model)
+        from_token = model.token_embedding.weight @ W  # (vocab, d_model)
+        ratios = []
+        for h in range(attn.num_heads):
+            block = slice(h * attn.head_dim, (h + 1) * attn.head_dim)
+            position = from_position[:, block].norm(dim=1).mean()
+            token = from_token[:, block].norm(dim=1).mean()
+            ratios.append(float(position / token))
+    return ratios
