@@ -3,7 +3,9 @@ equal-size models really are equal in size, and training lowers the loss the
 same way on one thread or many."""
 
 import torch
+from mha import plots_training
 from mha import train as train_module
+from mha.plots_training import plot_attention_maps, plot_query_weight_trained
 from mha.tasks import (
     LookbackModel,
     LookbackTask,
@@ -193,3 +195,22 @@ def test_position_over_token_measures_where_each_query_block_reads_from():
     after = position_over_token(model)
     assert len(after) == 2
     assert all(abs(a / b - 3) < 1e-5 for a, b in zip(after, before, strict=True))
+
+
+def test_the_chapters_figures_fit_a_phone_and_their_text_is_at_least_11_pt(monkeypatch):
+    """The criterion of ``tests/test_figures.py``, applied to ``mha.plots_training``."""
+    from test_figures import MAX_WIDTH_IN, MIN_TEXT_PT, save_as_jupyter_does
+
+    models = {h: tiny_model(num_heads=h) for h in (1, 2)}
+    tokens = TINY.eval_set()
+    maps = {f"{h} heads": m.attention_weights(tokens).mean(dim=0) for h, m in models.items()}
+    weight = models[2].attention.W_query.weight.T  # (d_in, d_out)
+    figures = {
+        "plot_attention_maps": plot_attention_maps(maps),
+        "plot_query_weight_trained": plot_query_weight_trained(weight, 3 * weight, 2),
+    }
+    assert {name for name in dir(plots_training) if name.startswith("plot_")} == set(figures)
+    for name, fig in figures.items():
+        saved = save_as_jupyter_does(fig, monkeypatch)
+        assert saved.width_px <= MAX_WIDTH_IN * 100, name
+        assert saved.texts and min(t.points for t in saved.texts) >= MIN_TEXT_PT, name

@@ -75,7 +75,7 @@ def plot_query_weight_trained(untrained, trained, num_heads):
     }
     d_in, d_out = panels["after training"].shape
     head_dim = d_out // num_heads
-    fig = _new_figure(DRAWING_WIDTH_IN, 4.9)
+    fig = _new_figure(DRAWING_WIDTH_IN, 4.1)
     axes = fig.subplots(1, 2)
     for ax, (title, weight) in zip(axes, panels.items(), strict=True):
         limit = float(weight.abs().max())
