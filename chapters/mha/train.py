@@ -103,7 +103,9 @@ def progress_bar(steps, label, progress):
         yield _Silent()
         return
     line = NotebookLine(label) if in_notebook() else None
-    bar = tqdm(total=steps, desc=label, file=line, ncols=72, mininterval=0.1)
+    # A notebook shows Unicode blocks; a terminal's encoding decides for itself.
+    use_ascii = None if line is None else False
+    bar = tqdm(total=steps, desc=label, file=line, ncols=72, mininterval=0.1, ascii=use_ascii)
     try:
         yield bar
     finally:
