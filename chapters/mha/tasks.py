@@ -203,7 +203,7 @@ def describe_head(offset, weight):
     if weight > FOCUSED:
         return f"looks {offset} back, weight over {FOCUSED}"
     if weight < SPREAD:
-        return f"spread: no offset gets {SPREAD} of its weight"
+        return f"spread out, no offset gets {SPREAD} of its weight"
     return f"mostly {offset} back, weight {SPREAD} to {FOCUSED}"
 
 
