@@ -39,7 +39,8 @@ def train(model, steps=200, lr=0.01, *, progress=True, label="training"):
             optimiser.step()
             losses.append(loss.item())
             bar.update(1)
-    return model.eval() and losses
+    model.eval()
+    return losses
 
 
 @contextlib.contextmanager

@@ -190,7 +190,8 @@ lookback_heads = Exercise(
     hints=tuple(
         textwrap.fill(hint, width=68)
         for hint in (
-            "Count the offsets the variant looks back: each one needs an attention pattern of its own.",
+            "Count the offsets the variant looks back: each one needs an "
+            "attention pattern of its own.",
             "A head has one attention pattern. With d_model fixed at 24, "
             "num_heads decides how many patterns there are and how wide each "
             "head is: head_dim = 24 // num_heads.",
