@@ -8,9 +8,9 @@ import textwrap
 import pytest
 import torch
 from mha.attention import MultiHeadAttention
-from mha.checks import heads as heads_check
+from mha.checks import lookback as lookback_check
 from mha.checks.core import CheckResult
-from mha.checks.heads import (
+from mha.checks.lookback import (
     CHAPTER_TASK,
     MODEL_MISTAKES,
     NOT_A_MODEL_MISTAKES,
@@ -105,7 +105,7 @@ def test_a_broken_model_gets_feedback_instead_of_a_traceback():
 
 
 def test_a_configuration_that_does_not_learn_is_not_passed(monkeypatch):
-    monkeypatch.setattr(heads_check, "STEPS", 1)
+    monkeypatch.setattr(lookback_check, "STEPS", 1)
     result = check_lookback_model(build())
     assert not result.passed and "learned only 0 of 3" in text(result)
 
