@@ -310,6 +310,19 @@ class GroupTrial:
         )
 
     @property
+    def repeated_by_group_count(self):
+        """The forward raised because num_kv_groups² blocks met num_heads heads."""
+        c = self.config
+        text = str(self.error)
+        squared = c.num_kv_groups**2
+        return (
+            self.stage == "forward"
+            and squared != c.num_heads
+            and f"({squared})" in text
+            and f"({c.num_heads})" in text
+        )
+
+    @property
     def values_not_expanded(self):
         line = self.failing_line
         return self.head_axes_disagree and "value" in line and "key" not in line
@@ -497,6 +510,16 @@ GQA_FORWARD_MISTAKES = (
         lambda t: t.keys_not_expanded,
     ),
     Mistake(
+        "repeated num_kv_groups times",
+        "Your forward raised {t.error_text}. Each key and value block was repeated "
+        "num_kv_groups = {t.config.num_kv_groups} times, which gives "
+        "{t.config.num_kv_groups} × {t.config.num_kv_groups} blocks for "
+        "{t.config.num_heads} heads. A block serves the heads of its group, so repeat it "
+        "group_size = num_heads // num_kv_groups = {t.config.group_size} times: "
+        "self.group_size.",
+        lambda t: t.repeated_by_group_count,
+    ),
+    Mistake(
         "head axes disagree",
         "Your forward raised {t.error_text}. Queries have num_heads={t.config.num_heads} "
         "blocks on the head axis, keys and values num_kv_groups={t.config.num_kv_groups}: "
@@ -538,11 +561,12 @@ GQA_FORWARD_MISTAKES = (
     ),
     Mistake(
         "groups mapped with repeat",
-        "Your heads read the wrong key and value blocks. repeat(1, group_size, 1, 1) cycles "
-        "the blocks, 0, 1, 0, 1, ..., so head h reads block h % num_kv_groups. The module's "
-        "layout gives each block to group_size consecutive heads, 0, 0, 1, 1, ...: head h reads "
-        "block h // group_size, which is what repeat_interleave(group_size, dim=1) gives. "
-        "(Here {t.config.num_heads} heads share {t.config.num_kv_groups} blocks.)",
+        "Your heads read the wrong key and value blocks: the blocks are cycled, 0, 1, 0, 1, "
+        "..., as repeat(1, group_size, 1, 1) cycles them, so head h reads block "
+        "h % num_kv_groups. The module's layout gives each block to group_size consecutive "
+        "heads, 0, 0, 1, 1, ...: head h reads block h // group_size, which is what "
+        "repeat_interleave(group_size, dim=1) gives. (Here {t.config.num_heads} heads share "
+        "{t.config.num_kv_groups} blocks.)",
         _output_follows(GroupRecipe(key_map="repeat", value_map="repeat")),
     ),
     Mistake(
