@@ -8,6 +8,8 @@ the cache holds the keys and values of every earlier token, and its size is
 what sharing them saves.
 """
 
+from statistics import median
+
 import torch
 from torch import nn
 
@@ -221,3 +223,18 @@ def generate(module, inputs, cache):
     for t in range(inputs.shape[1]):
         outputs.append(attend_to_cache(module, inputs[:, t : t + 1], cache))
     return torch.cat(outputs, dim=1)  # (b, T, d_out)
+
+
+def timing_verdict(name_a, times_a, name_b, times_b):
+    """Compare two lists of timings, one per round: a verdict only when every
+    round of one is faster than every round of the other, else inconclusive.
+
+    Other programs can slow any round down, so rounds that overlap say
+    nothing about which is faster.
+    """
+    a, b = median(times_a), median(times_b)
+    if max(times_a) < min(times_b):
+        return f"{name_a} is faster than {name_b}: {b / a:.1f}x in every round"
+    if max(times_b) < min(times_a):
+        return f"{name_b} is faster than {name_a}: {a / b:.1f}x in every round"
+    return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
