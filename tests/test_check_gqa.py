@@ -538,6 +538,22 @@ class UsesTheBooksCache(GroupedQueryAttention):
         return generate(self, x, KVCache(self, x.shape[0], x.shape[1]))
 
 
+class CopiesBlocksIntoMultiHeadAttention(GroupedQueryAttention):
+    """Right output, but the attention is computed by the book's MultiHeadAttention."""
+
+    def forward(self, x):
+        bias = self.W_key.bias is not None
+        mha = MultiHeadAttention(
+            x.shape[-1], self.d_out, self.context_length, 0.0, self.num_heads, qkv_bias=bias
+        )
+        state = self.state_dict()
+        for name in [key for key in state if key.startswith(("W_key", "W_value"))]:
+            blocks = state[name].unflatten(0, (self.num_kv_groups, self.head_dim))
+            state[name] = blocks.repeat_interleave(self.group_size, dim=0).flatten(0, 1)
+        mha.load_state_dict(state)
+        return mha.eval()(x)
+
+
 class Skeleton(GroupedQueryAttention):
     def forward(self, x):
         b, num_tokens, _ = x.shape
@@ -569,6 +585,7 @@ REFUSED = [
     (CallsASavedReferenceToTheBooksForward, "runs the book's own GroupedQueryAttention.forward"),
     (BuildsTheBooksModuleInside, "runs the book's own GroupedQueryAttention.forward"),
     (UsesTheBooksCache, "runs the book's own"),
+    (CopiesBlocksIntoMultiHeadAttention, "runs the book's own MultiHeadAttention.forward"),
     (Skeleton, "still raises NotImplementedError, as the skeleton does"),
 ]
 
@@ -602,23 +619,13 @@ class MultiHeadSubclass(MultiHeadAttention):
         return super().forward(x)
 
 
-class FullWidthKeys(nn.Module):
+class FullWidthKeys(FromScratch):
     """Keys and values with one block per head, as in MultiHeadAttention."""
 
     def __init__(
         self, d_in, d_out, context_length, dropout, num_heads, num_kv_groups, qkv_bias=False
     ):
-        super().__init__()
-        self.inner = MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.W_query, self.W_key, self.W_value = (
-            self.inner.W_query,
-            self.inner.W_key,
-            self.inner.W_value,
-        )
-        self.out_proj = self.inner.out_proj
-
-    def forward(self, x):
-        return self.inner(x)
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, num_heads, qkv_bias)
 
 
 class NoProjections(nn.Module):

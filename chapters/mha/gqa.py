@@ -195,7 +195,8 @@ def prefill(module, prompt, cache):
 
 def attend_to_cache(module, x, cache):
     """The output for one new token x, (b, 1, d_in), which sees every cached
-    token and itself. Its key and value join the cache."""
+    token and itself. Its key and value join the cache, which then holds L
+    tokens."""
     if x.dim() != 3 or x.shape[1] != 1:
         raise ValueError(
             f"attend_to_cache takes one token, shape (b, 1, d_in), got "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .. import attention, variants
 from .. import gqa as book
 from .core import (
     CheckResult,
@@ -191,15 +192,24 @@ def _same(output, expected):
     )
 
 
-#: The book's code that computes grouped-query attention. A forward that runs any of it has
-#: not been written by the reader.
-BOOK_CODE = {
-    book.GroupedQueryAttention.forward.__code__: "GroupedQueryAttention.forward",
-    book.attend_to_cache.__code__: "attend_to_cache",
-    book.generate.__code__: "generate",
-    book.prefill.__code__: "prefill",
-    book.KVCache.append.__code__: "KVCache.append",
-}
+def _book_code():
+    """``{code object: name}`` of every forward pass in the book's modules, and of the cache
+    helpers: a forward that runs any of them has not been written by the reader."""
+    found = {}
+    for module in (attention, variants, book):
+        for name, cls in vars(module).items():
+            if (
+                isinstance(cls, type)
+                and "forward" in vars(cls)
+                and cls.__module__ == module.__name__
+            ):
+                found[cls.forward.__code__] = f"{name}.forward"
+    for function in (book.attend_to_cache, book.generate, book.prefill, book.KVCache.append):
+        found[function.__code__] = function.__qualname__
+    return found
+
+
+BOOK_CODE = _book_code()
 
 
 @contextlib.contextmanager
@@ -459,9 +469,9 @@ GQA_FORWARD_MISTAKES = (
     Mistake(
         "calls the book's code",
         "Your forward runs the book's own {t.book_code}, so its output is the book's, not "
-        "yours. Write the pass from the module's layers (self.W_query, self.W_key, "
-        "self.W_value, self.out_proj), without super().forward or another "
-        "GroupedQueryAttention.",
+        "yours. Write the pass from the module's own layers (self.W_query, self.W_key, "
+        "self.W_value, self.out_proj), without super().forward and without running another "
+        "of the book's attention modules.",
         lambda t: t.book_calls,
     ),
     Mistake(
