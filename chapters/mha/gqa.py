@@ -61,6 +61,15 @@ def check_length(num_tokens, context_length):
         )
 
 
+def check_one_token(x):
+    """Raise ``ValueError`` unless ``x`` is one token per sequence."""
+    if x.dim() != 3 or x.shape[1] != 1:
+        raise ValueError(
+            f"attend_to_cache takes one token, shape (b, 1, d_in), got "
+            f"{tuple(x.shape)}. Pass x[:, t : t + 1] for token t."
+        )
+
+
 class GroupedQueryAttention(nn.Module):
     """Multi-head attention whose heads share keys and values in groups.
 
@@ -197,11 +206,7 @@ def attend_to_cache(module, x, cache):
     """The output for one new token x, (b, 1, d_in), which sees every cached
     token and itself. Its key and value join the cache, which then holds L
     tokens."""
-    if x.dim() != 3 or x.shape[1] != 1:
-        raise ValueError(
-            f"attend_to_cache takes one token, shape (b, 1, d_in), got "
-            f"{tuple(x.shape)}. Pass x[:, t : t + 1] for token t."
-        )
+    check_one_token(x)
     b = x.shape[0]
     G, n, hd = module.num_kv_groups, module.group_size, module.head_dim
     # The n heads of a group share its keys: stack their queries as the n
