@@ -257,6 +257,20 @@ def values_not_expanded_with_matmul(self, x):
     return self.out_proj(merge(self, context))
 
 
+def values_not_expanded_short_names(self, x):
+    """Named q, k, v: the check recognises the tensors by value, not by name."""
+    q, k, v = split(self, x)
+    k_all = k.repeat_interleave(self.group_size, dim=1)
+    w = causal_softmax(self, q @ k_all.mT)
+    return self.out_proj(merge(self, w @ v))
+
+
+def keys_not_expanded_short_names(self, x):
+    q, k, v = split(self, x)
+    v = v.repeat_interleave(self.group_size, dim=1)
+    return self.out_proj(merge(self, causal_softmax(self, q @ k.mT) @ v))
+
+
 def keys_not_expanded(self, x):
     queries, keys, values = split(self, x)
     values = interleave(self, values)
@@ -412,6 +426,8 @@ MISTAKEN = [
     (values_not_expanded, "values not expanded", "the values were not"),
     (values_not_expanded_with_matmul, "values not expanded", "the values were not"),
     (keys_not_expanded, "keys not expanded", "the keys only"),
+    (values_not_expanded_short_names, "values not expanded", "the values were not"),
+    (keys_not_expanded_short_names, "keys not expanded", "the keys only"),
     (nothing_expanded, "head axes disagree", "once per head of its group"),
     (
         expanded_by_the_group_count,

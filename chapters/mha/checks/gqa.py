@@ -237,6 +237,7 @@ class GroupTrial:
         self.module = self.output = self.second_output = self.error = None
         self.stage = None  # "constructor" or "forward", when that raised
         self.book_calls = []
+        self._held = None  # computed when first asked for
         self.x = config.input()  # (b, T, d_in)
         try:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
@@ -333,12 +334,51 @@ class GroupTrial:
         )
 
     @property
+    def tensors_at_failure(self):
+        """Which of the keys and values the reader's code held when it raised, and in which
+        form: ``{"keys", "values"}`` (one block per group) and ``{"keys expanded", "values
+        expanded"}`` (one per head), recognised by value among the failing frames' locals."""
+        if self._held is None:
+            self._held = self._find_held_tensors()
+        return self._held
+
+    def _find_held_tensors(self):
+        c = self.config
+        b, num_tokens = c.batch, c.num_tokens
+        with evaluating(self.module):
+            blocks = {
+                name: getattr(self.module, layer)(self.x)
+                .reshape(b, num_tokens, c.num_kv_groups, c.head_dim)
+                .transpose(1, 2)  # (b, G, T, hd)
+                for name, layer in (("keys", "W_key"), ("values", "W_value"))
+            }
+        forms = dict(blocks)
+        for name, t in blocks.items():
+            forms[f"{name} expanded"] = t.repeat_interleave(c.group_size, dim=1)
+        held = set()
+        tb = self.error.__traceback__
+        while tb is not None:
+            for value in list(tb.tb_frame.f_locals.values()):
+                if isinstance(value, torch.Tensor) and value.dim() == 4:
+                    for name, form in forms.items():
+                        if value.shape == form.shape and torch.allclose(value, form):
+                            held.add(name)
+            tb = tb.tb_next
+        return held
+
+    @property
     def values_not_expanded(self):
+        held = self.tensors_at_failure
+        if self.head_axes_disagree and held:
+            return "keys expanded" in held and "values expanded" not in held
         line = self.failing_line
         return self.head_axes_disagree and "value" in line and "key" not in line
 
     @property
     def keys_not_expanded(self):
+        held = self.tensors_at_failure
+        if self.head_axes_disagree and held:
+            return "values expanded" in held and "keys expanded" not in held
         line = self.failing_line
         return self.head_axes_disagree and "key" in line and "value" not in line
 
