@@ -243,9 +243,9 @@ class GroupTrial:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-            with evaluating(self.module), watching_book_code(self.book_calls):
-                self.output = self.module(self.x)
-                self.second_output = self.module(self.x)
+                with evaluating(self.module), watching_book_code(self.book_calls):
+                    self.output = self.module(self.x)
+                    self.second_output = self.module(self.x)
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
             self.error = error
