@@ -2,6 +2,7 @@
 
 from .attention import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 from .data import TOKENS, example_batch, example_inputs
+from .gqa import GroupedQueryAttention
 from .variants import (
     FusedMultiHeadAttention,
     MultiHeadAttentionCombinedQKV,
@@ -12,6 +13,7 @@ from .variants import (
 __all__ = [
     "CausalAttention",
     "FusedMultiHeadAttention",
+    "GroupedQueryAttention",
     "MultiHeadAttention",
     "MultiHeadAttentionCombinedQKV",
     "MultiHeadAttentionWrapper",

@@ -1,0 +1,803 @@
+"""Chapter 6's exercise: the forward pass of grouped-query attention.
+
+The reader subclasses ``GroupedQueryAttention`` and writes ``forward``. The
+check builds the class over several configurations (one group, several,
+as many as heads), computes the expected output from each instance's own
+weights, and names the mistake when the output follows a known wrong recipe.
+It also refuses answers that do not need the skill: the book's own class,
+a subclass that inherits its forward, a forward that calls the book's code,
+and a copy of the book's forward.
+"""
+
+import ast
+import contextlib
+import inspect
+import sys
+import textwrap
+import traceback
+from dataclasses import dataclass, replace
+
+import torch
+
+from .. import attention, variants
+from .. import gqa as book
+from .core import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    describe_error,
+    evaluating,
+    first_mistake,
+    never_raises,
+)
+
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One way the check builds the reader's class and calls it."""
+
+    d_in: int
+    d_out: int
+    context_length: int
+    num_heads: int
+    num_kv_groups: int
+    num_tokens: int
+    qkv_bias: bool = False
+    dropout: float = 0.0
+    batch: int = 2
+    seed: int = 0
+
+    @property
+    def head_dim(self):
+        return self.d_out // self.num_heads
+
+    @property
+    def group_size(self):
+        return self.num_heads // self.num_kv_groups
+
+    @property
+    def kv_width(self):
+        return self.num_kv_groups * self.head_dim
+
+    @property
+    def kwargs(self):
+        return dict(
+            d_in=self.d_in,
+            d_out=self.d_out,
+            context_length=self.context_length,
+            dropout=self.dropout,
+            num_heads=self.num_heads,
+            num_kv_groups=self.num_kv_groups,
+            qkv_bias=self.qkv_bias,
+        )
+
+    @property
+    def input_shape(self):
+        return (self.batch, self.num_tokens, self.d_in)
+
+    def call(self, cls):
+        """How the check builds ``cls``, written as the reader would type it."""
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.kwargs.items())
+        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
+
+    def input(self):
+        """A seeded input, drawn without touching the reader's random state."""
+        generator = torch.Generator().manual_seed(1000 + self.seed)
+        return torch.randn(*self.input_shape, generator=generator)  # (b, T, d_in)
+
+
+#: The configurations the check runs, in order. The first has 6 heads in 2
+#: groups of 3 and a full-length input, so most mistakes show there. The
+#: others add biases and dropout (in eval mode) with an input shorter than
+#: the mask, one group (multi-query), as many groups as heads (multi-head)
+#: and head_dim 1. Every one has d_in != d_out.
+GQA_CONFIGS = (
+    GroupConfig(
+        d_in=5, d_out=12, context_length=6, num_heads=6, num_kv_groups=2, num_tokens=6, seed=1
+    ),
+    GroupConfig(
+        d_in=6,
+        d_out=8,
+        context_length=8,
+        num_heads=4,
+        num_kv_groups=2,
+        num_tokens=5,
+        qkv_bias=True,
+        dropout=0.25,
+        seed=2,
+    ),
+    GroupConfig(
+        d_in=3, d_out=8, context_length=5, num_heads=4, num_kv_groups=1, num_tokens=5, seed=3
+    ),
+    GroupConfig(
+        d_in=4, d_out=6, context_length=7, num_heads=3, num_kv_groups=3, num_tokens=4, seed=4
+    ),
+    GroupConfig(
+        d_in=10, d_out=8, context_length=4, num_heads=8, num_kv_groups=4, num_tokens=4, seed=5
+    ),
+)
+
+
+@dataclass(frozen=True)
+class GroupRecipe:
+    """How a grouped-query pass computes its output from a module's layers.
+
+    The defaults are the correct pass; each mistake changes one ingredient.
+    """
+
+    key_map: str = "repeat_interleave"  # head h reads block h // group_size; or "repeat"
+    value_map: str = "repeat_interleave"
+    scale_by: str = "head_dim"  # or "kv_width", "d_out", "group_size", "nothing"
+    causal_mask: str = "-inf before softmax"  # or "none", "0 before softmax", "... after softmax"
+    softmax_dim: int = -1
+    out_proj: bool = True
+
+
+CORRECT_RECIPE = GroupRecipe()
+
+
+def grouped_attention(module, x, num_heads, num_kv_groups, recipe=CORRECT_RECIPE):
+    """The output of a grouped-query pass over ``module``'s own layers, per ``recipe``."""
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (getattr(module, name)(x) for name in PROJECTIONS)
+    head_dim = queries.shape[-1] // num_heads
+    group_size = num_heads // num_kv_groups
+    queries = queries.reshape(b, num_tokens, num_heads, head_dim).transpose(1, 2)
+    keys = _expand(
+        keys.reshape(b, num_tokens, num_kv_groups, head_dim).transpose(1, 2),
+        group_size,
+        recipe.key_map,
+    )  # (b, num_heads, T, head_dim)
+    values = _expand(
+        values.reshape(b, num_tokens, num_kv_groups, head_dim).transpose(1, 2),
+        group_size,
+        recipe.value_map,
+    )  # (b, num_heads, T, head_dim)
+    scale = {
+        "head_dim": head_dim,
+        "kv_width": num_kv_groups * head_dim,
+        "d_out": num_heads * head_dim,
+        "group_size": group_size,
+        "nothing": 1,
+    }[recipe.scale_by] ** 0.5
+    future = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+    fill = 0.0 if recipe.causal_mask.startswith("0") else -torch.inf
+
+    attn_scores = queries @ keys.transpose(2, 3)  # (b, num_heads, T, T)
+    if recipe.causal_mask.endswith("before softmax"):
+        attn_scores = attn_scores.masked_fill(future, fill)
+    attn_weights = torch.softmax(attn_scores / scale, dim=recipe.softmax_dim)
+    if recipe.causal_mask.endswith("after softmax"):
+        attn_weights = attn_weights.masked_fill(future, fill)
+    context = (attn_weights @ values).transpose(1, 2).reshape(b, num_tokens, -1)
+    return module.out_proj(context) if recipe.out_proj else context
+
+
+def _expand(blocks, group_size, how):
+    """``(b, G, T, hd)`` → ``(b, G * group_size, T, hd)``: each block in place, or cycled."""
+    if how == "repeat_interleave":
+        return blocks.repeat_interleave(group_size, dim=1)
+    return blocks.repeat(1, group_size, 1, 1)
+
+
+def _same(output, expected):
+    """Equal up to float32 rounding, with nan where the expected output has nan."""
+    return (
+        isinstance(output, torch.Tensor)
+        and output.shape == expected.shape
+        and output.is_floating_point()
+        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    )
+
+
+def _book_code():
+    """``{code object: name}`` of every forward pass in the book's modules, and of the cache
+    helpers: a forward that runs any of them has not been written by the reader."""
+    found = {}
+    for module in (attention, variants, book):
+        for name, cls in vars(module).items():
+            if (
+                isinstance(cls, type)
+                and "forward" in vars(cls)
+                and cls.__module__ == module.__name__
+            ):
+                found[cls.forward.__code__] = f"{name}.forward"
+    for function in (book.attend_to_cache, book.generate, book.prefill, book.KVCache.append):
+        found[function.__code__] = function.__qualname__
+    return found
+
+
+BOOK_CODE = _book_code()
+
+
+@contextlib.contextmanager
+def watching_book_code(calls):
+    """Record in ``calls`` the name of every piece of ``BOOK_CODE`` that runs inside the block."""
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in BOOK_CODE:
+            calls.append(BOOK_CODE[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(previous)
+
+
+class GroupTrial:
+    """One run of the reader's class on one configuration: what it built, and what it returned
+    or raised, and whether it ran the book's own code."""
+
+    def __init__(self, cls, config):
+        self.cls, self.config = cls, config
+        self.module = self.output = self.second_output = self.error = None
+        self.stage = None  # "constructor" or "forward", when that raised
+        self.book_calls = []
+        self._held = None  # computed when first asked for
+        self.x = config.input()  # (b, T, d_in)
+        try:
+            with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
+                torch.manual_seed(config.seed)
+                self.module = cls(**config.kwargs)
+                with evaluating(self.module), watching_book_code(self.book_calls):
+                    self.output = self.module(self.x)
+                    self.second_output = self.module(self.x)
+        except Exception as error:
+            self.stage = "constructor" if self.module is None else "forward"
+            self.error = error
+
+    def expected(self, recipe=CORRECT_RECIPE):
+        """What ``recipe`` computes from this instance's own weights."""
+        c = self.config
+        with evaluating(self.module):
+            return grouped_attention(self.module, self.x, c.num_heads, c.num_kv_groups, recipe)
+
+    def matches(self, recipe=CORRECT_RECIPE):
+        """Whether the reader's output is what ``recipe`` computes from this instance's weights."""
+        if self.error is not None:
+            return False
+        try:
+            return _same(self.output, self.expected(recipe))
+        except Exception:
+            return False
+
+    @property
+    def passed(self):
+        return not self.book_calls and self.matches() and self.output_shape == self.expected_shape
+
+    @property
+    def unusable_projections(self):
+        """The projections the check cannot call on the input, e.g. missing or misnamed."""
+        unusable = []
+        for name in PROJECTIONS:
+            try:
+                with evaluating(self.module):
+                    getattr(self.module, name)(self.x)
+            except Exception:
+                unusable.append(name)
+        return unusable
+
+    def width_of(self, name):
+        with evaluating(self.module):
+            return getattr(self.module, name)(self.x).shape[-1]
+
+    @property
+    def key_width(self):
+        return self.width_of("W_key")
+
+    @property
+    def works_on_full_length_input(self):
+        c = self.config
+        return c.num_tokens < c.context_length and (
+            GroupTrial(self.cls, replace(c, num_tokens=c.context_length)).passed
+        )
+
+    @property
+    def random_in_eval_mode(self):
+        """Two calls on the same input in eval mode gave different outputs."""
+        return isinstance(self.output, torch.Tensor) and not torch.equal(
+            self.output, self.second_output
+        )
+
+    @property
+    def failing_line(self):
+        """The source line of the reader's code where the forward raised, if known."""
+        frames = traceback.extract_tb(self.error.__traceback__)
+        own = [f for f in frames if "torch" not in f.filename.replace("\\", "/").split("/")]
+        return (own or frames)[-1].line or "" if frames else ""
+
+    @property
+    def head_axes_disagree(self):
+        """The forward raised because a product met num_heads and num_kv_groups on one axis."""
+        c = self.config
+        text = str(self.error)
+        return self.stage == "forward" and any(
+            f"({a})" in text and f"({b})" in text
+            for a, b in ((c.num_heads, c.num_kv_groups), (c.num_kv_groups, c.num_heads))
+        )
+
+    @property
+    def repeated_by_group_count(self):
+        """The forward raised because num_kv_groups² blocks met num_heads heads."""
+        c = self.config
+        text = str(self.error)
+        squared = c.num_kv_groups**2
+        return (
+            self.stage == "forward"
+            and squared != c.num_heads
+            and f"({squared})" in text
+            and f"({c.num_heads})" in text
+        )
+
+    @property
+    def tensors_at_failure(self):
+        """Which of the keys and values the reader's code held when it raised, and in which
+        form: ``{"keys", "values"}`` (one block per group) and ``{"keys expanded", "values
+        expanded"}`` (one per head), recognised by value among the failing frames' locals."""
+        if self._held is None:
+            self._held = self._find_held_tensors()
+        return self._held
+
+    def _find_held_tensors(self):
+        c = self.config
+        b, num_tokens = c.batch, c.num_tokens
+        with evaluating(self.module):
+            blocks = {
+                name: getattr(self.module, layer)(self.x)
+                .reshape(b, num_tokens, c.num_kv_groups, c.head_dim)
+                .transpose(1, 2)  # (b, G, T, hd)
+                for name, layer in (("keys", "W_key"), ("values", "W_value"))
+            }
+        forms = dict(blocks)
+        for name, t in blocks.items():
+            forms[f"{name} expanded"] = t.repeat_interleave(c.group_size, dim=1)
+        held = set()
+        tb = self.error.__traceback__
+        while tb is not None:
+            for value in list(tb.tb_frame.f_locals.values()):
+                if isinstance(value, torch.Tensor) and value.dim() == 4:
+                    for name, form in forms.items():
+                        if value.shape == form.shape and torch.allclose(value, form):
+                            held.add(name)
+            tb = tb.tb_next
+        return held
+
+    @property
+    def values_not_expanded(self):
+        held = self.tensors_at_failure
+        if self.head_axes_disagree and held:
+            return "keys expanded" in held and "values expanded" not in held
+        line = self.failing_line
+        return self.head_axes_disagree and "value" in line and "key" not in line
+
+    @property
+    def keys_not_expanded(self):
+        held = self.tensors_at_failure
+        if self.head_axes_disagree and held:
+            return "values expanded" in held and "keys expanded" not in held
+        line = self.failing_line
+        return self.head_axes_disagree and "key" in line and "value" not in line
+
+    @property
+    def expected_shape(self):
+        c = self.config
+        return (c.batch, c.num_tokens, c.d_out)
+
+    @property
+    def output_shape(self):
+        return tuple(self.output.shape) if isinstance(self.output, torch.Tensor) else None
+
+    @property
+    def shows_heads_unmerged(self):
+        c = self.config
+        return self.output_shape in {
+            (c.batch, c.num_heads, c.num_tokens, c.head_dim),
+            (c.batch, c.num_tokens, c.num_heads, c.head_dim),
+        }
+
+    @property
+    def largest_difference(self):
+        return float((self.output.double() - self.expected().double()).abs().max())
+
+    @property
+    def error_text(self):
+        return describe_error(self.error).rstrip(".")  # the message adds its own full stop
+
+    @property
+    def call(self):
+        return self.config.call(self.cls)
+
+    @property
+    def book_code(self):
+        return _listed(sorted(set(self.book_calls)))
+
+
+def _output_follows(*recipes):
+    """A detector: the output is what one of ``recipes`` computes from the instance's weights."""
+    return lambda trial: any(trial.matches(recipe) for recipe in recipes)
+
+
+NOT_A_CLASS_MISTAKES = (
+    Mistake(
+        "nothing passed",
+        "check_gqa_forward got None. Run the cell that defines your class, then pass the class "
+        "itself: check_gqa_forward(MyGroupedQueryAttention).",
+        lambda answer: answer is None,
+    ),
+    Mistake(
+        "an instance instead of the class",
+        "You passed an instance of {name}, not the class. Pass the class itself, "
+        "check_gqa_forward({name}): the check builds its own instances with several head and "
+        "group counts.",
+        lambda answer: isinstance(answer, torch.nn.Module),
+    ),
+    Mistake(
+        "not a class",
+        "check_gqa_forward expects a class, but got {kind}. Pass the class you defined with "
+        "class MyGroupedQueryAttention(GroupedQueryAttention): by its name, without calling it.",
+        lambda answer: not isinstance(answer, type),
+    ),
+    Mistake(
+        "not an nn.Module",
+        "{name} is a class, but not an nn.Module. Define it as a subclass of "
+        "GroupedQueryAttention, class {name}(GroupedQueryAttention):, and write its forward.",
+        lambda answer: not issubclass(answer, torch.nn.Module),
+    ),
+)
+
+
+def _forward_source(function):
+    """The ``ast.dump`` of a function's code, comments and layout ignored; None if unknown."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except Exception:
+        return None
+    function_node = tree.body[0]
+    if not isinstance(function_node, ast.FunctionDef):
+        return None
+    body = function_node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # a docstring changes nothing
+    return ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
+def _copies_the_book(cls):
+    own = _forward_source(cls.forward)
+    return own is not None and own == _forward_source(book.GroupedQueryAttention.forward)
+
+
+SHORTCUT_MISTAKES = (
+    Mistake(
+        "the book's own class",
+        "This is the book's own GroupedQueryAttention, so there is nothing of yours to check. "
+        "Define class MyGroupedQueryAttention(GroupedQueryAttention): and write its forward "
+        "yourself, starting from the cell above.",
+        lambda cls: cls is book.GroupedQueryAttention,
+    ),
+    Mistake(
+        "forward inherited",
+        "{name} does not define forward, so it runs the book's GroupedQueryAttention.forward: "
+        "the check would only be checking the book. Write def forward(self, x): inside the class, "
+        "with the steps of the pass.",
+        lambda cls: cls.forward is book.GroupedQueryAttention.forward,
+    ),
+    Mistake(
+        "no forward",
+        "{name} has no forward method at all. Write def forward(self, x): inside the class.",
+        lambda cls: cls.forward is torch.nn.Module.forward,
+    ),
+    Mistake(
+        "copies the book's forward",
+        "{name}.forward is the book's GroupedQueryAttention.forward, line for line. That one "
+        "is already checked; the practice is to write the pass yourself. Start again from the "
+        "skeleton, and use the hints if you are stuck.",
+        _copies_the_book,
+    ),
+)
+
+GQA_FORWARD_MISTAKES = (
+    Mistake(
+        "constructor raises",
+        "Building your class as {t.call} raised {t.error_text}. Keep the constructor of "
+        "GroupedQueryAttention: subclass it and write only forward.",
+        lambda t: t.stage == "constructor",
+    ),
+    Mistake(
+        "calls the book's code",
+        "Your forward runs the book's own {t.book_code}, so its output is the book's, not "
+        "yours. Write the pass from the module's own layers (self.W_query, self.W_key, "
+        "self.W_value, self.out_proj), without super().forward and without running another "
+        "of the book's attention modules.",
+        lambda t: t.book_calls,
+    ),
+    Mistake(
+        "the skeleton untouched",
+        "Your forward still raises NotImplementedError, as the skeleton does: replace the raise "
+        "line with the pass itself. hint(1) shows where to start.",
+        lambda t: t.stage == "forward" and isinstance(t.error, NotImplementedError),
+    ),
+    Mistake(
+        "projections missing",
+        "The check could not use your instance's {names}. It computes the expected output from "
+        "the instance's own W_query, W_key and W_value, so keep those layers and their names.",
+        lambda t: t.unusable_projections,
+    ),
+    Mistake(
+        "keys at full width",
+        "Your W_key maps d_in={t.config.d_in} to {t.key_width} columns, one block per head. In "
+        "grouped-query attention keys and values have one block per group: "
+        "nn.Linear(d_in, num_kv_groups * head_dim), here {t.config.kv_width} columns. Keep the "
+        "constructor of GroupedQueryAttention.",
+        lambda t: t.key_width != t.config.kv_width,
+    ),
+    Mistake(
+        "mask not sliced",
+        "Your forward works on an input of context_length={t.config.context_length} tokens, "
+        "but on {t.config.num_tokens} tokens it raised {t.error_text}. The mask buffer is "
+        "context_length × context_length: slice it to the input's length, "
+        "self.mask[:num_tokens, :num_tokens], before masked_fill.",
+        lambda t: t.stage == "forward" and t.works_on_full_length_input,
+    ),
+    Mistake(
+        "values not expanded",
+        "Your forward raised {t.error_text}, on the line\n    {t.failing_line}\nThe keys were "
+        "expanded to one block per head, but the values were not: they still have "
+        "num_kv_groups={t.config.num_kv_groups} blocks against num_heads={t.config.num_heads} "
+        "heads of attention weights. Expand the values exactly as the keys, "
+        "values.repeat_interleave(self.group_size, dim=1).",
+        lambda t: t.values_not_expanded,
+    ),
+    Mistake(
+        "keys not expanded",
+        "Your forward raised {t.error_text}, on the line\n    {t.failing_line}\nThe queries "
+        "have num_heads={t.config.num_heads} blocks, the keys only "
+        "num_kv_groups={t.config.num_kv_groups}. Give every head its group's keys first: "
+        "keys.repeat_interleave(self.group_size, dim=1), and the same for the values.",
+        lambda t: t.keys_not_expanded,
+    ),
+    Mistake(
+        "repeated num_kv_groups times",
+        "Your forward raised {t.error_text}. Each key and value block was repeated "
+        "num_kv_groups = {t.config.num_kv_groups} times, which gives "
+        "{t.config.num_kv_groups} × {t.config.num_kv_groups} blocks for "
+        "{t.config.num_heads} heads. A block serves the heads of its group, so repeat it "
+        "group_size = num_heads // num_kv_groups = {t.config.group_size} times: "
+        "self.group_size.",
+        lambda t: t.repeated_by_group_count,
+    ),
+    Mistake(
+        "head axes disagree",
+        "Your forward raised {t.error_text}. Queries have num_heads={t.config.num_heads} "
+        "blocks on the head axis, keys and values num_kv_groups={t.config.num_kv_groups}: "
+        "before they meet in a product, repeat each key and value block once per head of its "
+        "group, .repeat_interleave(self.group_size, dim=1) on both.",
+        lambda t: t.head_axes_disagree,
+    ),
+    Mistake(
+        "forward raises",
+        "Calling your forward on an input of shape {t.config.input_shape} raised {t.error_text}.",
+        lambda t: t.stage == "forward",
+    ),
+    Mistake(
+        "not a tensor",
+        "Your forward returned {kind}, not a tensor. Return the context vectors after out_proj: "
+        "a tensor of shape (b, num_tokens, d_out), here {t.expected_shape}.",
+        lambda t: not isinstance(t.output, torch.Tensor),
+    ),
+    Mistake(
+        "dropout in eval mode",
+        "Two calls on the same input, in eval mode, gave different outputs: dropout is still "
+        "active. Use the module's layer, self.dropout(attn_weights), which switches itself off "
+        "in eval mode (with F.scaled_dot_product_attention, pass "
+        "dropout_p=self.dropout.p if self.training else 0.0).",
+        lambda t: t.random_in_eval_mode,
+    ),
+    Mistake(
+        "heads not merged",
+        "Your forward returned shape {t.output_shape}: the heads are still separate. Transpose "
+        "the context back to (b, num_tokens, num_heads, head_dim) and merge the last two axes, "
+        "which gives {t.expected_shape}.",
+        lambda t: t.shows_heads_unmerged,
+    ),
+    Mistake(
+        "wrong shape",
+        "Your forward returned shape {t.output_shape}, but it should be (b, num_tokens, d_out), "
+        "here {t.expected_shape}.",
+        lambda t: t.output_shape != t.expected_shape,
+    ),
+    Mistake(
+        "groups mapped with repeat",
+        "Your heads read the wrong key and value blocks: the blocks are cycled, 0, 1, 0, 1, "
+        "..., as repeat(1, group_size, 1, 1) cycles them, so head h reads block "
+        "h % num_kv_groups. The module's layout gives each block to group_size consecutive "
+        "heads, 0, 0, 1, 1, ...: head h reads block h // group_size, which is what "
+        "repeat_interleave(group_size, dim=1) gives. (Here {t.config.num_heads} heads share "
+        "{t.config.num_kv_groups} blocks.)",
+        _output_follows(GroupRecipe(key_map="repeat", value_map="repeat")),
+    ),
+    Mistake(
+        "keys and values mapped differently",
+        "Keys and values are mapped to the heads in two different ways, one with "
+        "repeat_interleave and one with repeat, so a head scores one group's keys but mixes "
+        "another group's values. Use repeat_interleave(self.group_size, dim=1) for both.",
+        _output_follows(GroupRecipe(key_map="repeat"), GroupRecipe(value_map="repeat")),
+    ),
+    Mistake(
+        "scaled by the key width",
+        "The scores are scaled by √(num_kv_groups × head_dim) = √{t.config.kv_width}, the "
+        "width of W_key's whole output. Each head's dot products have only head_dim = "
+        "{t.config.head_dim} terms: divide by self.head_dim ** 0.5.",
+        _output_follows(GroupRecipe(scale_by="kv_width")),
+    ),
+    Mistake(
+        "scaled by √d_out",
+        "The scores are scaled by √d_out = √{t.config.d_out}, but each head's dot products have "
+        "only head_dim = {t.config.head_dim} terms. Divide by self.head_dim ** 0.5.",
+        _output_follows(GroupRecipe(scale_by="d_out")),
+    ),
+    Mistake(
+        "scaled by the group size",
+        "The scores are scaled by √group_size = √{t.config.group_size}. Sharing keys does not "
+        "change a head's dot products: each still has head_dim = {t.config.head_dim} terms, so "
+        "divide by self.head_dim ** 0.5.",
+        _output_follows(GroupRecipe(scale_by="group_size")),
+    ),
+    Mistake(
+        "not scaled",
+        "The scores are not scaled. Divide them by √head_dim (self.head_dim ** 0.5) before the "
+        "softmax, so that large dot products do not make the softmax nearly one-hot.",
+        _output_follows(GroupRecipe(scale_by="nothing")),
+    ),
+    Mistake(
+        "no causal mask",
+        "There is no causal mask: every token also attends to the tokens after it. Fill the "
+        "future positions of the scores with -inf before the softmax: "
+        "attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf).",
+        _output_follows(GroupRecipe(causal_mask="none")),
+    ),
+    Mistake(
+        "mask filled with 0",
+        "The future positions are filled with 0 instead of -inf. A score of 0 still gets weight "
+        "after the softmax (e⁰ = 1); only -inf gives a future token exactly zero weight.",
+        _output_follows(GroupRecipe(causal_mask="0 before softmax")),
+    ),
+    Mistake(
+        "mask after softmax",
+        "The causal mask is applied after the softmax. Zeroing future weights afterwards leaves "
+        "rows that no longer sum to 1, and filling them with -inf gives nan. Mask the scores "
+        "with -inf before the softmax.",
+        _output_follows(
+            GroupRecipe(causal_mask="0 after softmax"),
+            GroupRecipe(causal_mask="-inf after softmax"),
+        ),
+    ),
+    Mistake(
+        "softmax over the wrong axis",
+        "The softmax runs over the wrong axis. Each query's weights over the keys must sum to 1: "
+        "torch.softmax(..., dim=-1) on scores of shape (b, num_heads, num_tokens, num_tokens).",
+        _output_follows(*(GroupRecipe(softmax_dim=dim) for dim in (-2, 1, 0))),
+    ),
+    Mistake(
+        "out_proj not applied",
+        "The forward never applies out_proj. After merging the heads, return "
+        "self.out_proj(context): the output projection is part of the pass.",
+        _output_follows(GroupRecipe(out_proj=False)),
+    ),
+)
+
+
+@never_raises
+def check_gqa_forward(cls):
+    """Check a grouped-query attention class: build it over several configurations and compare
+    its output with a reference computed from each instance's own layers."""
+    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls) or first_mistake(SHORTCUT_MISTAKES, cls)
+    if problem:
+        name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
+        return CheckResult(False, problem.message.format(name=name, kind=_kind(cls)))
+    for config in GQA_CONFIGS:
+        trial = GroupTrial(cls, config)
+        if trial.passed:
+            continue
+        mistake = first_mistake(GQA_FORWARD_MISTAKES, trial)
+        if mistake is None:
+            return CheckResult(False, _unexplained(trial))
+        names = _listed(trial.unusable_projections) if mistake.name == "projections missing" else ""
+        message = mistake.message.format(t=trial, kind=_kind(trial.output), names=names)
+        seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
+        return CheckResult(False, message + seen)
+    return CheckResult(
+        True,
+        f"Your forward pass matches the reference, computed from each instance's own layers, in "
+        f"all {len(GQA_CONFIGS)} configurations: one group (multi-query), 2 and 4 groups, as "
+        "many groups as heads (multi-head), with biases, with dropout in eval mode, and with "
+        "inputs shorter than context_length.",
+    )
+
+
+def _kind(value):
+    """``a list``, ``the function f``, ``None``: what a value is, in words."""
+    if value is None:
+        return "None"
+    if callable(value) and hasattr(value, "__name__") and not isinstance(value, type):
+        return f"the function {value.__name__}"
+    return f"a value of type {type(value).__name__}"
+
+
+def _listed(names):
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else ""
+
+
+def _unexplained(trial):
+    return (
+        f"Your output has the right shape, {trial.expected_shape}, but not the right values: "
+        f"the largest difference from the reference is {trial.largest_difference:.3g}. None of "
+        "the usual mistakes explains it (perhaps two of them together). Check each step once "
+        "more: queries split into num_heads blocks, keys and values into num_kv_groups; both "
+        "repeated with repeat_interleave(group_size, dim=1); scores masked with -inf; softmax "
+        f"over the last axis after dividing by √head_dim; heads merged; out_proj.\n"
+        f"(Seen with {trial.call}.)"
+    )
+
+
+gqa_forward = Exercise(
+    checker=check_gqa_forward,
+    hints=(
+        "Project and split as in chapter 3, but with two block counts. self.W_query(x) has "
+        "self.num_heads blocks of self.head_dim columns: view it as (b, num_tokens, "
+        "self.num_heads, self.head_dim). self.W_key(x) and self.W_value(x) have only "
+        "self.num_kv_groups blocks. Then .transpose(1, 2) all three, so the blocks come "
+        "before the tokens.",
+        "Now give every head the keys and values of its group. Head h belongs to group "
+        "h // self.group_size: the first group_size heads share block 0, the next group_size "
+        "block 1, and so on. One call on the block axis (dim=1) repeats each block in place, "
+        "group_size times; the predict-and-reveal above compared it with another that cycles.",
+        "From here it is chapter 3's attention: scores queries @ keys.transpose(2, 3); fill "
+        "self.mask[:num_tokens, :num_tokens] with -torch.inf; softmax over the last axis after "
+        "dividing by self.head_dim ** 0.5; self.dropout; mix the values; transpose back, "
+        "reshape to (b, num_tokens, self.d_out); return self.out_proj(context).",
+    ),
+    solution_code=textwrap.dedent(
+        """\
+        class MyGroupedQueryAttention(GroupedQueryAttention):
+            def forward(self, x):
+                b, num_tokens, _ = x.shape
+                queries = self.W_query(x)  # (b, T, d_out)
+                keys = self.W_key(x)  # (b, T, num_kv_groups * head_dim)
+                values = self.W_value(x)  # (b, T, num_kv_groups * head_dim)
+
+                # Queries: one block per head. Keys, values: one per group.
+                H, G = self.num_heads, self.num_kv_groups
+                queries = queries.view(b, num_tokens, H, self.head_dim)
+                keys = keys.view(b, num_tokens, G, self.head_dim)
+                values = values.view(b, num_tokens, G, self.head_dim)
+                queries = queries.transpose(1, 2)  # (b, H, T, head_dim)
+                keys = keys.transpose(1, 2)  # (b, G, T, head_dim)
+                values = values.transpose(1, 2)  # (b, G, T, head_dim)
+
+                # Each group's block once per head of the group, in place.
+                keys = keys.repeat_interleave(self.group_size, dim=1)
+                values = values.repeat_interleave(self.group_size, dim=1)
+                # keys and values are now (b, H, T, head_dim)
+
+                attn_scores = queries @ keys.transpose(2, 3)  # (b, H, T, T)
+                future = self.mask[:num_tokens, :num_tokens]  # (T, T)
+                attn_scores = attn_scores.masked_fill(future, -torch.inf)
+                scaled = attn_scores / self.head_dim**0.5
+                attn_weights = self.dropout(torch.softmax(scaled, dim=-1))
+
+                context = attn_weights @ values  # (b, H, T, head_dim)
+                context = context.transpose(1, 2)  # (b, T, H, head_dim)
+                context = context.reshape(b, num_tokens, self.d_out)
+                return self.out_proj(context)  # (b, T, d_out)
+
+
+        check_gqa_forward(MyGroupedQueryAttention)
+        """
+    ),
+)

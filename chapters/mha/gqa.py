@@ -1,0 +1,246 @@
+"""Grouped-query attention, and the key/value cache it was made to shrink.
+
+``GroupedQueryAttention`` keeps ``MultiHeadAttention``'s names and its query
+split, but gives keys and values only ``num_kv_groups`` column blocks, each
+shared by a group of consecutive heads. ``KVCache``, ``prefill`` and
+``attend_to_cache`` run it one token at a time, as a model generates text:
+the cache holds the keys and values of every earlier token, and its size is
+what sharing them saves.
+"""
+
+from statistics import median
+
+import torch
+from torch import nn
+
+
+def check_groups(d_in, d_out, context_length, num_heads, num_kv_groups):
+    """Raise ``ValueError`` unless the sizes split into heads and groups."""
+    sizes = dict(
+        d_in=d_in,
+        d_out=d_out,
+        context_length=context_length,
+        num_heads=num_heads,
+        num_kv_groups=num_kv_groups,
+    )
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            message = f"{name} must be a positive integer, got {value!r}."
+            if name == "num_kv_groups":
+                message += (
+                    " Use num_kv_groups=1 for multi-query attention (all"
+                    " heads share one key/value block), or num_kv_groups="
+                    "num_heads for ordinary multi-head attention."
+                )
+            raise ValueError(f"GroupedQueryAttention: {message}")
+    if d_out % num_heads:
+        raise ValueError(
+            f"GroupedQueryAttention: d_out={d_out} is not divisible by "
+            f"num_heads={num_heads}, so the heads cannot split it evenly. "
+            f"Choose d_out as a multiple of num_heads (e.g. "
+            f"{num_heads * max(1, d_out // num_heads)})."
+        )
+    if num_heads % num_kv_groups:
+        divisors = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
+        raise ValueError(
+            f"GroupedQueryAttention: num_heads={num_heads} is not a multiple "
+            f"of num_kv_groups={num_kv_groups}, so the heads cannot form "
+            f"groups of equal size. Choose num_kv_groups among the divisors "
+            f"of num_heads: {', '.join(map(str, divisors))}."
+        )
+
+
+def check_length(num_tokens, context_length):
+    """Raise ``ValueError`` when the input is longer than the causal mask."""
+    if num_tokens > context_length:
+        raise ValueError(
+            f"GroupedQueryAttention: the input has {num_tokens} tokens, more "
+            f"than context_length={context_length}, the size of the causal "
+            f"mask. Build the module with context_length >= {num_tokens}, "
+            "or pass a shorter sequence."
+        )
+
+
+def check_one_token(x):
+    """Raise ``ValueError`` unless ``x`` is one token per sequence."""
+    if x.dim() != 3 or x.shape[1] != 1:
+        raise ValueError(
+            f"attend_to_cache takes one token, shape (b, 1, d_in), got "
+            f"{tuple(x.shape)}. Pass x[:, t : t + 1] for token t."
+        )
+
+
+class GroupedQueryAttention(nn.Module):
+    """Multi-head attention whose heads share keys and values in groups.
+
+    The queries keep one block of head_dim columns per head, as in
+    MultiHeadAttention. The keys and values have only num_kv_groups blocks;
+    block g serves the group_size consecutive heads g * group_size, ...,
+    (g + 1) * group_size - 1. num_kv_groups == num_heads is multi-head
+    attention, num_kv_groups == 1 is multi-query attention.
+
+    Shapes: b batch, T tokens, H heads, G key/value groups, hd head_dim.
+    """
+
+    def __init__(
+        self,
+        d_in,
+        d_out,
+        context_length,
+        dropout,
+        num_heads,
+        num_kv_groups,
+        qkv_bias=False,
+    ):
+        super().__init__()
+        check_groups(d_in, d_out, context_length, num_heads, num_kv_groups)
+        self.d_out = d_out
+        self.context_length = context_length
+        self.num_heads = num_heads
+        self.num_kv_groups = num_kv_groups
+        self.head_dim = d_out // num_heads
+        self.group_size = num_heads // num_kv_groups
+        kv_width = num_kv_groups * self.head_dim
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, kv_width, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, kv_width, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        ones = torch.ones(context_length, context_length)
+        self.register_buffer("mask", torch.triu(ones, diagonal=1).bool())
+
+    def forward(self, x):
+        b, num_tokens, _ = x.shape
+        check_length(num_tokens, self.context_length)
+        H, G, hd = self.num_heads, self.num_kv_groups, self.head_dim
+        queries = self.W_query(x).view(b, num_tokens, H, hd)  # (b, T, H, hd)
+        keys = self.W_key(x).view(b, num_tokens, G, hd)  # (b, T, G, hd)
+        values = self.W_value(x).view(b, num_tokens, G, hd)  # (b, T, G, hd)
+        queries = queries.transpose(1, 2)  # (b, H, T, hd)
+        keys = keys.transpose(1, 2)  # (b, G, T, hd)
+        values = values.transpose(1, 2)  # (b, G, T, hd)
+
+        # Head h reads block h // group_size: each block is repeated in
+        # place, once per head of its group (0, 0, 1, 1, not 0, 1, 0, 1).
+        keys = keys.repeat_interleave(H // G, dim=1)  # (b, H, T, hd)
+        values = values.repeat_interleave(H // G, dim=1)  # (b, H, T, hd)
+
+        attn_scores = queries @ keys.transpose(2, 3)  # (b, H, T, T)
+        future = self.mask[:num_tokens, :num_tokens]  # (T, T)
+        attn_scores = attn_scores.masked_fill(future, -torch.inf)
+        attn_weights = torch.softmax(attn_scores / hd**0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+
+        context = (attn_weights @ values).transpose(1, 2)  # (b, T, H, hd)
+        context = context.reshape(b, num_tokens, self.d_out)  # (b, T, d_out)
+        return self.out_proj(context)  # (b, T, d_out)
+
+
+def kv_cache_bytes(
+    num_layers,
+    num_kv_groups,
+    head_dim,
+    num_tokens,
+    batch=1,
+    bytes_per_value=2,
+):
+    """Bytes of the key/value cache: keys and values of every token, for
+    every layer and key/value group (2 bytes a value in 16-bit floats)."""
+    values_per_token = 2 * num_layers * num_kv_groups * head_dim  # K and V
+    return values_per_token * num_tokens * batch * bytes_per_value
+
+
+class KVCache:
+    """The keys and values of the tokens seen so far, for one attention layer.
+
+    Room for max_tokens tokens is allocated once: keys and values are each
+    (b, G, max_tokens, hd), and ``length`` says how many are filled.
+    """
+
+    def __init__(self, module, batch, max_tokens):
+        shape = (batch, module.num_kv_groups, max_tokens, module.head_dim)
+        dtype = module.W_key.weight.dtype
+        self.keys = torch.zeros(shape, dtype=dtype)
+        self.values = torch.zeros(shape, dtype=dtype)
+        self.length = 0
+
+    @property
+    def nbytes(self):
+        """The memory the cache holds, in bytes."""
+        return self.keys.nbytes + self.values.nbytes
+
+    def append(self, keys, values):
+        """Store new (b, G, n, hd) keys and values after the others; return
+        all of them so far, (b, G, length, hd) each."""
+        start, end = self.length, self.length + keys.shape[2]
+        if end > self.keys.shape[2]:
+            raise ValueError(
+                f"KVCache: {end} tokens do not fit in a cache built for "
+                f"{self.keys.shape[2]}. Build it with max_tokens >= {end}."
+            )
+        self.keys[:, :, start:end] = keys
+        self.values[:, :, start:end] = values
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def rewind(self, length):
+        """Forget every token after the first ``length`` (kept in place)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(
+                f"KVCache: cannot rewind to {length} tokens; the cache holds "
+                f"{self.length}. Pass a length from 0 to {self.length}."
+            )
+        self.length = length
+
+
+def prefill(module, prompt, cache):
+    """Store the keys and values of a (b, P, d_in) prompt in ``cache``."""
+    b, num_tokens, _ = prompt.shape
+    G, hd = module.num_kv_groups, module.head_dim
+    keys = module.W_key(prompt).view(b, num_tokens, G, hd)  # (b, P, G, hd)
+    values = module.W_value(prompt).view(b, num_tokens, G, hd)
+    cache.append(keys.transpose(1, 2), values.transpose(1, 2))
+
+
+def attend_to_cache(module, x, cache):
+    """The output for one new token x, (b, 1, d_in), which sees every cached
+    token and itself. Its key and value join the cache, which then holds L
+    tokens."""
+    check_one_token(x)
+    b = x.shape[0]
+    G, n, hd = module.num_kv_groups, module.group_size, module.head_dim
+    # The n heads of a group share its keys: stack their queries as the n
+    # rows of one matrix per group, so that no key is copied.
+    query = module.W_query(x).view(b, G, n, hd)  # (b, G, n, hd)
+    key = module.W_key(x).view(b, G, 1, hd)  # (b, G, 1, hd)
+    value = module.W_value(x).view(b, G, 1, hd)  # (b, G, 1, hd)
+    keys, values = cache.append(key, value)  # (b, G, L, hd) each
+
+    attn_scores = query @ keys.transpose(2, 3)  # (b, G, n, L)
+    attn_weights = torch.softmax(attn_scores / hd**0.5, dim=-1)
+    context = attn_weights @ values  # (b, G, n, hd)
+    context = context.reshape(b, 1, module.d_out)  # (b, 1, d_out)
+    return module.out_proj(context)  # (b, 1, d_out)
+
+
+def generate(module, inputs, cache):
+    """Feed (b, T, d_in) inputs one token at a time; return (b, T, d_out)."""
+    outputs = []
+    for t in range(inputs.shape[1]):
+        outputs.append(attend_to_cache(module, inputs[:, t : t + 1], cache))
+    return torch.cat(outputs, dim=1)  # (b, T, d_out)
+
+
+def timing_verdict(name_a, times_a, name_b, times_b):
+    """Compare two lists of timings, one per round: a verdict only when every
+    round of one is faster than every round of the other, else inconclusive.
+
+    Other programs can slow any round down, so rounds that overlap say
+    nothing about which is faster.
+    """
+    a, b = median(times_a), median(times_b)
+    if max(times_a) < min(times_b):
+        return f"{name_a} is faster than {name_b}: {b / a:.1f}x in every round"
+    if max(times_b) < min(times_a):
+        return f"{name_b} is faster than {name_a}: {a / b:.1f}x in every round"
+    return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
