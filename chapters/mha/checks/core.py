@@ -14,6 +14,7 @@ The convention, shared by every exercise:
 
 import contextlib
 import html
+import inspect
 import textwrap
 from dataclasses import dataclass
 from typing import Callable
@@ -60,6 +61,44 @@ class Mistake:
             return bool(self.detect(*evidence))
         except Exception:
             return False
+
+    def tell(self, evidence):
+        """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
+        return fill(self.message, evidence)
+
+
+def fill(message, evidence):
+    """``message`` with each ``{fact}`` replaced by ``evidence.fact`` ("?" for a fact it cannot state).
+
+    Every checker words its messages this way, so a message names the facts it quotes and the
+    evidence object computes them only when a message needs them.
+    """
+
+    class Facts(dict):
+        def __missing__(self, key):
+            try:
+                return getattr(evidence, key)
+            except Exception:
+                return "?"
+
+    return message.format_map(Facts())
+
+
+def kind_of(value):
+    """What ``value`` is, in words: "None", "a list", "an int", "a torch.Size", "the function f"."""
+    if value is None:
+        return "None"
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return f"the function {value.__name__}"
+    package = type(value).__module__.split(".")[0]
+    name = type(value).__name__ if package == "builtins" else f"{package}.{type(value).__name__}"
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+def listed(names):
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 def first_mistake(catalogue, *evidence):
@@ -125,23 +164,38 @@ class Note:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``check(answer)``, ``hint(n)`` and ``solution()`` in one object."""
+    """One exercise: ``check(answer)``, ``hint(n)`` and ``solution()`` in one object.
+
+    ``solution_code`` is the one copy of the solution: either its text, or the class or function
+    that solves the exercise (then the solution shows its source, so the code the tests run is
+    the code the reader sees).
+    """
 
     checker: Callable[..., CheckResult]
     hints: tuple
-    solution_code: str
+    solution_code: object
 
     def check(self, answer):
         return self.checker(answer)
 
     def hint(self, n=1):
-        if not 1 <= n <= len(self.hints):
-            return Note("Hint", f"There are {len(self.hints)} hints: ask for hint(1) to hint({len(self.hints)}).")
-        return Note(f"Hint {n} of {len(self.hints)}", self.hints[n - 1])
+        count = len(self.hints)
+        if isinstance(n, bool) or not isinstance(n, int):
+            return Note(
+                "Hint",
+                f"hint() takes the hint's number, a whole number without quotes: "
+                f"hint(1) for the first hint, up to hint({count}). It was given {n!r}.",
+            )
+        if not 1 <= n <= count:
+            return Note("Hint", f"There are {count} hints: ask for hint(1) to hint({count}).")
+        return Note(f"Hint {n} of {count}", self.hints[n - 1])
+
+    @property
+    def solution_text(self):
+        """The solution as the reader should type it."""
+        if isinstance(self.solution_code, str):
+            return self.solution_code
+        return textwrap.dedent(inspect.getsource(self.solution_code)).strip("\n")
 
     def solution(self):
-        return Note("Solution", self.solution_code, code=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Chapter 2: check_two_dim_output
+        return Note("Solution", self.solution_text, code=True)
