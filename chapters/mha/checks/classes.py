@@ -20,14 +20,14 @@ from .core import Mistake, kind_of
 
 
 class Skeleton(torch.nn.Module):
-    """A practice's starting point: the constructor is given, ``forward`` is the reader's to write."""
+    """A practice's starting point: the constructor is given, ``forward`` is for the reader."""
 
     def forward(self, x):
         raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
 def book_classes():
-    """The book's own modules, from ``mha.attention`` and ``mha.variants``, that define a forward."""
+    """The book's own modules (``mha.attention``, ``mha.variants``) that define a forward."""
     from .. import attention, variants  # imported here: mha.checks loads without them
 
     found = []

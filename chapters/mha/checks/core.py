@@ -16,10 +16,19 @@ import contextlib
 import html
 import inspect
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
+
+
+#: The longest line a check prints: what a phone or the book's code column shows uncut.
+LINE_WIDTH = 79
+
+
+def wrapped(text):
+    """``text`` with every line folded at :data:`LINE_WIDTH` characters, its breaks kept."""
+    return "\n".join(textwrap.fill(line, LINE_WIDTH) for line in text.split("\n"))
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class CheckResult:
 
     def __str__(self):
         mark = "✓ Correct." if self.passed else "✗ Not yet."
-        return f"{mark} {self.feedback}"
+        return wrapped(f"{mark} {self.feedback}")
 
     __repr__ = __str__
 
@@ -68,7 +77,7 @@ class Mistake:
 
 
 def fill(message, evidence):
-    """``message`` with each ``{fact}`` replaced by ``evidence.fact`` ("?" for a fact it cannot state).
+    """``message``, each ``{fact}`` replaced by ``evidence.fact`` ("?" for one it cannot state).
 
     Every checker words its messages this way, so a message names the facts it quotes and the
     evidence object computes them only when a message needs them.
@@ -132,7 +141,8 @@ def never_raises(check):
         try:
             return check(*args, **kwargs)
         except Exception as error:  # a checker must never raise at the reader
-            return CheckResult(False, f"The check itself could not run on this answer ({describe_error(error)}).")
+            reason = describe_error(error)
+            return CheckResult(False, f"The check itself could not run on this answer ({reason}).")
 
     guarded.__name__ = check.__name__
     guarded.__doc__ = check.__doc__
@@ -149,7 +159,8 @@ class Note:
     code: bool = False
 
     def __str__(self):
-        return f"{self.title}:\n{textwrap.indent(self.text, '    ') if self.code else self.text}"
+        body = textwrap.indent(self.text, "    ") if self.code else wrapped(self.text)
+        return f"{self.title}:\n{body}"
 
     __repr__ = __str__
 

@@ -56,7 +56,13 @@ class HeadsRun:
         self.module, self.x = module, x
         self.heads = find_heads(module) or []
         self.output = self.error = None
-        self.received, self.order, self.own_outputs, self.references, self.leaks = [], [], [], [], []
+        self.received, self.order, self.own_outputs, self.references, self.leaks = (
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
         if self.heads and all(is_head(h) for h in self.heads):
             with evaluating(module):
                 self._observe()
@@ -166,7 +172,7 @@ class HeadsRun:
     @property
     def sharing(self):
         """How two heads share one set of weights, in words, or ``None``."""
-        for first, second in zip(self.heads, self.heads[1:]):
+        for first, second in zip(self.heads, self.heads[1:], strict=False):
             if first is second:
                 return "they are the same object, as [head] * num_heads makes"
             pairs = [(getattr(first, n), getattr(second, n)) for n in PROJECTIONS]
@@ -305,7 +311,7 @@ class HeadsRun:
             isinstance(own, torch.Tensor)
             and own.dim() == 3
             and own.shape[-1] < head.W_value.out_features
-            for own, head in zip(self.own_outputs, self.heads)
+            for own, head in zip(self.own_outputs, self.heads, strict=False)
         )
 
     def output_keeps_some_columns(self):
@@ -318,7 +324,7 @@ class HeadsRun:
     @property
     def changed(self):
         """``(head number, its own output)`` for the first head not computing causal attention."""
-        pairs = enumerate(zip(self.own_outputs, self.references), start=1)
+        pairs = enumerate(zip(self.own_outputs, self.references, strict=False), start=1)
         return next(((n, own) for n, (own, ref) in pairs if not close(own, ref)), None)
 
     @property

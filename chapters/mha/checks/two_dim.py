@@ -200,8 +200,9 @@ TWO_DIM_MISTAKES = (
         "{head_width} values per token, and not all of them reach the output. Every value a "
         "head computes is part of its role. Instead of cutting, make each head compute fewer "
         "values: d_out is each head's width.",
-        lambda a: a.head_width > 1
-        and (a.heads_trim_their_output() or a.output_keeps_some_columns()),
+        lambda a: (
+            a.head_width > 1 and (a.heads_trim_their_output() or a.output_keeps_some_columns())
+        ),
     ),
     Mistake(
         "a head's computation changed",

@@ -22,8 +22,17 @@ from .classes import (
     delegation_message,
     watching_book_forwards,
 )
-from .core import CheckResult, Exercise, Mistake, describe_error, evaluating, first_mistake
-from .core import kind_of, listed, never_raises
+from .core import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    describe_error,
+    evaluating,
+    first_mistake,
+    kind_of,
+    listed,
+    never_raises,
+)
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
 
@@ -110,14 +119,14 @@ WEIGHT_SPLIT_CONFIGS = (
     SplitConfig(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
     SplitConfig(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
     SplitConfig(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
-    SplitConfig(d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6),
+    SplitConfig(
+        d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6
+    ),
     SplitConfig(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
 )
 
 #: Every way of taking the queries, keys and values from the three projections but the right one.
-WRONG_PROJECTIONS = tuple(
-    p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS
-)
+WRONG_PROJECTIONS = tuple(p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS)
 
 
 class _LastCall(torch.overrides.TorchFunctionMode):
@@ -251,7 +260,7 @@ class SplitTrial:
                 roles = ("queries", "keys", "values")
                 wrong = [
                     f"the {role} come from {name}"
-                    for role, name, right in zip(roles, used, PROJECTIONS)
+                    for role, name, right in zip(roles, used, PROJECTIONS, strict=False)
                     if name != right
                 ]
                 return listed(wrong)
@@ -415,7 +424,8 @@ WEIGHT_SPLIT_MISTAKES = (
         "tokens: tokens and heads are mixed. View to (b, num_tokens, num_heads, head_dim) "
         "first, then .transpose(1, 2).",
         _following(
-            CORRECT.but(split="no transpose"), CORRECT.but(split="no transpose", merge="no transpose")
+            CORRECT.but(split="no transpose"),
+            CORRECT.but(split="no transpose", merge="no transpose"),
         ),
     ),
     Mistake(

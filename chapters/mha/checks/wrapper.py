@@ -21,8 +21,15 @@ from .classes import (
     delegation_message,
     watching_book_forwards,
 )
-from .core import CheckResult, Exercise, Mistake, describe_error, first_mistake, listed
-from .core import never_raises
+from .core import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    describe_error,
+    first_mistake,
+    listed,
+    never_raises,
+)
 from .heads import HeadsRun, is_head
 
 
