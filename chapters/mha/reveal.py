@@ -18,11 +18,12 @@ def _format_of(answer):
     if isinstance(answer, bool):
         return "True or False (without quotes)"
     if isinstance(answer, numbers.Integral):
-        return "a whole number, such as 7"
+        return f"a whole number, such as {8 if answer == 7 else 7}"
     if _is_number(answer):
-        return "a number, such as 0.5"
+        return f"a number, such as {0.25 if answer == 0.5 else 0.5}"
     if isinstance(answer, str):
-        return 'text in quotes, such as "A"'
+        example = "B" if answer.strip().casefold() == "a" else "A"
+        return f'text in quotes, such as "{example}"'
     if isinstance(answer, (list, tuple)):
         parts = ", ".join(_format_of(item).split(",")[0] for item in answer)
         return f"a tuple of {len(answer)}: ({parts})"

@@ -197,7 +197,7 @@ class HeadsRun:
         for position, output in enumerate(self.own_outputs):
             if close(received, output):
                 return f"head {position + 1}'s output (shape {tuple(received.shape)})"
-        return f"a tensor of shape {tuple(received.shape)} that is not x"
+        return f"another tensor, of shape {tuple(received.shape)}"
 
     @property
     def chained(self):
