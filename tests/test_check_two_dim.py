@@ -14,7 +14,15 @@ from torch import nn
 
 from conftest import CHAPTERS
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
-from mha.checks import TWO_DIM_MISTAKES, TwoDimAttempt, check_two_dim_output, first_mistake, two_dim_output
+from mha.checks import (
+    TWO_DIM_MISTAKES,
+    TwoDimAttempt,
+    check_six_wide_output,
+    check_two_dim_output,
+    first_mistake,
+    six_wide_output,
+    two_dim_output,
+)
 
 
 def build(d_out=1, num_heads=2, context_length=6, qkv_bias=False, seed=123, cls=MultiHeadAttentionWrapper, d_in=3):
@@ -204,26 +212,26 @@ MISTAKES = [
     ("the weight-split class", lambda: build(d_out=2, cls=MultiHeadAttention), "weight splits"),
     ("the weight-split class", lambda: build(d_out=4, cls=MultiHeadAttention, qkv_bias=True), "its d_out is the width"),
     ("a single head", lambda: CausalAttention(3, 2, 6, 0.0), "single attention head (a CausalAttention)"),
-    ("a single head", lambda: CausalAttention(3, 1, 6, 0.0, qkv_bias=True), "num_heads=2"),
+    ("a single head", lambda: CausalAttention(3, 1, 6, 0.0, qkv_bias=True), "with 2 heads"),
     ("not the wrapper", lambda: nn.Linear(3, 2), "A Linear has no list of heads"),
     ("not the wrapper", lambda: NotAWrapper(), "Keep the class as it is"),
     ("a head that is not an attention head", lambda: heads_replaced_by(partial(nn.Linear, 3, 1)), "Head 1 is a Linear"),
     ("a head that is not an attention head", lambda: heads_replaced_by(nn.Identity), "Each head's role must stay"),
-    ("num_heads changed", lambda: build(d_out=2, num_heads=1), "has 1 head, but the exercise keeps num_heads=2"),
+    ("num_heads changed", lambda: build(d_out=2, num_heads=1), "has 1 head, but the exercise asks for 2"),
     ("num_heads changed", lambda: build(d_out=1, num_heads=3), "has 3 heads"),
-    ("one head object repeated", lambda: build(cls=OneHeadTwice), "same object, as [head] * 2 makes"),
+    ("one head object repeated", lambda: build(cls=OneHeadTwice), "same object, as [head] * num_heads makes"),
     ("one head object repeated", lambda: build(cls=CopiedHead), "one is a copy of the other"),
     ("one head object repeated", lambda: build(cls=SharedWeights, qkv_bias=True), "very same weight tensors"),
     ("context_length too short", lambda: build(d_out=2, context_length=2), "context_length=2"),
     ("context_length too short", lambda: build(d_out=1, context_length=5), "keep it at 6"),
     ("heads not given the same x", lambda: build(cls=Pipeline), "Head 2 was not given the wrapper's input x: it received head 1's"),
     ("heads not given the same x", lambda: build(cls=SecondHeadReadsReversedTokens), "not as a pipeline"),
-    ("heads not given the same x", lambda: build(cls=SecondHeadReadsResidual), "that is not x"),
+    ("heads not given the same x", lambda: build(cls=SecondHeadReadsResidual), "another tensor, of shape (2, 6, 3)"),
     ("a head attends to later tokens", lambda: zero_masks(build()), "causal mask was removed"),
     ("a head attends to later tokens", lambda: with_heads(UNMASKED), "Each head's role must stay as it was"),
     ("a head attends to later tokens", lambda: with_heads(PEEKS_ONE_AHEAD), "Head 1 lets tokens attend to later"),
     ("columns thrown away", lambda: joining(lambda outs: torch.cat([o[..., :1] for o in outs], -1), d_out=2), "each head computes 2"),
-    ("columns thrown away", lambda: with_heads(FIRST_COLUMN_ONLY, d_out=2), "compute one value: d_out=1"),
+    ("columns thrown away", lambda: with_heads(FIRST_COLUMN_ONLY, d_out=2), "d_out is each head's width"),
     ("columns thrown away", lambda: joining(lambda outs: torch.cat(outs, -1)[..., 2:4], d_out=3), "3 values"),
     ("a head's computation changed", lambda: with_heads(SCALED_BY_D_IN), "perhaps its scaling or its softmax"),
     ("a head's computation changed", lambda: with_heads(UNSCALED), "Each head's role must stay as it was"),
@@ -246,11 +254,19 @@ MISTAKES = [
     ("heads added instead of concatenated", lambda: joining(sum, d_out=2), "You added"),
     ("heads added instead of concatenated", lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2), "You averaged"),
     ("heads mixed by a projection", lambda: build(d_out=2, cls=WithProjection), "learned mix of heads"),
-    ("heads mixed by a projection", lambda: build(d_out=1, cls=WithProjection, qkv_bias=True), "set d_out=1"),
+    ("heads mixed by a projection", lambda: build(d_out=1, cls=WithProjection, qkv_bias=True), "choose each head's width with d_out"),
     ("heads mixed by a projection", lambda: build(d_out=2, cls=FixedMix), "weighted mix"),
-    ("d_out left at its old value", lambda: build(d_out=2), "num_heads × d_out = 2 × 2 = 4"),
-    ("d_out left at its old value", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
-    ("d_out left at its old value", lambda: build(d_out=2, d_in=2, context_length=8), "change d_out to 1"),
+    ("the starting wrapper", lambda: build(d_out=2), "This is the starting wrapper, unchanged"),
+    ("the starting wrapper", lambda: build(d_out=2, qkv_bias=True, seed=5), "two_dim_output.hint(1)"),
+    ("d_in changed", lambda: build(d_out=1, d_in=2), "tokens 2 values wide (d_in=2)"),
+    ("d_in changed", lambda: build(d_out=2, d_in=4, context_length=8), "keep d_in=3"),
+    ("heads' columns reordered", lambda: joining(lambda outs: torch.cat(outs[::-1], -1)), "but reversed"),
+    ("heads' columns reordered", lambda: joining(lambda outs: torch.stack(outs, -1).flatten(-2), d_out=2),
+     "but interleaved"),
+    ("d_out taken as the total width", lambda: build(d_out=2, context_length=7), "the total width you want"),
+    ("d_out taken as the total width", lambda: build(d_out=2, qkv_bias=True, context_length=9), "2 × 2 = 4"),
+    ("wrong width", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
+    ("wrong width", lambda: build(d_out=4), "d_out = 2 / 2 = 1"),
 ]
 
 
@@ -273,7 +289,7 @@ def test_the_issues_required_mistakes_name_the_heads_role_and_the_width_rule():
     feedback = {name: check_two_dim_output(answer()).feedback for name, answer, _ in MISTAKES}
     for name in ("a head attends to later tokens", "a head's computation changed"):
         assert "Each head's role must stay as it was" in feedback[name]
-    assert "num_heads × d_out" in feedback["d_out left at its old value"]
+    assert "num_heads × d_out" in feedback["wrong width"]
     assert "Traceback" not in feedback["forward raises"]
 
 
@@ -285,9 +301,10 @@ def test_every_correct_wrapper_passes(seed, qkv_bias, context_length):
     assert result.passed, result.feedback
 
 
-@pytest.mark.parametrize("d_in", [1, 4, 8])
-def test_the_check_infers_d_in_from_the_heads(d_in):
-    assert check_two_dim_output(build(d_in=d_in)).passed
+@pytest.mark.parametrize("d_in", [1, 2, 4, 8])
+def test_the_wrapper_must_run_on_the_chapters_batch(d_in):
+    result = check_two_dim_output(build(d_in=d_in))
+    assert not result.passed and "batch shape (2, 6, 3)" in result.feedback
 
 
 def test_dropout_and_a_rewritten_but_equivalent_forward_still_pass():
@@ -330,26 +347,53 @@ def test_exercise_gives_hints_in_order_and_the_solution():
     assert two_dim_output.check(build()).passed
     assert not two_dim_output.check(build(d_out=2)).passed
     assert "num_heads × d_out" in two_dim_output.hint(1).text
-    assert "d_out from 2 to 1" in two_dim_output.hint(3).text
+    assert "d_out is the width of each head" in two_dim_output.hint(3).text
     assert "There are 3 hints" in two_dim_output.hint(4).text
     assert "d_out=1" in two_dim_output.solution().text
 
 
-def test_the_solution_runs_prints_the_reference_numbers_and_passes():
+@pytest.mark.parametrize(
+    "exercise, variable, first_row",
+    [(two_dim_output, "mha", [-0.5740, 0.2216]), (six_wide_output, "mha6", None)],
+)
+def test_each_solution_builds_the_wrapper_and_passes_its_check(exercise, variable, first_row):
     namespace = {"torch": torch, "MultiHeadAttentionWrapper": MultiHeadAttentionWrapper,
-                 "check_two_dim_output": check_two_dim_output, "batch": example_batch()}
-    *body, last = two_dim_output.solution_code.splitlines()
+                 "check_two_dim_output": check_two_dim_output,
+                 "check_six_wide_output": check_six_wide_output}
+    *body, last = exercise.solution_code.splitlines()
     exec("\n".join(body), namespace)
-    assert [round(v, 4) for v in namespace["context_vecs"][0, 0].tolist()] == [-0.5740, 0.2216]
     assert eval(last, namespace).passed
+    if first_row:
+        with torch.no_grad():
+            row = namespace[variable](example_batch())[0, 0]
+        assert [round(v, 4) for v in row.tolist()] == first_row
+    assert all(len(line) <= 75 for line in exercise.solution_text.splitlines())
 
 
-def test_the_chapters_hidden_solution_is_the_exercises_solution():
-    nb = json.loads((CHAPTERS / "02_two_dim_output.ipynb").read_text())
-    solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
-    assert len(solutions) == 1
-    first_line, code = "".join(solutions[0]["source"]).split("\n", 1)  # the first line says what the cell is
-    assert first_line.startswith("# The solution") and code == two_dim_output.solution_code
+@pytest.mark.parametrize("check", [check_two_dim_output, check_six_wide_output])
+def test_feedback_on_the_starting_code_asks_instead_of_telling(check):
+    feedback = check(build(d_out=2)).feedback
+    assert "?" in feedback and ".hint(1)" in feedback
+    for fix in ("d_out=1", "d_out=2", "num_heads=3", "change d_out", "d_out to"):
+        assert fix not in feedback
+
+
+SIX_WIDE_CASES = [
+    (lambda: build(d_out=2, num_heads=3), True, "Three heads, two values each"),
+    (lambda: build(d_out=2, num_heads=3, qkv_bias=True, seed=4), True, "6-dimensional"),
+    (lambda: build(d_out=2), False, "This is the starting wrapper"),
+    (lambda: build(d_out=6, num_heads=3), False, "the total width you want"),
+    (lambda: build(d_out=3, num_heads=2), False, "asks for 3"),
+    (lambda: build(d_out=1, num_heads=3), False, "not 6"),
+    (lambda: build(d_out=2, num_heads=3, cls=joined_with(lambda outs: torch.cat(outs[::-1], -1))), False,
+     "but reversed"),
+]
+
+
+@pytest.mark.parametrize("answer, passed, phrase", SIX_WIDE_CASES)
+def test_the_second_exercise_asks_for_three_heads_six_values_wide(answer, passed, phrase):
+    result = check_six_wide_output(answer())
+    assert result.passed == passed and phrase in result.feedback, result.feedback
 
 
 # --- the check never raises ------------------------------------------------------------------
@@ -374,7 +418,7 @@ def test_the_check_never_raises_on_arbitrary_objects(answer):
 
 @settings(max_examples=25, deadline=None)
 @given(
-    d_in=st.integers(1, 4), d_out=st.integers(1, 3), context_length=st.integers(1, 8),
+    d_in=st.integers(2, 4), d_out=st.integers(1, 3), context_length=st.integers(1, 8),
     num_heads=st.integers(1, 3), qkv_bias=st.booleans(), seed=st.integers(0, 2**16),
 )
 def test_the_check_passes_exactly_the_wrappers_with_two_one_wide_heads(
@@ -382,5 +426,6 @@ def test_the_check_passes_exactly_the_wrappers_with_two_one_wide_heads(
 ):
     wrapper = build(d_out, num_heads, context_length, qkv_bias, seed, d_in=d_in)
     result = check_two_dim_output.__wrapped__(wrapper)
-    assert result.passed == (d_out == 1 and num_heads == 2 and context_length >= 6)
+    expected = d_out == 1 and num_heads == 2 and context_length >= 6 and d_in == 3
+    assert result.passed == expected
     assert "could not run" not in result.feedback
