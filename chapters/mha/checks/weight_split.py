@@ -578,7 +578,7 @@ class MyWeightSplit(WeightSplitSkeleton):
     def forward(self, x):
         b, num_tokens, _ = x.shape
         by_head = (b, num_tokens, self.num_heads, self.head_dim)
-        # Each: (b, num_tokens, d_out) -> (b, num_heads, num_tokens, head_dim)
+        # (b, num_tokens, d_out) -> (b, num_heads, num_tokens, head_dim)
         queries = self.W_query(x).view(by_head).transpose(1, 2)
         keys = self.W_key(x).view(by_head).transpose(1, 2)
         values = self.W_value(x).view(by_head).transpose(1, 2)
