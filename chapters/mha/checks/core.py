@@ -15,6 +15,7 @@ The convention, shared by every exercise:
 import contextlib
 import html
 import inspect
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +28,17 @@ LINE_WIDTH = 79
 
 
 def wrapped(text):
-    """``text`` with every line folded at :data:`LINE_WIDTH` characters, its breaks kept."""
-    return "\n".join(textwrap.fill(line, LINE_WIDTH) for line in text.split("\n"))
+    """``text`` with every line folded at :data:`LINE_WIDTH` characters, its breaks kept.
+
+    A short parenthesised group, such as a shape ``(b, num_tokens, d_out)`` or a call
+    ``transpose(1, 2)``, is never split across lines.
+    """
+
+    def keep(group):
+        return group.group(0).replace(" ", "\0")
+
+    lines = (re.sub(r"\([^()\n]{0,40}\)", keep, line) for line in text.split("\n"))
+    return "\n".join(textwrap.fill(line, LINE_WIDTH) for line in lines).replace("\0", " ")
 
 
 @dataclass(frozen=True)
