@@ -5,9 +5,8 @@ the practice."""
 import json
 import re
 
-import pytest
-
 import mha.checks
+import pytest
 from conftest import CHAPTERS
 
 PRACTICE = {
@@ -64,8 +63,11 @@ def test_each_solution_cell_shows_the_exercises_one_copy_of_the_solution(name):
 def test_the_starting_code_fails_with_feedback_that_asks_and_points_to_the_hints(name):
     all_cells = cells(name)
     for call in PRACTICE[name]:
-        cell = next(c for c in all_cells if source(c).strip().endswith(call)
-                    and "solution" not in c["metadata"].get("tags", []))
+        cell = next(
+            c
+            for c in all_cells
+            if source(c).strip().endswith(call) and "solution" not in c["metadata"].get("tags", [])
+        )
         feedback = text_of(cell)
         assert "✗ Not yet." in feedback and "?" in feedback and "hint(1)" in feedback
 
@@ -73,19 +75,27 @@ def test_the_starting_code_fails_with_feedback_that_asks_and_points_to_the_hints
 @pytest.mark.parametrize(
     "name, listing, practice",
     [
-        ("01_sequential_wrapper.ipynb", "head_outputs = [head(x) for head in self.heads]", "class MyWrapper("),
+        (
+            "01_sequential_wrapper.ipynb",
+            "head_outputs = [head(x) for head in self.heads]",
+            "class MyWrapper(",
+        ),
         ("03_weight_splits.ipynb", "def split_heads(self, t):", "class MyWeightSplit("),
     ],
 )
 def test_the_book_code_being_practised_is_only_shown_after_the_practice(name, listing, practice):
     all_cells = cells(name)
     practice_at = next(i for i, c in enumerate(all_cells) if source(c).startswith(practice))
-    shown_at = [i for i, c in enumerate(all_cells) if c["cell_type"] == "markdown" and listing in source(c)]
+    shown_at = [
+        i for i, c in enumerate(all_cells) if c["cell_type"] == "markdown" and listing in source(c)
+    ]
     assert shown_at and min(shown_at) > practice_at
 
 
 def test_chapter_2_asks_nothing_before_its_practice_that_gives_the_answer_away():
     all_cells = cells("02_two_dim_output.ipynb")
-    practice_at = next(i for i, c in enumerate(all_cells) if "check_two_dim_output(mha)" in source(c))
+    practice_at = next(
+        i for i, c in enumerate(all_cells) if "check_two_dim_output(mha)" in source(c)
+    )
     before = " ".join(source(c) + text_of(c) for c in all_cells[:practice_at])
     assert "d_out=1" not in before and "d_out to 1" not in before

@@ -1,7 +1,6 @@
 """Predictions are read as a reader means them, and one that cannot be read gets its format."""
 
 import pytest
-
 from mha.reveal import prediction_matches, reveal
 
 

@@ -600,8 +600,9 @@ weight_split = Exercise(
     checker=check_weight_split,
     hints=(
         "The idea: one product per projection computes the queries of every head at once, "
-        "and the same goes for keys and values. Each head owns a block of head_dim consecutive columns of them. "
-        "Give each head its own axis, and the single-head steps apply to all heads at once.",
+        "and the same goes for keys and values. Each head owns a block of head_dim "
+        "consecutive columns of them. Give each head its own axis, and the single-head steps "
+        "apply to all heads at once.",
         "The shapes: the projections give (b, num_tokens, d_out). Split the last axis as "
         "(num_heads, head_dim), then move the head axis in front of the tokens: "
         "(b, num_heads, num_tokens, head_dim). The scores are then (b, num_heads, num_tokens, "
