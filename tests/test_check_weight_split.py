@@ -784,7 +784,7 @@ def test_every_mistake_in_the_catalogue_is_tested():
 
 
 def test_each_buggy_implementation_is_named_as_its_own_mistake_and_no_other():
-    """Distinct mistakes give distinct outputs in the check's configurations: no borrowed message."""
+    """Distinct mistakes give distinct outputs in the check's configurations."""
     phrases = {mistake: phrase for mistake, (_, phrase) in MISTAKES.items()}
     for mistake, (impls, _) in MISTAKES.items():
         for impl in impls:
