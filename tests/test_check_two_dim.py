@@ -127,7 +127,7 @@ PEEKS_ONE_AHEAD = head_computing(
     )
 )
 SCALED_BY_D_IN = head_computing(
-    lambda self, s, k: torch.softmax(causal(self, s) / self.d_in**0.5, dim=-1)
+    lambda self, s, k: torch.softmax(causal(self, s) / self.W_query.in_features**0.5, dim=-1)
 )
 UNSCALED = head_computing(lambda self, s, k: torch.softmax(causal(self, s) * 4.0, dim=-1))
 FIRST_COLUMN_ONLY = head_computing(

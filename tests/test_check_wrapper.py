@@ -231,7 +231,9 @@ def builds_a_book_wrapper(self, x):
 
 
 def through_the_weight_split(self, x):
-    wrapper = MultiHeadAttentionWrapper(x.shape[-1], self.heads[0].d_out, 6, 0.0, len(self.heads))
+    wrapper = MultiHeadAttentionWrapper(
+        x.shape[-1], self.heads[0].W_value.out_features, 6, 0.0, len(self.heads)
+    )
     wrapper.heads = self.heads
     split = MultiHeadAttention.from_wrapper(wrapper)
     return split.out_proj(split(x)) * 0 + split(x)

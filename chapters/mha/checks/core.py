@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 #: The longest line a check prints: what a phone or the book's code column shows uncut.
 LINE_WIDTH = 79
 
