@@ -598,3 +598,32 @@ def test_the_check_passes_exactly_the_wrappers_with_two_one_wide_heads(
     expected = d_out == 1 and num_heads == 2 and context_length >= 6 and d_in == 3
     assert result.passed == expected
     assert "could not run" not in result.feedback
+
+
+class SdpaHead(CausalAttention):
+    """A head written with the fused kernel: the same causal attention, computed another way."""
+
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.nn.functional.scaled_dot_product_attention(
+            queries, keys, values, is_causal=True
+        )
+
+
+class DstackWrapper(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        return torch.dstack([head(x) for head in self.heads])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda: build(),
+        lambda: build(cls=DstackWrapper, qkv_bias=True),
+        lambda: with_heads(SdpaHead),
+    ],
+    ids=["the book's forward", "dstack", "heads with scaled_dot_product_attention"],
+)
+def test_correct_wrappers_written_in_three_styles_pass(answer):
+    result = check_two_dim_output(answer())
+    assert result.passed, result.feedback

@@ -5,7 +5,15 @@ every checker compares with is :mod:`mha.checks.reference`; answers that are cla
 from a skeleton are handled by :mod:`mha.checks.classes`.
 """
 
-from .classes import Skeleton, book_forward_of, watching_book_forwards
+from .classes import (
+    AnswerFacts,
+    Skeleton,
+    book_forward_of,
+    book_shortcut_message,
+    class_answer_mistakes,
+    delegation_message,
+    watching_book_forwards,
+)
 from .core import (
     CheckResult,
     Exercise,
@@ -19,7 +27,7 @@ from .core import (
     listed,
     never_raises,
 )
-from .reference import PROJECTIONS, Recipe, same
+from .reference import PROJECTIONS, Recipe, head_output, same, split_attention
 from .two_dim import (
     TWO_DIM_MISTAKES,
     TwoDimAttempt,
@@ -41,6 +49,7 @@ __all__ = [
     "TWO_DIM_MISTAKES",
     "WEIGHT_SPLIT_MISTAKES",
     "WRAPPER_MISTAKES",
+    "AnswerFacts",
     "CheckResult",
     "Exercise",
     "Mistake",
@@ -51,13 +60,17 @@ __all__ = [
     "WeightSplitSkeleton",
     "WrapperSkeleton",
     "book_forward_of",
+    "book_shortcut_message",
     "check_six_wide_output",
     "check_two_dim_output",
     "check_weight_split",
     "check_wrapper",
+    "class_answer_mistakes",
+    "delegation_message",
     "describe_error",
     "evaluating",
     "fill",
+    "head_output",
     "first_mistake",
     "kind_of",
     "listed",
@@ -65,6 +78,7 @@ __all__ = [
     "same",
     "sequential_wrapper",
     "six_wide_output",
+    "split_attention",
     "two_dim_output",
     "watching_book_forwards",
     "weight_split",
