@@ -950,3 +950,16 @@ def test_hints_go_from_the_idea_to_the_shapes_to_code_and_stop_short_of_the_solu
     assert "There are 3 hints" in str(weight_split.hint(4))
     assert "hint(1)" in str(weight_split.hint("1"))
     assert "class MyWeightSplit(WeightSplitSkeleton)" in str(weight_split.solution())
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_the_skeleton_has_the_books_layers_and_seeded_weights(qkv_bias):
+    torch.manual_seed(123)
+    skeleton = WeightSplitSkeleton(3, 6, 6, 0.1, num_heads=3, qkv_bias=qkv_bias)
+    torch.manual_seed(123)
+    book = MultiHeadAttention(3, 6, 6, 0.1, num_heads=3, qkv_bias=qkv_bias)
+    pairs = zip(skeleton.named_parameters(), book.named_parameters(), strict=True)
+    assert all(n == m and torch.equal(a, b) for (n, a), (m, b) in pairs)
+    assert skeleton.mask.dtype == torch.bool
+    assert torch.equal(skeleton.mask, book.mask.bool())
+    assert (skeleton.num_heads, skeleton.head_dim, skeleton.d_out) == (3, 2, 6)

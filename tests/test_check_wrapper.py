@@ -298,3 +298,12 @@ def test_the_check_restores_the_book_classes_and_the_readers_random_state():
 def test_the_unwrapped_check_never_raises_and_always_explains(answer):
     result = check_wrapper.__wrapped__(answer)
     assert isinstance(result, CheckResult) and not result.passed and result.feedback
+
+
+def test_the_skeleton_draws_the_same_seeded_weights_as_the_books_wrapper():
+    torch.manual_seed(123)
+    skeleton = WrapperSkeleton(3, 2, 6, 0.0, num_heads=3)
+    torch.manual_seed(123)
+    book = MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=3)
+    pairs = zip(skeleton.parameters(), book.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
