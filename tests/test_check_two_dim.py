@@ -1,7 +1,6 @@
 """Chapter 2's check: it accepts every correct wrapper and names each catalogued mistake."""
 
 import copy
-import json
 from collections import Counter
 from functools import partial
 
@@ -10,14 +9,28 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
+from mha.checks import (
+    TWO_DIM_MISTAKES,
+    TwoDimAttempt,
+    check_six_wide_output,
+    check_two_dim_output,
+    first_mistake,
+    six_wide_output,
+    two_dim_output,
+)
 from torch import nn
 
-from conftest import CHAPTERS
-from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
-from mha.checks import TWO_DIM_MISTAKES, TwoDimAttempt, check_two_dim_output, first_mistake, two_dim_output
 
-
-def build(d_out=1, num_heads=2, context_length=6, qkv_bias=False, seed=123, cls=MultiHeadAttentionWrapper, d_in=3):
+def build(
+    d_out=1,
+    num_heads=2,
+    context_length=6,
+    qkv_bias=False,
+    seed=123,
+    cls=MultiHeadAttentionWrapper,
+    d_in=3,
+):
     torch.manual_seed(seed)
     return cls(d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
 
@@ -59,7 +72,7 @@ def joined_with(join):
 
 
 def joining(join, d_out=1):
-    """A wrapper whose forward joins its heads' outputs with ``join`` instead of ``torch.cat(..., dim=-1)``."""
+    """A wrapper that joins its heads' outputs with ``join``, not ``torch.cat(..., dim=-1)``."""
     return build(d_out=d_out, cls=joined_with(join))
 
 
@@ -109,13 +122,17 @@ def causal(self, scores):
 
 UNMASKED = head_computing(lambda self, s, k: torch.softmax(s / k.shape[-1] ** 0.5, dim=-1))
 PEEKS_ONE_AHEAD = head_computing(
-    lambda self, s, k: torch.softmax(s.masked_fill(torch.ones_like(s).triu(2).bool(), -torch.inf) / k.shape[-1] ** 0.5,
-                                     dim=-1)
+    lambda self, s, k: torch.softmax(
+        s.masked_fill(torch.ones_like(s).triu(2).bool(), -torch.inf) / k.shape[-1] ** 0.5, dim=-1
+    )
 )
-SCALED_BY_D_IN = head_computing(lambda self, s, k: torch.softmax(causal(self, s) / self.d_in ** 0.5, dim=-1))
+SCALED_BY_D_IN = head_computing(
+    lambda self, s, k: torch.softmax(causal(self, s) / self.W_query.in_features**0.5, dim=-1)
+)
 UNSCALED = head_computing(lambda self, s, k: torch.softmax(causal(self, s) * 4.0, dim=-1))
 FIRST_COLUMN_ONLY = head_computing(
-    lambda self, s, k: torch.softmax(causal(self, s) / k.shape[-1] ** 0.5, dim=-1), keep_columns=slice(0, 1)
+    lambda self, s, k: torch.softmax(causal(self, s) / k.shape[-1] ** 0.5, dim=-1),
+    keep_columns=slice(0, 1),
 )
 
 
@@ -193,42 +210,122 @@ def heads_replaced_by(make):
 
 MISTAKES = [
     # (expected mistake, reader's answer, a phrase the feedback must contain)
-    ("passed the class", lambda: MultiHeadAttentionWrapper, "class MultiHeadAttentionWrapper itself"),
+    (
+        "passed the class",
+        lambda: MultiHeadAttentionWrapper,
+        "class MultiHeadAttentionWrapper itself",
+    ),
     ("passed the class", lambda: CausalAttention, "class CausalAttention itself"),
-    ("passed a tensor", lambda: build(d_out=2)(example_batch()), "check_two_dim_output(mha(batch))"),
+    (
+        "passed a tensor",
+        lambda: build(d_out=2)(example_batch()),
+        "check_two_dim_output(mha(batch))",
+    ),
     ("passed a tensor", lambda: torch.zeros(2, 6, 2), "shape (2, 6, 2)"),
     ("not a module", lambda: None, "given None"),
     ("not a module", lambda: "d_out=1", "given a str"),
     ("not a module", lambda: torch.Size([2, 6, 2]), "given a torch.Size"),
     ("not a module", lambda: list(build().heads), "given a list"),
     ("the weight-split class", lambda: build(d_out=2, cls=MultiHeadAttention), "weight splits"),
-    ("the weight-split class", lambda: build(d_out=4, cls=MultiHeadAttention, qkv_bias=True), "its d_out is the width"),
-    ("a single head", lambda: CausalAttention(3, 2, 6, 0.0), "single attention head (a CausalAttention)"),
-    ("a single head", lambda: CausalAttention(3, 1, 6, 0.0, qkv_bias=True), "num_heads=2"),
+    (
+        "the weight-split class",
+        lambda: build(d_out=4, cls=MultiHeadAttention, qkv_bias=True),
+        "its d_out is the width",
+    ),
+    (
+        "a single head",
+        lambda: CausalAttention(3, 2, 6, 0.0),
+        "single attention head (a CausalAttention)",
+    ),
+    ("a single head", lambda: CausalAttention(3, 1, 6, 0.0, qkv_bias=True), "with 2 heads"),
     ("not the wrapper", lambda: nn.Linear(3, 2), "A Linear has no list of heads"),
     ("not the wrapper", lambda: NotAWrapper(), "Keep the class as it is"),
-    ("a head that is not an attention head", lambda: heads_replaced_by(partial(nn.Linear, 3, 1)), "Head 1 is a Linear"),
-    ("a head that is not an attention head", lambda: heads_replaced_by(nn.Identity), "Each head's role must stay"),
-    ("num_heads changed", lambda: build(d_out=2, num_heads=1), "has 1 head, but the exercise keeps num_heads=2"),
+    (
+        "a head that is not an attention head",
+        lambda: heads_replaced_by(partial(nn.Linear, 3, 1)),
+        "Head 1 is a Linear",
+    ),
+    (
+        "a head that is not an attention head",
+        lambda: heads_replaced_by(nn.Identity),
+        "Each head's role must stay",
+    ),
+    (
+        "num_heads changed",
+        lambda: build(d_out=2, num_heads=1),
+        "has 1 head, but the exercise asks for 2",
+    ),
     ("num_heads changed", lambda: build(d_out=1, num_heads=3), "has 3 heads"),
-    ("one head object repeated", lambda: build(cls=OneHeadTwice), "same object, as [head] * 2 makes"),
+    (
+        "one head object repeated",
+        lambda: build(cls=OneHeadTwice),
+        "same object, as [head] * num_heads makes",
+    ),
     ("one head object repeated", lambda: build(cls=CopiedHead), "one is a copy of the other"),
-    ("one head object repeated", lambda: build(cls=SharedWeights, qkv_bias=True), "very same weight tensors"),
+    (
+        "one head object repeated",
+        lambda: build(cls=SharedWeights, qkv_bias=True),
+        "very same weight tensors",
+    ),
     ("context_length too short", lambda: build(d_out=2, context_length=2), "context_length=2"),
     ("context_length too short", lambda: build(d_out=1, context_length=5), "keep it at 6"),
-    ("heads not given the same x", lambda: build(cls=Pipeline), "Head 2 was not given the wrapper's input x: it received head 1's"),
-    ("heads not given the same x", lambda: build(cls=SecondHeadReadsReversedTokens), "not as a pipeline"),
-    ("heads not given the same x", lambda: build(cls=SecondHeadReadsResidual), "that is not x"),
+    (
+        "heads not given the same x",
+        lambda: build(cls=Pipeline),
+        "Head 2 was not given the wrapper's input x: it received head 1's",
+    ),
+    (
+        "heads not given the same x",
+        lambda: build(cls=SecondHeadReadsReversedTokens),
+        "not as a pipeline",
+    ),
+    (
+        "heads not given the same x",
+        lambda: build(cls=SecondHeadReadsResidual),
+        "another tensor, of shape (2, 6, 3)",
+    ),
     ("a head attends to later tokens", lambda: zero_masks(build()), "causal mask was removed"),
-    ("a head attends to later tokens", lambda: with_heads(UNMASKED), "Each head's role must stay as it was"),
-    ("a head attends to later tokens", lambda: with_heads(PEEKS_ONE_AHEAD), "Head 1 lets tokens attend to later"),
-    ("columns thrown away", lambda: joining(lambda outs: torch.cat([o[..., :1] for o in outs], -1), d_out=2), "each head computes 2"),
-    ("columns thrown away", lambda: with_heads(FIRST_COLUMN_ONLY, d_out=2), "compute one value: d_out=1"),
-    ("columns thrown away", lambda: joining(lambda outs: torch.cat(outs, -1)[..., 2:4], d_out=3), "3 values"),
-    ("a head's computation changed", lambda: with_heads(SCALED_BY_D_IN), "perhaps its scaling or its softmax"),
-    ("a head's computation changed", lambda: with_heads(UNSCALED), "Each head's role must stay as it was"),
+    (
+        "a head attends to later tokens",
+        lambda: with_heads(UNMASKED),
+        "Each head's role must stay as it was",
+    ),
+    (
+        "a head attends to later tokens",
+        lambda: with_heads(PEEKS_ONE_AHEAD),
+        "Head 1 lets tokens attend to later",
+    ),
+    (
+        "columns thrown away",
+        lambda: joining(lambda outs: torch.cat([o[..., :1] for o in outs], -1), d_out=2),
+        "each head computes 2",
+    ),
+    (
+        "columns thrown away",
+        lambda: with_heads(FIRST_COLUMN_ONLY, d_out=2),
+        "d_out is each head's width",
+    ),
+    (
+        "columns thrown away",
+        lambda: joining(lambda outs: torch.cat(outs, -1)[..., 2:4], d_out=3),
+        "3 values",
+    ),
+    (
+        "a head's computation changed",
+        lambda: with_heads(SCALED_BY_D_IN),
+        "perhaps its scaling or its softmax",
+    ),
+    (
+        "a head's computation changed",
+        lambda: with_heads(UNSCALED),
+        "Each head's role must stay as it was",
+    ),
     ("a head's computation changed", lambda: with_heads(BrokenHead), "it raised AttributeError"),
-    ("forward raises", lambda: joining(partial(torch.cat, dim=3)), "raised IndexError: Dimension out of range"),
+    (
+        "forward raises",
+        lambda: joining(partial(torch.cat, dim=3)),
+        "raised IndexError: Dimension out of range",
+    ),
     ("forward raises", lambda: build(cls=Raises), "raised ValueError: <b>no</b> & done"),
     ("forward raises", lambda: build(cls=TypoInForward), "raised AttributeError"),
     ("returns None", lambda: build(cls=NoReturn), "forget to return"),
@@ -237,24 +334,81 @@ MISTAKES = [
     ("returns a list", lambda: joining(tuple), "a tuple of 2 tensors"),
     ("returns something else", lambda: build(cls=ReturnsDict), "returned a dict"),
     ("returns something else", lambda: build(cls=ReturnsNumpy), "returned a numpy.ndarray"),
-    ("stacked instead of concatenated", lambda: joining(partial(torch.stack, dim=-1)), "shape (2, 6, 1, 2)"),
+    (
+        "stacked instead of concatenated",
+        lambda: joining(partial(torch.stack, dim=-1)),
+        "shape (2, 6, 1, 2)",
+    ),
     ("stacked instead of concatenated", lambda: joining(torch.stack), "torch.stack"),
-    ("stacked instead of concatenated", lambda: joining(partial(torch.stack, dim=2), d_out=2), "(2, 6, 2, 2)"),
-    ("concatenated on the wrong axis", lambda: joining(partial(torch.cat, dim=1)), "token axis (dim=1)"),
+    (
+        "stacked instead of concatenated",
+        lambda: joining(partial(torch.stack, dim=2), d_out=2),
+        "(2, 6, 2, 2)",
+    ),
+    (
+        "concatenated on the wrong axis",
+        lambda: joining(partial(torch.cat, dim=1)),
+        "token axis (dim=1)",
+    ),
     ("concatenated on the wrong axis", lambda: joining(torch.cat), "batch axis (dim=0)"),
-    ("concatenated on the wrong axis", lambda: joining(partial(torch.cat, dim=-2), d_out=2), "shape (2, 12, 2)"),
+    (
+        "concatenated on the wrong axis",
+        lambda: joining(partial(torch.cat, dim=-2), d_out=2),
+        "shape (2, 12, 2)",
+    ),
     ("heads added instead of concatenated", lambda: joining(sum, d_out=2), "You added"),
-    ("heads added instead of concatenated", lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2), "You averaged"),
-    ("heads mixed by a projection", lambda: build(d_out=2, cls=WithProjection), "learned mix of heads"),
-    ("heads mixed by a projection", lambda: build(d_out=1, cls=WithProjection, qkv_bias=True), "set d_out=1"),
+    (
+        "heads added instead of concatenated",
+        lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2),
+        "You averaged",
+    ),
+    (
+        "heads mixed by a projection",
+        lambda: build(d_out=2, cls=WithProjection),
+        "learned mix of heads",
+    ),
+    (
+        "heads mixed by a projection",
+        lambda: build(d_out=1, cls=WithProjection, qkv_bias=True),
+        "choose each head's width with d_out",
+    ),
     ("heads mixed by a projection", lambda: build(d_out=2, cls=FixedMix), "weighted mix"),
-    ("d_out left at its old value", lambda: build(d_out=2), "num_heads × d_out = 2 × 2 = 4"),
-    ("d_out left at its old value", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
-    ("d_out left at its old value", lambda: build(d_out=2, d_in=2, context_length=8), "change d_out to 1"),
+    ("the starting wrapper", lambda: build(d_out=2), "This is the starting wrapper, unchanged"),
+    (
+        "the starting wrapper",
+        lambda: build(d_out=2, qkv_bias=True, seed=5),
+        "two_dim_output.hint(1)",
+    ),
+    ("d_in changed", lambda: build(d_out=1, d_in=2), "tokens 2 values wide (d_in=2)"),
+    ("d_in changed", lambda: build(d_out=2, d_in=4, context_length=8), "keep d_in=3"),
+    (
+        "heads' columns reordered",
+        lambda: joining(lambda outs: torch.cat(outs[::-1], -1)),
+        "but reversed",
+    ),
+    (
+        "heads' columns reordered",
+        lambda: joining(lambda outs: torch.stack(outs, -1).flatten(-2), d_out=2),
+        "but interleaved",
+    ),
+    (
+        "d_out taken as the total width",
+        lambda: build(d_out=2, context_length=7),
+        "the total width you want",
+    ),
+    (
+        "d_out taken as the total width",
+        lambda: build(d_out=2, qkv_bias=True, context_length=9),
+        "2 × 2 = 4",
+    ),
+    ("wrong width", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
+    ("wrong width", lambda: build(d_out=4), "d_out = 2 / 2 = 1"),
 ]
 
 
-@pytest.mark.parametrize("expected, answer, phrase", MISTAKES, ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)])
+@pytest.mark.parametrize(
+    "expected, answer, phrase", MISTAKES, ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)]
+)
 def test_each_mistake_is_rejected_and_named(expected, answer, phrase):
     answer = answer()
     result = check_two_dim_output(answer)
@@ -273,7 +427,7 @@ def test_the_issues_required_mistakes_name_the_heads_role_and_the_width_rule():
     feedback = {name: check_two_dim_output(answer()).feedback for name, answer, _ in MISTAKES}
     for name in ("a head attends to later tokens", "a head's computation changed"):
         assert "Each head's role must stay as it was" in feedback[name]
-    assert "num_heads × d_out" in feedback["d_out left at its old value"]
+    assert "num_heads × d_out" in feedback["wrong width"]
     assert "Traceback" not in feedback["forward raises"]
 
 
@@ -281,13 +435,16 @@ def test_the_issues_required_mistakes_name_the_heads_role_and_the_width_rule():
 @pytest.mark.parametrize("qkv_bias", [False, True])
 @pytest.mark.parametrize("context_length", [6, 7, 1024])
 def test_every_correct_wrapper_passes(seed, qkv_bias, context_length):
-    result = check_two_dim_output(build(d_out=1, seed=seed, qkv_bias=qkv_bias, context_length=context_length))
+    result = check_two_dim_output(
+        build(d_out=1, seed=seed, qkv_bias=qkv_bias, context_length=context_length)
+    )
     assert result.passed, result.feedback
 
 
-@pytest.mark.parametrize("d_in", [1, 4, 8])
-def test_the_check_infers_d_in_from_the_heads(d_in):
-    assert check_two_dim_output(build(d_in=d_in)).passed
+@pytest.mark.parametrize("d_in", [1, 2, 4, 8])
+def test_the_wrapper_must_run_on_the_chapters_batch(d_in):
+    result = check_two_dim_output(build(d_in=d_in))
+    assert not result.passed and "batch shape (2, 6, 3)" in result.feedback
 
 
 def test_dropout_and_a_rewritten_but_equivalent_forward_still_pass():
@@ -330,38 +487,90 @@ def test_exercise_gives_hints_in_order_and_the_solution():
     assert two_dim_output.check(build()).passed
     assert not two_dim_output.check(build(d_out=2)).passed
     assert "num_heads × d_out" in two_dim_output.hint(1).text
-    assert "d_out from 2 to 1" in two_dim_output.hint(3).text
+    assert "d_out is the width of each head" in two_dim_output.hint(3).text
     assert "There are 3 hints" in two_dim_output.hint(4).text
     assert "d_out=1" in two_dim_output.solution().text
 
 
-def test_the_solution_runs_prints_the_reference_numbers_and_passes():
-    namespace = {"torch": torch, "MultiHeadAttentionWrapper": MultiHeadAttentionWrapper,
-                 "check_two_dim_output": check_two_dim_output, "batch": example_batch()}
-    *body, last = two_dim_output.solution_code.splitlines()
+@pytest.mark.parametrize(
+    "exercise, variable, first_row",
+    [(two_dim_output, "mha", [-0.5740, 0.2216]), (six_wide_output, "mha6", None)],
+)
+def test_each_solution_builds_the_wrapper_and_passes_its_check(exercise, variable, first_row):
+    namespace = {
+        "torch": torch,
+        "MultiHeadAttentionWrapper": MultiHeadAttentionWrapper,
+        "check_two_dim_output": check_two_dim_output,
+        "check_six_wide_output": check_six_wide_output,
+    }
+    *body, last = exercise.solution_code.splitlines()
     exec("\n".join(body), namespace)
-    assert [round(v, 4) for v in namespace["context_vecs"][0, 0].tolist()] == [-0.5740, 0.2216]
     assert eval(last, namespace).passed
+    if first_row:
+        with torch.no_grad():
+            row = namespace[variable](example_batch())[0, 0]
+        assert [round(v, 4) for v in row.tolist()] == first_row
+    assert all(len(line) <= 75 for line in exercise.solution_text.splitlines())
 
 
-def test_the_chapters_hidden_solution_is_the_exercises_solution():
-    nb = json.loads((CHAPTERS / "02_two_dim_output.ipynb").read_text())
-    solutions = [c for c in nb["cells"] if "solution" in c["metadata"].get("tags", [])]
-    assert len(solutions) == 1
-    first_line, code = "".join(solutions[0]["source"]).split("\n", 1)  # the first line says what the cell is
-    assert first_line.startswith("# The solution") and code == two_dim_output.solution_code
+@pytest.mark.parametrize("check", [check_two_dim_output, check_six_wide_output])
+def test_feedback_on_the_starting_code_asks_instead_of_telling(check):
+    feedback = check(build(d_out=2)).feedback
+    assert "?" in feedback and ".hint(1)" in feedback
+    for fix in ("d_out=1", "d_out=2", "num_heads=3", "change d_out", "d_out to"):
+        assert fix not in feedback
+
+
+SIX_WIDE_CASES = [
+    (lambda: build(d_out=2, num_heads=3), True, "Three heads, two values each"),
+    (lambda: build(d_out=2, num_heads=3, qkv_bias=True, seed=4), True, "6-dimensional"),
+    (lambda: build(d_out=2), False, "This is the starting wrapper"),
+    (lambda: build(d_out=6, num_heads=3), False, "the total width you want"),
+    (lambda: build(d_out=3, num_heads=2), False, "asks for 3"),
+    (lambda: build(d_out=1, num_heads=3), False, "not 6"),
+    (
+        lambda: build(
+            d_out=2, num_heads=3, cls=joined_with(lambda outs: torch.cat(outs[::-1], -1))
+        ),
+        False,
+        "but reversed",
+    ),
+]
+
+
+@pytest.mark.parametrize("answer, passed, phrase", SIX_WIDE_CASES)
+def test_the_second_exercise_asks_for_three_heads_six_values_wide(answer, passed, phrase):
+    result = check_six_wide_output(answer())
+    assert result.passed == passed and phrase in result.feedback, result.feedback
 
 
 # --- the check never raises ------------------------------------------------------------------
 
-ODD_MODULES = st.sampled_from([
-    nn.Linear(3, 2), nn.ReLU(), nn.Sequential(), nn.ModuleList(), nn.ModuleDict(),
-    nn.LayerNorm(3), torch.nn.Embedding(4, 3), np.zeros(3), MultiHeadAttentionWrapper, object(),
-])
+ODD_MODULES = st.sampled_from(
+    [
+        nn.Linear(3, 2),
+        nn.ReLU(),
+        nn.Sequential(),
+        nn.ModuleList(),
+        nn.ModuleDict(),
+        nn.LayerNorm(3),
+        torch.nn.Embedding(4, 3),
+        np.zeros(3),
+        MultiHeadAttentionWrapper,
+        object(),
+    ]
+)
 ANYTHING = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), st.binary(max_size=8),
-    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
-    st.builds(torch.zeros, st.integers(0, 3), st.integers(0, 3)), ODD_MODULES,
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+    st.builds(torch.zeros, st.integers(0, 3), st.integers(0, 3)),
+    ODD_MODULES,
 )
 
 
@@ -374,13 +583,47 @@ def test_the_check_never_raises_on_arbitrary_objects(answer):
 
 @settings(max_examples=25, deadline=None)
 @given(
-    d_in=st.integers(1, 4), d_out=st.integers(1, 3), context_length=st.integers(1, 8),
-    num_heads=st.integers(1, 3), qkv_bias=st.booleans(), seed=st.integers(0, 2**16),
+    d_in=st.integers(2, 4),
+    d_out=st.integers(1, 3),
+    context_length=st.integers(1, 8),
+    num_heads=st.integers(1, 3),
+    qkv_bias=st.booleans(),
+    seed=st.integers(0, 2**16),
 )
 def test_the_check_passes_exactly_the_wrappers_with_two_one_wide_heads(
     d_in, d_out, context_length, num_heads, qkv_bias, seed
 ):
     wrapper = build(d_out, num_heads, context_length, qkv_bias, seed, d_in=d_in)
     result = check_two_dim_output.__wrapped__(wrapper)
-    assert result.passed == (d_out == 1 and num_heads == 2 and context_length >= 6)
+    expected = d_out == 1 and num_heads == 2 and context_length >= 6 and d_in == 3
+    assert result.passed == expected
     assert "could not run" not in result.feedback
+
+
+class SdpaHead(CausalAttention):
+    """A head written with the fused kernel: the same causal attention, computed another way."""
+
+    def forward(self, x):
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.nn.functional.scaled_dot_product_attention(
+            queries, keys, values, is_causal=True
+        )
+
+
+class DstackWrapper(MultiHeadAttentionWrapper):
+    def forward(self, x):
+        return torch.dstack([head(x) for head in self.heads])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda: build(),
+        lambda: build(cls=DstackWrapper, qkv_bias=True),
+        lambda: with_heads(SdpaHead),
+    ],
+    ids=["the book's forward", "dstack", "heads with scaled_dot_product_attention"],
+)
+def test_correct_wrappers_written_in_three_styles_pass(answer):
+    result = check_two_dim_output(answer())
+    assert result.passed, result.feedback

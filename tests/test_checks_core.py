@@ -1,9 +1,20 @@
 """The self-check convention every exercise shares (mha.checks core)."""
 
 import torch
+from mha.checks import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    Note,
+    describe_error,
+    evaluating,
+    fill,
+    first_mistake,
+    kind_of,
+    listed,
+    never_raises,
+)
 from torch import nn
-
-from mha.checks import CheckResult, Exercise, Mistake, describe_error, evaluating, first_mistake, never_raises
 
 
 def test_a_result_reads_as_plain_text_and_as_an_escaped_coloured_box():
@@ -52,9 +63,57 @@ def test_never_raises_turns_a_crash_inside_a_check_into_feedback():
 
 
 def test_an_exercise_offers_check_hints_and_solution():
-    exercise = Exercise(lambda a: CheckResult(a == 42, "is it 42?"), ("Think of a number.", "Larger."), "answer = 42")
+    exercise = Exercise(
+        lambda a: CheckResult(a == 42, "is it 42?"),
+        ("Think of a number.", "Larger."),
+        "answer = 42",
+    )
     assert exercise.check(42).passed and not exercise.check(41).passed
     assert "Hint 2 of 2" in str(exercise.hint(2)) and "Larger." in str(exercise.hint(2))
     assert "hint(1) to hint(2)" in str(exercise.hint(5))
     assert "answer = 42" in str(exercise.solution())
     assert "<pre>answer = 42</pre>" in exercise.solution()._repr_html_()
+
+
+def test_a_hint_asked_for_with_a_string_or_a_float_says_how_to_ask():
+    exercise = Exercise(lambda a: CheckResult(True, ""), ("one", "two"), "x = 1")
+    for wrong in ("1", 1.0, True, None):
+        note = str(exercise.hint(wrong))
+        assert "hint(1)" in note and "hint(2)" in note and repr(wrong) in note
+
+
+def test_a_solution_given_as_a_class_shows_that_class_source():
+    class Answer:
+        def forward(self, x):
+            return x
+
+    exercise = Exercise(lambda a: CheckResult(True, ""), ("one",), Answer)
+    assert exercise.solution_text.startswith("class Answer:")
+    assert "return x" in str(exercise.solution())
+
+
+def test_printed_feedback_and_notes_fold_long_lines_at_79_characters():
+    long = "word " * 60 + "\nsecond paragraph"
+    for shown in (str(CheckResult(False, long)), str(Note("Hint", long))):
+        assert max(len(line) for line in shown.splitlines()) <= 79
+        assert "second paragraph" in shown.splitlines()[-1]
+
+
+def test_messages_are_filled_from_the_evidence_and_a_fact_that_fails_shows_a_question_mark():
+    class Evidence:
+        width = 4
+
+        @property
+        def broken(self):
+            raise RuntimeError("no")
+
+    mistake = Mistake("m", "width {width}, broken {broken}", lambda e: True)
+    assert mistake.tell(Evidence()) == "width 4, broken ?"
+    assert fill("{missing}", Evidence()) == "?"
+
+
+def test_kinds_and_lists_read_as_words():
+    assert kind_of(None) == "None"
+    assert kind_of(3) == "an int" and kind_of(torch.Size([1])) == "a torch.Size"
+    assert kind_of(test_kinds_and_lists_read_as_words).startswith("the function")
+    assert listed(["a"]) == "a" and listed(["a", "b", "c"]) == "a, b and c"

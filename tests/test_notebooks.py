@@ -1,6 +1,7 @@
 """Hygiene of the committed chapters: what strict nbval and the HTML build rely on but cannot see."""
 
 import ast
+import builtins
 import json
 import re
 import subprocess
@@ -225,3 +226,51 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
         cwd=tmp_path, capture_output=True, text=True,
     )
     assert result.returncode != 0 and "0.2217" in result.stdout
+
+
+HIDDEN_TAGS = ("reveal", "solution")
+
+
+def binds_and_loads(cell):
+    """The names a cell binds (assignments, loops, imports, definitions) and the names it reads."""
+    bound, loaded = set(), set()
+    for node in ast.walk(ast.parse(python_of(cell))):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, loaded
+
+
+def test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs(notebook):
+    """A reader who never opens a hidden cell (or skips running it) must still be able to run the rest."""
+    path, nb = notebook
+    visible, hidden_only = set(dir(builtins)) | {"get_ipython", "display"}, {}
+    for cell in code_cells(nb):
+        bound, loaded = binds_and_loads(cell)
+        if any(tag in cell["metadata"].get("tags", []) for tag in HIDDEN_TAGS):
+            for name in bound - visible:
+                hidden_only.setdefault(name, source(cell).splitlines()[1][:50])
+            continue
+        needed = sorted((loaded - bound - visible) & set(hidden_only))
+        assert not needed, (
+            f"{path.name}: {source(cell)[:50]!r} uses {needed}, defined only in a hidden cell "
+            f"({[hidden_only[n] for n in needed]})"
+        )
+        visible |= bound
+
+
+def test_the_hidden_name_check_catches_a_name_defined_only_in_a_reveal(tmp_path):
+    cells = [
+        {"cell_type": "code", "metadata": {"tags": ["reveal", "hide-cell"]}, "source": "# The answer\ncounts = {1: 5}"},
+        {"cell_type": "code", "metadata": {}, "source": "print(counts[1])"},
+    ]
+    path = tmp_path / "99_fake.ipynb"
+    with pytest.raises(AssertionError, match="counts"):
+        test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs((path, {"cells": cells}))

@@ -14,11 +14,30 @@ The convention, shared by every exercise:
 
 import contextlib
 import html
+import inspect
+import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
+
+#: The longest line a check prints: what a phone or the book's code column shows uncut.
+LINE_WIDTH = 79
+
+
+def wrapped(text):
+    """``text`` with every line folded at :data:`LINE_WIDTH` characters, its breaks kept.
+
+    A short parenthesised group, such as a shape ``(b, num_tokens, d_out)`` or a call
+    ``transpose(1, 2)``, is never split across lines.
+    """
+
+    def keep(group):
+        return group.group(0).replace(" ", "\0")
+
+    lines = (re.sub(r"\([^()\n]{0,40}\)", keep, line) for line in text.split("\n"))
+    return "\n".join(textwrap.fill(line, LINE_WIDTH) for line in lines).replace("\0", " ")
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,7 @@ class CheckResult:
 
     def __str__(self):
         mark = "✓ Correct." if self.passed else "✗ Not yet."
-        return f"{mark} {self.feedback}"
+        return wrapped(f"{mark} {self.feedback}")
 
     __repr__ = __str__
 
@@ -60,6 +79,44 @@ class Mistake:
             return bool(self.detect(*evidence))
         except Exception:
             return False
+
+    def tell(self, evidence):
+        """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
+        return fill(self.message, evidence)
+
+
+def fill(message, evidence):
+    """``message``, each ``{fact}`` replaced by ``evidence.fact`` ("?" for one it cannot state).
+
+    Every checker words its messages this way, so a message names the facts it quotes and the
+    evidence object computes them only when a message needs them.
+    """
+
+    class Facts(dict):
+        def __missing__(self, key):
+            try:
+                return getattr(evidence, key)
+            except Exception:
+                return "?"
+
+    return message.format_map(Facts())
+
+
+def kind_of(value):
+    """What ``value`` is, in words: "None", "a list", "an int", "a torch.Size", "the function f"."""
+    if value is None:
+        return "None"
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return f"the function {value.__name__}"
+    package = type(value).__module__.split(".")[0]
+    name = type(value).__name__ if package == "builtins" else f"{package}.{type(value).__name__}"
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+def listed(names):
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 def first_mistake(catalogue, *evidence):
@@ -93,7 +150,8 @@ def never_raises(check):
         try:
             return check(*args, **kwargs)
         except Exception as error:  # a checker must never raise at the reader
-            return CheckResult(False, f"The check itself could not run on this answer ({describe_error(error)}).")
+            reason = describe_error(error)
+            return CheckResult(False, f"The check itself could not run on this answer ({reason}).")
 
     guarded.__name__ = check.__name__
     guarded.__doc__ = check.__doc__
@@ -110,7 +168,8 @@ class Note:
     code: bool = False
 
     def __str__(self):
-        return f"{self.title}:\n{textwrap.indent(self.text, '    ') if self.code else self.text}"
+        body = textwrap.indent(self.text, "    ") if self.code else wrapped(self.text)
+        return f"{self.title}:\n{body}"
 
     __repr__ = __str__
 
@@ -125,23 +184,38 @@ class Note:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``check(answer)``, ``hint(n)`` and ``solution()`` in one object."""
+    """One exercise: ``check(answer)``, ``hint(n)`` and ``solution()`` in one object.
+
+    ``solution_code`` is the one copy of the solution: either its text, or the class or function
+    that solves the exercise (then the solution shows its source, so the code the tests run is
+    the code the reader sees).
+    """
 
     checker: Callable[..., CheckResult]
     hints: tuple
-    solution_code: str
+    solution_code: object
 
     def check(self, answer):
         return self.checker(answer)
 
     def hint(self, n=1):
-        if not 1 <= n <= len(self.hints):
-            return Note("Hint", f"There are {len(self.hints)} hints: ask for hint(1) to hint({len(self.hints)}).")
-        return Note(f"Hint {n} of {len(self.hints)}", self.hints[n - 1])
+        count = len(self.hints)
+        if isinstance(n, bool) or not isinstance(n, int):
+            return Note(
+                "Hint",
+                f"hint() takes the hint's number, a whole number without quotes: "
+                f"hint(1) for the first hint, up to hint({count}). It was given {n!r}.",
+            )
+        if not 1 <= n <= count:
+            return Note("Hint", f"There are {count} hints: ask for hint(1) to hint({count}).")
+        return Note(f"Hint {n} of {count}", self.hints[n - 1])
+
+    @property
+    def solution_text(self):
+        """The solution as the reader should type it."""
+        if isinstance(self.solution_code, str):
+            return self.solution_code
+        return textwrap.dedent(inspect.getsource(self.solution_code)).strip("\n")
 
     def solution(self):
-        return Note("Solution", self.solution_code, code=True)
-
-
-# ---------------------------------------------------------------------------------------------
-# Chapter 2: check_two_dim_output
+        return Note("Solution", self.solution_text, code=True)

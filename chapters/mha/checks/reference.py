@@ -1,0 +1,139 @@
+"""What attention computes, the right way and each known wrong way: the checkers' one reference.
+
+Every checker compares the reader's output with a value computed here from the reader's *own*
+layers, so a module with any weights can be checked. A :class:`Recipe` describes one way of
+computing attention; its defaults are the correct way, and each mistake a checker knows changes
+one ingredient. The same code serves one head (3-D tensors) and weight splits (4-D tensors).
+
+The causal mask is built here, never read from the reader's ``mask`` buffer, so a float or a bool
+buffer (or none at all) makes no difference.
+"""
+
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+
+#: The three projections every attention module in the book has, in this order.
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One way to compute attention from a module's own layers. The defaults are correct."""
+
+    projections: tuple = PROJECTIONS  # the layers that make the queries, keys and values
+    bias: bool = True  # False: x @ W.weight.T, as if the projections had no bias
+    split: str = "blocks"  # or "no transpose" (view straight to heads), "strided" (h::num_heads)
+    merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
+    scale: str = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none"
+    mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
+    # "-inf after softmax", "diagonal too", "keep-mask to sdpa"
+    softmax_dim: int = -1  # each query's weights sum to 1 over the keys
+    out_proj: bool = True  # apply the module's out_proj, when it has one
+
+    def but(self, **changes):
+        """This recipe with some ingredients changed."""
+        return replace(self, **changes)
+
+
+CORRECT = Recipe()
+
+
+def future_mask(num_tokens, device=None, diagonal=1):
+    """``True`` where a query may not look: keys after it (and itself, with ``diagonal=0``)."""
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
+    return ones.triu(diagonal)  # (num_tokens, num_tokens)
+
+
+def project(module, x, recipe=CORRECT):
+    """The queries, keys and values ``recipe`` computes from ``module``'s projections."""
+    outputs = []
+    for name in recipe.projections:
+        layer = getattr(module, name)
+        bias = layer.bias if recipe.bias else None
+        outputs.append(F.linear(x, layer.weight, bias))  # (b, num_tokens, width)
+    return outputs
+
+
+def attend(queries, keys, values, recipe=CORRECT):
+    """Causal attention over the last two axes, ``(..., num_tokens, head_dim)``, per ``recipe``.
+
+    ``d_out`` for the "sqrt d_out" scale is the width of all heads together (the head axis,
+    when there is one, is axis 1).
+    """
+    num_tokens, head_dim = queries.shape[-2:]
+    heads = queries.shape[1] if queries.dim() == 4 else 1
+    scale = {
+        "sqrt head_dim": head_dim**0.5,
+        "sqrt d_out": (heads * head_dim) ** 0.5,
+        "head_dim": head_dim,
+        "none": 1.0,
+    }[recipe.scale]
+    future = future_mask(num_tokens, queries.device)
+    if recipe.mask == "keep-mask to sdpa":  # a bool attn_mask means *keep* there
+        return F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=future, scale=1 / scale
+        )
+    if recipe.mask == "diagonal too":
+        future = future_mask(num_tokens, queries.device, diagonal=0)
+    scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
+    if recipe.mask == "diagonal too" or recipe.mask.endswith("before softmax"):
+        fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
+        scores = scores.masked_fill(future, fill)
+    weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
+    if recipe.mask.endswith("after softmax"):
+        fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
+        weights = weights.masked_fill(future, fill)
+    return weights @ values  # (..., num_tokens, head_dim)
+
+
+def head_output(head, x, recipe=CORRECT):
+    """What one ``CausalAttention`` head computes on ``x`` from its own weights."""
+    return attend(*project(head, x, recipe), recipe)  # (b, num_tokens, d_out)
+
+
+def split_heads(t, num_heads, how="blocks"):
+    """``(b, num_tokens, d_out)`` → ``(b, num_heads, num_tokens, head_dim)``, right or wrong."""
+    b, num_tokens, d_out = t.shape
+    head_dim = d_out // num_heads
+    if how == "no transpose":  # mixes tokens and heads
+        return t.reshape(b, num_heads, num_tokens, head_dim)
+    if how == "strided":  # head h takes columns h, h + num_heads, ...
+        return t.reshape(b, num_tokens, head_dim, num_heads).permute(0, 3, 1, 2)
+    return t.reshape(b, num_tokens, num_heads, head_dim).transpose(1, 2)
+
+
+def merge_heads(context, how="blocks"):
+    """``(b, num_heads, num_tokens, head_dim)`` → ``(b, num_tokens, d_out)``, right or wrong."""
+    b, num_heads, num_tokens, head_dim = context.shape
+    if how == "no transpose":
+        return context.reshape(b, num_tokens, num_heads * head_dim)
+    if how == "interleaved":  # column j * num_heads + h holds head h's value j
+        return context.permute(0, 2, 3, 1).reshape(b, num_tokens, num_heads * head_dim)
+    if how == "reversed":
+        context = context.flip(1)
+    return context.transpose(1, 2).reshape(b, num_tokens, num_heads * head_dim)
+
+
+def split_attention(module, x, num_heads, recipe=CORRECT):
+    """A weight-split pass over ``module``'s projections (and ``out_proj``), per ``recipe``."""
+    queries, keys, values = (
+        split_heads(t, num_heads, recipe.split) for t in project(module, x, recipe)
+    )  # each (b, num_heads, num_tokens, head_dim)
+    context = merge_heads(attend(queries, keys, values, recipe), recipe.merge)
+    out_proj = getattr(module, "out_proj", None)
+    if recipe.out_proj and out_proj is not None:
+        return out_proj(context)  # (b, num_tokens, d_out)
+    return context  # (b, num_tokens, d_out)
+
+
+def same(output, expected):
+    """Equal shapes and values up to float32 rounding, with nan where ``expected`` has nan."""
+    return (
+        isinstance(output, torch.Tensor)
+        and isinstance(expected, torch.Tensor)
+        and output.shape == expected.shape
+        and output.is_floating_point()
+        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    )

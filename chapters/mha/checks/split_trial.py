@@ -1,0 +1,259 @@
+"""One run of a reader's weight-split class on one configuration, and the facts it shows.
+
+:class:`SplitTrial` builds the class as the check's configuration says, runs it in eval mode
+(twice, to catch randomness left on), remembers the last torch call when the forward raises,
+and answers the questions the mistake catalogue of :mod:`.weight_split` asks.
+"""
+
+import itertools
+from dataclasses import dataclass, replace
+
+import torch
+
+from .core import describe_error, evaluating, kind_of, listed
+from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """One way the check builds the reader's class and calls it."""
+
+    d_in: int
+    d_out: int
+    context_length: int
+    num_heads: int
+    num_tokens: int
+    qkv_bias: bool = False
+    dropout: float = 0.0
+    batch: int = 2
+    seed: int = 0
+
+    @property
+    def head_dim(self):
+        return self.d_out // self.num_heads
+
+    @property
+    def kwargs(self):
+        kwargs = dict(
+            d_in=self.d_in,
+            d_out=self.d_out,
+            context_length=self.context_length,
+            dropout=self.dropout,
+            num_heads=self.num_heads,
+        )
+        return {**kwargs, "qkv_bias": True} if self.qkv_bias else kwargs
+
+    @property
+    def input_shape(self):
+        return (self.batch, self.num_tokens, self.d_in)
+
+    def call(self, cls):
+        """How the check builds ``cls``, written as the reader would type it."""
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.kwargs.items())
+        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
+
+    def input(self):
+        """A seeded random input, drawn without touching the reader's global random state."""
+        generator = torch.Generator().manual_seed(1000 + self.seed)
+        return torch.randn(*self.input_shape, generator=generator)  # (batch, num_tokens, d_in)
+
+    def full_length(self):
+        """The same configuration with an input exactly ``context_length`` tokens long."""
+        return replace(self, num_tokens=self.context_length)
+
+    def with_heads(self, num_heads):
+        """The same configuration with another head count and the same ``head_dim``."""
+        return replace(self, d_out=num_heads * self.head_dim, num_heads=num_heads)
+
+
+#: The configurations the check runs, in order. The first has several heads and a full-length
+#: input, so most mistakes show there; the others add a shorter input than the mask, one head,
+#: d_in larger than d_out, head_dim 1, biases in the projections, and dropout (off in eval mode).
+WEIGHT_SPLIT_CONFIGS = (
+    SplitConfig(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
+    SplitConfig(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
+    SplitConfig(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
+    SplitConfig(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
+    SplitConfig(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
+    SplitConfig(
+        d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6
+    ),
+    SplitConfig(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
+)
+
+#: Every way of taking the queries, keys and values from the three projections but the right one.
+WRONG_PROJECTIONS = tuple(p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS)
+
+
+class _LastCall(torch.overrides.TorchFunctionMode):
+    """Remembers the last torch function called, and the shapes of its tensor arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.name, self.shapes = None, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.name = getattr(func, "__name__", "")
+        self.shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+        return func(*args, **(kwargs or {}))
+
+
+class SplitTrial:
+    """One run of the reader's class on one configuration: what it built, returned or raised."""
+
+    def __init__(self, cls, config):
+        self.cls, self.config = cls, config
+        self.module = self.output = self.again = self.error = None
+        self.stage = None  # "constructor" or "forward", when that raised
+        self.failed = _LastCall()
+        self.x = config.input()  # (batch, num_tokens, d_in)
+        try:
+            with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
+                torch.manual_seed(config.seed)
+                self.module = cls(**config.kwargs)
+                with evaluating(self.module), self.failed:
+                    self.output = self.module(self.x)
+                with evaluating(self.module):
+                    torch.manual_seed(config.seed + 1)
+                    self.again = self.module(self.x)
+        except Exception as error:
+            self.stage = "constructor" if self.module is None else "forward"
+            self.error = error
+        self._head_count = ...  # computed when first asked for
+
+    def expected(self, recipe=CORRECT, num_heads=None):
+        """What ``recipe`` computes from this instance's own weights."""
+        with evaluating(self.module):
+            heads = num_heads or self.config.num_heads
+            return split_attention(self.module, self.x, heads, recipe)
+
+    def matches(self, recipe=CORRECT, num_heads=None):
+        """Whether the reader's output is what ``recipe`` computes from this instance's weights."""
+        if self.error is not None:
+            return False
+        try:
+            return same(self.output, self.expected(recipe, num_heads))
+        except Exception:
+            return False
+
+    def follows(self, *recipes):
+        return any(self.matches(recipe) for recipe in recipes)
+
+    @property
+    def passed(self):
+        return self.matches() and tuple(self.output.shape) == self.expected_shape
+
+    @property
+    def random_in_eval(self):
+        """Two calls in eval mode gave different outputs: something random is still on."""
+        return isinstance(self.output, torch.Tensor) and not same(self.output, self.again)
+
+    @property
+    def unusable_projections(self):
+        """The projections the check cannot call on the input, e.g. missing or misnamed."""
+        unusable = []
+        for name in PROJECTIONS:
+            try:
+                with evaluating(self.module):
+                    getattr(self.module, name)(self.x)
+            except Exception:
+                unusable.append(name)
+        return unusable
+
+    @property
+    def names(self):
+        return listed(self.unusable_projections)
+
+    @property
+    def projection_width(self):
+        with evaluating(self.module):
+            return self.module.W_query(self.x).shape[-1]
+
+    @property
+    def hard_coded_head_count(self):
+        """The head count the class really uses, when it is not the one it was built with."""
+        if self._head_count is ...:
+            self._head_count = self._find_hard_coded_head_count()
+        return self._head_count
+
+    def _find_hard_coded_head_count(self):
+        config = self.config
+        d_out = config.d_out
+        others = [k for k in range(1, d_out + 1) if d_out % k == 0 and k != config.num_heads]
+        for k in others:  # the output is right for k heads, with this instance's weights
+            if self.matches(num_heads=k):
+                return k
+        for k in range(2, 9):  # or the class only works when built with k heads
+            if k != config.num_heads and SplitTrial(self.cls, config.with_heads(k)).passed:
+                return k
+        return None
+
+    @property
+    def works_on_full_length_input(self):
+        return self.config.num_tokens < self.config.context_length and (
+            SplitTrial(self.cls, self.config.full_length()).passed
+        )
+
+    @property
+    def keys_transposed_on_heads(self):
+        """The failing product multiplied (b, h, t, d) by (b, t, h, d): transpose(1, 2)."""
+        if self.stage != "forward" or "matmul" not in (self.failed.name or ""):
+            return False
+        if len(self.failed.shapes) != 2 or len(self.failed.shapes[0]) != 4:
+            return False
+        (b, h, t, d), other = self.failed.shapes
+        return other == (b, t, h, d)
+
+    @property
+    def view_not_contiguous(self):
+        return self.stage == "forward" and "view size is not compatible" in str(self.error)
+
+    @property
+    def wrong_projection(self):
+        """``"keys come from W_query"``: what the output says about a misused projection."""
+        for used in WRONG_PROJECTIONS:
+            if self.matches(Recipe(projections=used)):
+                roles = ("queries", "keys", "values")
+                wrong = [
+                    f"the {role} come from {name}"
+                    for role, name, right in zip(roles, used, PROJECTIONS, strict=False)
+                    if name != right
+                ]
+                return listed(wrong)
+        return None
+
+    @property
+    def expected_shape(self):
+        return (self.config.batch, self.config.num_tokens, self.config.d_out)
+
+    @property
+    def output_shape(self):
+        return tuple(self.output.shape)
+
+    @property
+    def shows_heads_unmerged(self):
+        c = self.config
+        return self.output_shape in {
+            (c.batch, c.num_heads, c.num_tokens, c.head_dim),
+            (c.batch, c.num_tokens, c.num_heads, c.head_dim),
+        }
+
+    @property
+    def largest_difference(self):
+        return float((self.output.double() - self.expected().double()).abs().max())
+
+    @property
+    def error_text(self):
+        return describe_error(self.error).rstrip(".")  # the message goes on with its own stop
+
+    @property
+    def kind(self):
+        return kind_of(self.output)
+
+    @property
+    def call(self):
+        return self.config.call(self.cls)
+
+    @property
+    def c(self):
+        return self.config
