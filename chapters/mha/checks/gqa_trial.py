@@ -1,0 +1,381 @@
+"""The trial machinery behind chapter 6's grouped-query attention check.
+
+``mha.checks.gqa`` decides what to tell the reader; this module gathers the
+evidence it decides from. A ``GroupTrial`` builds the reader's class on one
+``GroupConfig``, runs it (in eval mode, with seeded weights and input, the
+reader's random state untouched) and records what it returned or raised and
+whether it ran the book's own code. ``grouped_attention`` computes what a
+``GroupRecipe``, the correct pass or one of the known wrong ones, gives from
+the instance's own layers, so the check can say which recipe the output
+follows. The properties of ``GroupTrial`` are the facts the catalogue of
+mistakes in ``mha.checks.gqa`` tests.
+"""
+
+import contextlib
+import sys
+import traceback
+from dataclasses import dataclass, replace
+
+import torch
+
+from .. import attention, variants
+from .. import gqa as book
+from .core import describe_error, evaluating
+
+PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One way the check builds the reader's class and calls it."""
+
+    d_in: int
+    d_out: int
+    context_length: int
+    num_heads: int
+    num_kv_groups: int
+    num_tokens: int
+    qkv_bias: bool = False
+    dropout: float = 0.0
+    batch: int = 2
+    seed: int = 0
+
+    @property
+    def head_dim(self):
+        return self.d_out // self.num_heads
+
+    @property
+    def group_size(self):
+        return self.num_heads // self.num_kv_groups
+
+    @property
+    def kv_width(self):
+        return self.num_kv_groups * self.head_dim
+
+    @property
+    def kwargs(self):
+        return dict(
+            d_in=self.d_in,
+            d_out=self.d_out,
+            context_length=self.context_length,
+            dropout=self.dropout,
+            num_heads=self.num_heads,
+            num_kv_groups=self.num_kv_groups,
+            qkv_bias=self.qkv_bias,
+        )
+
+    @property
+    def input_shape(self):
+        return (self.batch, self.num_tokens, self.d_in)
+
+    def call(self, cls):
+        """How the check builds ``cls``, written as the reader would type it."""
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.kwargs.items())
+        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
+
+    def input(self):
+        """A seeded input, drawn without touching the reader's random state."""
+        generator = torch.Generator().manual_seed(1000 + self.seed)
+        return torch.randn(*self.input_shape, generator=generator)  # (b, T, d_in)
+
+
+@dataclass(frozen=True)
+class GroupRecipe:
+    """How a grouped-query pass computes its output from a module's layers.
+
+    The defaults are the correct pass; each mistake changes one ingredient.
+    """
+
+    key_map: str = "repeat_interleave"  # head h reads block h // group_size; or "repeat"
+    value_map: str = "repeat_interleave"
+    scale_by: str = "head_dim"  # or "kv_width", "d_out", "group_size", "nothing"
+    causal_mask: str = "-inf before softmax"  # or "none", "0 before softmax", "... after softmax"
+    softmax_dim: int = -1
+    out_proj: bool = True
+
+
+CORRECT_RECIPE = GroupRecipe()
+
+
+def grouped_attention(module, x, num_heads, num_kv_groups, recipe=CORRECT_RECIPE):
+    """The output of a grouped-query pass over ``module``'s own layers, per ``recipe``."""
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (getattr(module, name)(x) for name in PROJECTIONS)
+    head_dim = queries.shape[-1] // num_heads
+    group_size = num_heads // num_kv_groups
+    queries = queries.reshape(b, num_tokens, num_heads, head_dim).transpose(1, 2)
+    keys = _expand(
+        keys.reshape(b, num_tokens, num_kv_groups, head_dim).transpose(1, 2),
+        group_size,
+        recipe.key_map,
+    )  # (b, num_heads, T, head_dim)
+    values = _expand(
+        values.reshape(b, num_tokens, num_kv_groups, head_dim).transpose(1, 2),
+        group_size,
+        recipe.value_map,
+    )  # (b, num_heads, T, head_dim)
+    scale = {
+        "head_dim": head_dim,
+        "kv_width": num_kv_groups * head_dim,
+        "d_out": num_heads * head_dim,
+        "group_size": group_size,
+        "nothing": 1,
+    }[recipe.scale_by] ** 0.5
+    future = torch.ones(num_tokens, num_tokens, dtype=torch.bool).triu(1)
+    fill = 0.0 if recipe.causal_mask.startswith("0") else -torch.inf
+
+    attn_scores = queries @ keys.transpose(2, 3)  # (b, num_heads, T, T)
+    if recipe.causal_mask.endswith("before softmax"):
+        attn_scores = attn_scores.masked_fill(future, fill)
+    attn_weights = torch.softmax(attn_scores / scale, dim=recipe.softmax_dim)
+    if recipe.causal_mask.endswith("after softmax"):
+        attn_weights = attn_weights.masked_fill(future, fill)
+    context = (attn_weights @ values).transpose(1, 2).reshape(b, num_tokens, -1)
+    return module.out_proj(context) if recipe.out_proj else context
+
+
+def _expand(blocks, group_size, how):
+    """``(b, G, T, hd)`` → ``(b, G * group_size, T, hd)``: each block in place, or cycled."""
+    if how == "repeat_interleave":
+        return blocks.repeat_interleave(group_size, dim=1)
+    return blocks.repeat(1, group_size, 1, 1)
+
+
+def _same(output, expected):
+    """Equal up to float32 rounding, with nan where the expected output has nan."""
+    return (
+        isinstance(output, torch.Tensor)
+        and output.shape == expected.shape
+        and output.is_floating_point()
+        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    )
+
+
+def _book_code():
+    """``{code object: name}`` of every forward pass in the book's modules, and of the cache
+    helpers: a forward that runs any of them has not been written by the reader."""
+    found = {}
+    for module in (attention, variants, book):
+        for name, cls in vars(module).items():
+            if (
+                isinstance(cls, type)
+                and "forward" in vars(cls)
+                and cls.__module__ == module.__name__
+            ):
+                found[cls.forward.__code__] = f"{name}.forward"
+    for function in (book.attend_to_cache, book.generate, book.prefill, book.KVCache.append):
+        found[function.__code__] = function.__qualname__
+    return found
+
+
+BOOK_CODE = _book_code()
+
+
+@contextlib.contextmanager
+def watching_book_code(calls):
+    """Record in ``calls`` the name of every piece of ``BOOK_CODE`` that runs inside the block."""
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in BOOK_CODE:
+            calls.append(BOOK_CODE[frame.f_code])
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(previous)
+
+
+class GroupTrial:
+    """One run of the reader's class on one configuration: what it built, and what it returned
+    or raised, and whether it ran the book's own code."""
+
+    def __init__(self, cls, config):
+        self.cls, self.config = cls, config
+        self.module = self.output = self.second_output = self.error = None
+        self.stage = None  # "constructor" or "forward", when that raised
+        self.book_calls = []
+        self._held = None  # computed when first asked for
+        self.x = config.input()  # (b, T, d_in)
+        try:
+            with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
+                torch.manual_seed(config.seed)
+                self.module = cls(**config.kwargs)
+                with evaluating(self.module), watching_book_code(self.book_calls):
+                    self.output = self.module(self.x)
+                    self.second_output = self.module(self.x)
+        except Exception as error:
+            self.stage = "constructor" if self.module is None else "forward"
+            self.error = error
+
+    def expected(self, recipe=CORRECT_RECIPE):
+        """What ``recipe`` computes from this instance's own weights."""
+        c = self.config
+        with evaluating(self.module):
+            return grouped_attention(self.module, self.x, c.num_heads, c.num_kv_groups, recipe)
+
+    def matches(self, recipe=CORRECT_RECIPE):
+        """Whether the reader's output is what ``recipe`` computes from this instance's weights."""
+        if self.error is not None:
+            return False
+        try:
+            return _same(self.output, self.expected(recipe))
+        except Exception:
+            return False
+
+    @property
+    def passed(self):
+        return not self.book_calls and self.matches() and self.output_shape == self.expected_shape
+
+    @property
+    def unusable_projections(self):
+        """The projections the check cannot call on the input, e.g. missing or misnamed."""
+        unusable = []
+        for name in PROJECTIONS:
+            try:
+                with evaluating(self.module):
+                    getattr(self.module, name)(self.x)
+            except Exception:
+                unusable.append(name)
+        return unusable
+
+    def width_of(self, name):
+        with evaluating(self.module):
+            return getattr(self.module, name)(self.x).shape[-1]
+
+    @property
+    def key_width(self):
+        return self.width_of("W_key")
+
+    @property
+    def works_on_full_length_input(self):
+        c = self.config
+        return c.num_tokens < c.context_length and (
+            GroupTrial(self.cls, replace(c, num_tokens=c.context_length)).passed
+        )
+
+    @property
+    def random_in_eval_mode(self):
+        """Two calls on the same input in eval mode gave different outputs."""
+        return isinstance(self.output, torch.Tensor) and not torch.equal(
+            self.output, self.second_output
+        )
+
+    @property
+    def failing_line(self):
+        """The source line of the reader's code where the forward raised, if known."""
+        frames = traceback.extract_tb(self.error.__traceback__)
+        own = [f for f in frames if "torch" not in f.filename.replace("\\", "/").split("/")]
+        return (own or frames)[-1].line or "" if frames else ""
+
+    @property
+    def head_axes_disagree(self):
+        """The forward raised because a product met num_heads and num_kv_groups on one axis."""
+        c = self.config
+        text = str(self.error)
+        return self.stage == "forward" and any(
+            f"({a})" in text and f"({b})" in text
+            for a, b in ((c.num_heads, c.num_kv_groups), (c.num_kv_groups, c.num_heads))
+        )
+
+    @property
+    def repeated_by_group_count(self):
+        """The forward raised because num_kv_groups² blocks met num_heads heads."""
+        c = self.config
+        text = str(self.error)
+        squared = c.num_kv_groups**2
+        return (
+            self.stage == "forward"
+            and squared != c.num_heads
+            and f"({squared})" in text
+            and f"({c.num_heads})" in text
+        )
+
+    @property
+    def tensors_at_failure(self):
+        """Which of the keys and values the reader's code held when it raised, and in which
+        form: ``{"keys", "values"}`` (one block per group) and ``{"keys expanded", "values
+        expanded"}`` (one per head), recognised by value among the failing frames' locals."""
+        if self._held is None:
+            self._held = self._find_held_tensors()
+        return self._held
+
+    def _find_held_tensors(self):
+        c = self.config
+        b, num_tokens = c.batch, c.num_tokens
+        with evaluating(self.module):
+            blocks = {
+                name: getattr(self.module, layer)(self.x)
+                .reshape(b, num_tokens, c.num_kv_groups, c.head_dim)
+                .transpose(1, 2)  # (b, G, T, hd)
+                for name, layer in (("keys", "W_key"), ("values", "W_value"))
+            }
+        forms = dict(blocks)
+        for name, t in blocks.items():
+            forms[f"{name} expanded"] = t.repeat_interleave(c.group_size, dim=1)
+        held = set()
+        tb = self.error.__traceback__
+        while tb is not None:
+            for value in list(tb.tb_frame.f_locals.values()):
+                if isinstance(value, torch.Tensor) and value.dim() == 4:
+                    for name, form in forms.items():
+                        if value.shape == form.shape and torch.allclose(value, form):
+                            held.add(name)
+            tb = tb.tb_next
+        return held
+
+    @property
+    def values_not_expanded(self):
+        held = self.tensors_at_failure
+        if self.head_axes_disagree and held:
+            return "keys expanded" in held and "values expanded" not in held
+        line = self.failing_line
+        return self.head_axes_disagree and "value" in line and "key" not in line
+
+    @property
+    def keys_not_expanded(self):
+        held = self.tensors_at_failure
+        if self.head_axes_disagree and held:
+            return "values expanded" in held and "keys expanded" not in held
+        line = self.failing_line
+        return self.head_axes_disagree and "key" in line and "value" not in line
+
+    @property
+    def expected_shape(self):
+        c = self.config
+        return (c.batch, c.num_tokens, c.d_out)
+
+    @property
+    def output_shape(self):
+        return tuple(self.output.shape) if isinstance(self.output, torch.Tensor) else None
+
+    @property
+    def shows_heads_unmerged(self):
+        c = self.config
+        return self.output_shape in {
+            (c.batch, c.num_heads, c.num_tokens, c.head_dim),
+            (c.batch, c.num_tokens, c.num_heads, c.head_dim),
+        }
+
+    @property
+    def largest_difference(self):
+        return float((self.output.double() - self.expected().double()).abs().max())
+
+    @property
+    def error_text(self):
+        return describe_error(self.error).rstrip(".")  # the message adds its own full stop
+
+    @property
+    def call(self):
+        return self.config.call(self.cls)
+
+    @property
+    def book_code(self):
+        return listed(sorted(set(self.book_calls)))
+
+
+def listed(names):
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else ""
