@@ -7,7 +7,6 @@ the single head, joins where it can.
 
 import pytest
 import torch
-
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
 from mha.variants import IMPLEMENTATIONS, build, copy_weights, equivalent_modules
 
@@ -39,7 +38,11 @@ def first_row(build):
             (2, 6, 4),
             [-0.4519, 0.2216, 0.4772, 0.1063],
         ),
-        (lambda: MultiHeadAttentionWrapper(3, 1, 6, 0.0, num_heads=2), (2, 6, 2), [-0.5740, 0.2216]),
+        (
+            lambda: MultiHeadAttentionWrapper(3, 1, 6, 0.0, num_heads=2),
+            (2, 6, 2),
+            [-0.5740, 0.2216],
+        ),
         (lambda: MultiHeadAttention(3, 2, 6, 0.0, num_heads=2), (2, 6, 2), [0.3190, 0.4858]),
     ],
     ids=["CausalAttention", "wrapper d_out=2", "wrapper d_out=1", "MultiHeadAttention"],
@@ -57,15 +60,26 @@ def test_attribute_names_and_state_dict_keys_follow_the_reference_book():
     mha = MultiHeadAttention(4, 6, 8, 0.0, num_heads=3)
     assert (mha.d_out, mha.num_heads, mha.head_dim, mha.dropout.p) == (6, 3, 2, 0.0)
     assert list(mha.state_dict()) == [
-        "mask", "W_query.weight", "W_key.weight", "W_value.weight", "out_proj.weight", "out_proj.bias",
+        "mask",
+        "W_query.weight",
+        "W_key.weight",
+        "W_value.weight",
+        "out_proj.weight",
+        "out_proj.bias",
     ]
     wrapper = MultiHeadAttentionWrapper(4, 6, 8, 0.0, num_heads=3)
     assert len(wrapper.heads) == 3 and all(isinstance(h, CausalAttention) for h in wrapper.heads)
-    assert list(wrapper.heads[0].state_dict()) == ["mask", "W_query.weight", "W_key.weight", "W_value.weight"]
+    assert list(wrapper.heads[0].state_dict()) == [
+        "mask",
+        "W_query.weight",
+        "W_key.weight",
+        "W_value.weight",
+    ]
 
 
-@pytest.mark.parametrize("cls", [c for c in CLASSES if c.__name__ != "FusedMultiHeadAttention"],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if c.__name__ != "FusedMultiHeadAttention"], ids=lambda c: c.__name__
+)
 def test_the_mask_is_one_bool_buffer_true_above_the_diagonal(cls):
     module = make(cls, 4, 4, 5)
     masks = [buffer for name, buffer in module.named_buffers() if name.endswith("mask")]
@@ -82,11 +96,17 @@ def test_a_state_dict_saved_with_the_old_float_mask_still_loads():
     assert fresh.mask.dtype == torch.bool and torch.equal(fresh.mask, module.mask)
 
 
-@pytest.mark.parametrize("d_in, d_out, num_heads, num_tokens", [(3, 2, 2, 6), (5, 12, 3, 4), (16, 4, 4, 1), (7, 9, 1, 7)])
+@pytest.mark.parametrize(
+    "d_in, d_out, num_heads, num_tokens", [(3, 2, 2, 6), (5, 12, 3, 4), (16, 4, 4, 1), (7, 9, 1, 7)]
+)
 def test_output_shapes_when_d_in_differs_from_d_out(d_in, d_out, num_heads, num_tokens):
     x = torch.randn(3, num_tokens, d_in)
     assert CausalAttention(d_in, d_out, 8, 0.0)(x).shape == (3, num_tokens, d_out)
-    assert MultiHeadAttentionWrapper(d_in, d_out, 8, 0.0, num_heads)(x).shape == (3, num_tokens, num_heads * d_out)
+    assert MultiHeadAttentionWrapper(d_in, d_out, 8, 0.0, num_heads)(x).shape == (
+        3,
+        num_tokens,
+        num_heads * d_out,
+    )
     assert MultiHeadAttention(d_in, d_out, 8, 0.0, num_heads)(x).shape == (3, num_tokens, d_out)
 
 
@@ -179,9 +199,18 @@ def test_the_torch_adapter_without_qkv_bias_trains_no_input_bias():
         ((4, 4, 6, "0.1"), ["dropout must be a number in [0, 1), got '0.1'"]),
         ((4, 4, 6, None), ["dropout must be a number", "None"]),
     ],
-    ids=["d_in", "d_out", "context_length", "dropout too large", "dropout a string", "dropout None"],
+    ids=[
+        "d_in",
+        "d_out",
+        "context_length",
+        "dropout too large",
+        "dropout a string",
+        "dropout None",
+    ],
 )
-def test_bad_constructor_arguments_raise_a_value_error_naming_the_class_and_the_fix(cls, args, words):
+def test_bad_constructor_arguments_raise_a_value_error_naming_the_class_and_the_fix(
+    cls, args, words
+):
     with pytest.raises(ValueError) as error:
         make(cls, *args)
     assert str(error.value).startswith(f"{cls.__name__}: ")
@@ -196,8 +225,11 @@ def test_a_head_count_that_is_not_a_positive_integer_is_refused(cls, num_heads):
         cls(4, 4, 6, 0.0, num_heads)
 
 
-@pytest.mark.parametrize("cls", [c for c in IMPLEMENTATIONS.values() if c is not MultiHeadAttentionWrapper],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls",
+    [c for c in IMPLEMENTATIONS.values() if c is not MultiHeadAttentionWrapper],
+    ids=lambda c: c.__name__,
+)
 def test_heads_that_do_not_divide_d_out_are_refused_with_a_width_that_works(cls):
     with pytest.raises(ValueError) as error:
         cls(6, 6, 8, 0.0, num_heads=4)
@@ -213,7 +245,10 @@ def test_heads_that_do_not_divide_d_out_are_refused_with_a_width_that_works(cls)
     [
         (torch.rand(6, 4), ["(batch, num_tokens, d_in)", "2-D", "unsqueeze(0)"]),
         (torch.rand(1, 2, 6, 4), ["(batch, num_tokens, d_in)", "4-D"]),
-        (torch.rand(2, 6, 5), ["last dimension of the input is 5", "d_in=4", "Build it with d_in=5"]),
+        (
+            torch.rand(2, 6, 5),
+            ["last dimension of the input is 5", "d_in=4", "Build it with d_in=5"],
+        ),
         ([[0.1, 0.2, 0.3, 0.4]], ["expected a torch.Tensor, got list"]),
     ],
     ids=["2-D", "4-D", "wrong width", "not a tensor"],
@@ -228,10 +263,13 @@ def test_bad_input_raises_a_value_error_naming_the_class_and_the_fix(cls, x, wor
         assert word in str(error.value)
 
 
-@pytest.mark.parametrize("cls", [c for c in CLASSES if c.__name__ != "FusedMultiHeadAttention"],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if c.__name__ != "FusedMultiHeadAttention"], ids=lambda c: c.__name__
+)
 def test_inputs_longer_than_the_mask_are_refused_with_the_length_to_build(cls):
-    with pytest.raises(ValueError, match=r"7 tokens, more than context_length=6.*context_length >= 7"):
+    with pytest.raises(
+        ValueError, match=r"7 tokens, more than context_length=6.*context_length >= 7"
+    ):
         make(cls, 4, 4, 6)(torch.rand(2, 7, 4))
 
 
@@ -242,5 +280,8 @@ def test_the_fused_module_needs_no_mask_so_any_length_works():
 
 
 def test_the_torch_adapter_refuses_d_in_different_from_d_out():
-    with pytest.raises(ValueError, match=r"^TorchMultiheadAttentionAdapter: .*d_in=3 and d_out=4\. Use d_in == d_out"):
+    with pytest.raises(
+        ValueError,
+        match=r"^TorchMultiheadAttentionAdapter: .*d_in=3 and d_out=4\. Use d_in == d_out",
+    ):
         IMPLEMENTATIONS["torch_mha"](3, 4, 8, 0.0, num_heads=2)

@@ -1,7 +1,6 @@
 """The instruments chapter 1 uses to watch the wrapper run."""
 
 import torch
-
 from mha import MultiHeadAttentionWrapper, example_batch
 from mha.counting import count_matmuls, count_ops, matmul_sizes
 from mha.trace import trace_heads
@@ -11,13 +10,20 @@ from mha.variants import equivalent_modules
 def test_the_wrapper_s_matmul_count_grows_with_heads_while_the_others_stay_flat():
     x = example_batch()
     counts = {
-        name: [count_matmuls(equivalent_modules([name], 3, 2 * h, 6, h)[name], x) for h in (1, 2, 4, 8)]
+        name: [
+            count_matmuls(equivalent_modules([name], 3, 2 * h, 6, h)[name], x) for h in (1, 2, 4, 8)
+        ]
         for name in ("wrapper", "split", "combined_qkv", "fused")
     }
     # Per head: three projections, the scores and the weighted sum. The split does three
     # projections, the scores, the weighted sum and out_proj; one projection fewer with combined
     # QKV; the fused kernel counts as one call for scores and sum together.
-    assert counts == {"wrapper": [5, 10, 20, 40], "split": [6] * 4, "combined_qkv": [4] * 4, "fused": [3] * 4}
+    assert counts == {
+        "wrapper": [5, 10, 20, 40],
+        "split": [6] * 4,
+        "combined_qkv": [4] * 4,
+        "fused": [3] * 4,
+    }
 
 
 def test_matmul_sizes_are_multiply_adds_of_each_product():

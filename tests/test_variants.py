@@ -8,7 +8,6 @@ import inspect
 
 import pytest
 import torch
-
 from mha import (
     FusedMultiHeadAttention,
     MultiHeadAttention,
@@ -19,7 +18,11 @@ from mha import (
 )
 from mha.variants import IMPLEMENTATIONS, build, equivalent_modules, head_weights, out_weights
 
-NEW_CLASSES = (MultiHeadAttentionCombinedQKV, FusedMultiHeadAttention, TorchMultiheadAttentionAdapter)
+NEW_CLASSES = (
+    MultiHeadAttentionCombinedQKV,
+    FusedMultiHeadAttention,
+    TorchMultiheadAttentionAdapter,
+)
 # (batch, num_tokens, d_in, d_out, num_heads, qkv_bias): d_in != d_out, one head, bias on and off.
 SHAPES = [
     (2, 6, 3, 4, 2, False),
@@ -43,7 +46,9 @@ def outputs(modules, x):
 
 
 @pytest.mark.parametrize("batch, num_tokens, d_in, d_out, num_heads, qkv_bias", SHAPES)
-def test_all_implementations_agree_when_built_from_one_wrapper(batch, num_tokens, d_in, d_out, num_heads, qkv_bias):
+def test_all_implementations_agree_when_built_from_one_wrapper(
+    batch, num_tokens, d_in, d_out, num_heads, qkv_bias
+):
     names = [n for n in IMPLEMENTATIONS if supported(n, d_in, d_out)]
     modules = equivalent_modules(names, d_in, d_out, 12, num_heads, qkv_bias)
     torch.manual_seed(1)
@@ -85,7 +90,12 @@ def test_weights_survive_a_round_trip_through_every_implementation():
     torch.manual_seed(0)
     start = MultiHeadAttention(8, 8, 6, 0.0, num_heads=2, qkv_bias=True)
     module = start
-    for cls in (MultiHeadAttentionCombinedQKV, FusedMultiHeadAttention, TorchMultiheadAttentionAdapter, MultiHeadAttention):
+    for cls in (
+        MultiHeadAttentionCombinedQKV,
+        FusedMultiHeadAttention,
+        TorchMultiheadAttentionAdapter,
+        MultiHeadAttention,
+    ):
         module = copy_weights(module, cls(8, 8, 6, 0.0, 2, qkv_bias=True))
     assert module is not start
     for before, after in zip(weights_of(start), weights_of(module), strict=True):
@@ -102,7 +112,9 @@ def test_head_weights_are_views_in_head_order(name):
         head_weights(module)[1][0][0].mul_(2.0)  # head 2's query weight
         after = module(x)
     if name == "wrapper":  # no out_proj: head 2 owns output columns 4..7
-        assert torch.equal(before[..., :4], after[..., :4]) and not torch.allclose(before[..., 4:], after[..., 4:])
+        assert torch.equal(before[..., :4], after[..., :4]) and not torch.allclose(
+            before[..., 4:], after[..., 4:]
+        )
     else:  # out_proj is the identity here
         torch.testing.assert_close(before[..., :4], after[..., :4])
         assert not torch.allclose(before[..., 4:], after[..., 4:])
@@ -146,17 +158,22 @@ def test_the_torch_adapter_without_qkv_bias_reads_as_having_no_input_bias():
     assert all(bias is None for head in head_weights(module) for _, bias in head)
 
 
-@pytest.mark.parametrize("target, message", [
-    (lambda: MultiHeadAttention(8, 8, 6, 0.0, num_heads=4), "source has 2 heads, the target 4"),
-    (lambda: MultiHeadAttention(6, 8, 6, 0.0, num_heads=2), "same d_in and total d_out"),
-    (lambda: MultiHeadAttention(8, 8, 6, 0.0, num_heads=2, qkv_bias=True), "same qkv_bias"),
-    (lambda: MultiHeadAttentionWrapper(8, 4, 6, 0.0, num_heads=2), "no output projection"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (lambda: MultiHeadAttention(8, 8, 6, 0.0, num_heads=4), "source has 2 heads, the target 4"),
+        (lambda: MultiHeadAttention(6, 8, 6, 0.0, num_heads=2), "same d_in and total d_out"),
+        (lambda: MultiHeadAttention(8, 8, 6, 0.0, num_heads=2, qkv_bias=True), "same qkv_bias"),
+        (lambda: MultiHeadAttentionWrapper(8, 4, 6, 0.0, num_heads=2), "no output projection"),
+    ],
+)
 def test_copying_weights_that_cannot_fit_raises_a_value_error(target, message):
     torch.manual_seed(0)
     source = FusedMultiHeadAttention(8, 8, 6, 0.0, num_heads=2)
     module = target()
-    with pytest.raises(ValueError, match=rf"^copy_weights into {type(module).__name__}: .*{message}"):
+    with pytest.raises(
+        ValueError, match=rf"^copy_weights into {type(module).__name__}: .*{message}"
+    ):
         copy_weights(source, module)
 
 
@@ -180,13 +197,18 @@ def test_building_any_implementation_with_zero_heads_raises_a_value_error(name):
 
 
 def test_building_a_wrapper_whose_heads_cannot_split_the_total_width_says_so():
-    with pytest.raises(ValueError, match=r"^build\('wrapper'\): d_out=6 is not divisible by num_heads=4"):
+    with pytest.raises(
+        ValueError, match=r"^build\('wrapper'\): d_out=6 is not divisible by num_heads=4"
+    ):
         build("wrapper", 4, 6, 8, 0.0, num_heads=4)
 
 
 def test_equivalent_modules_hand_back_the_seeded_wrapper_itself():
     modules = equivalent_modules(["wrapper", "split"], 4, 4, 6, 2)
-    assert isinstance(modules["wrapper"], MultiHeadAttentionWrapper) and not modules["wrapper"].training
+    assert (
+        isinstance(modules["wrapper"], MultiHeadAttentionWrapper)
+        and not modules["wrapper"].training
+    )
 
 
 def test_unknown_implementation_names_are_refused_with_the_choices():
