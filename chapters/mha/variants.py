@@ -69,8 +69,7 @@ class MultiHeadAttentionCombinedQKV(nn.Module):
 
 
 class FusedMultiHeadAttention(nn.Module):
-    """The book's fastest module: a combined QKV projection, then PyTorch's
-    fused attention kernel.
+    """The book's fastest module: combined QKV, then a fused attention kernel.
 
     ``scaled_dot_product_attention(..., is_causal=True)`` does scores, mask,
     softmax and the weighted sum in one kernel, without storing the
@@ -104,11 +103,10 @@ class FusedMultiHeadAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         context = F.scaled_dot_product_attention(
             queries, keys, values, dropout_p=dropout_p, is_causal=True
-        )
-        # (b, num_tokens, num_heads, head_dim)
-        context = context.transpose(1, 2)
-        context = context.reshape(b, num_tokens, self.d_out)
-        return self.out_proj(context)  # (b, num_tokens, d_out)
+        )  # (b, num_heads, num_tokens, head_dim)
+        # the heads side by side again: (b, num_tokens, d_out)
+        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
+        return self.out_proj(context)
 
 
 class TorchMultiheadAttentionAdapter(nn.Module):
