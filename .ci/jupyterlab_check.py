@@ -34,9 +34,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # shared with the browser tests
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
+
+from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # shared with the browser tests
 
 ROOT = Path(__file__).resolve().parents[1]
 

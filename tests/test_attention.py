@@ -7,6 +7,7 @@ the single head, joins where it can.
 
 import pytest
 import torch
+
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
 from mha.variants import IMPLEMENTATIONS, build, copy_weights, equivalent_modules
 

@@ -9,6 +9,7 @@ import re
 from urllib.parse import urlparse
 
 import yaml
+
 from conftest import ROOT
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())

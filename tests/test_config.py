@@ -5,6 +5,7 @@ Binder's agreement with the book (pins, Python version, the README badge) is che
 """
 
 import yaml
+
 from conftest import ROOT
 
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -1,6 +1,7 @@
 """The instruments chapter 1 uses to watch the wrapper run."""
 
 import torch
+
 from mha import MultiHeadAttentionWrapper, example_batch
 from mha.counting import count_matmuls, count_ops, matmul_sizes
 from mha.trace import trace_heads

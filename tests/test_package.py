@@ -15,9 +15,10 @@ import re
 import sys
 import tomllib
 
-import mha
 import pytest
 import yaml
+
+import mha
 from conftest import CHAPTERS, ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

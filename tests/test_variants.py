@@ -8,6 +8,7 @@ import inspect
 
 import pytest
 import torch
+
 from mha import (
     FusedMultiHeadAttention,
     MultiHeadAttention,

@@ -6,6 +6,7 @@ one-token inputs, inputs shorter than context_length, and projections with biase
 
 import pytest
 import torch
+
 from mha import MultiHeadAttention, MultiHeadAttentionWrapper
 
 # (d_in, d_out per head, num_heads, context_length, num_tokens)

@@ -9,6 +9,7 @@ import re
 
 import pytest
 import yaml
+
 from conftest import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"

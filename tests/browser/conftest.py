@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # .ci/chromium.py (pytest pythonpath)
 from playwright.sync_api import Page, sync_playwright
+
+from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # .ci/chromium.py (pytest pythonpath)
 
 from .book_site import BUILD, DESKTOP, is_local, serve
 
