@@ -1,12 +1,14 @@
-"""Binder rehearsal: can what Binder installs run every chapter, from a clean copy of the repository?
+"""Binder rehearsal: can what Binder installs run every chapter, from a clean copy of the repo?
 
 Usage: python .ci/binder_check.py      (``make binder-check``; ``make test`` runs it)
 
-1. A fresh virtual environment, in a temporary folder, with the Python that ``binder/runtime.txt``
-   names, and exactly ``binder/requirements.txt`` installed, plus the two packages repo2docker itself
-   provides to run notebooks: ipykernel and nbclient, at the versions pinned in ``requirements.txt``.
-2. A copy of the repository's tracked files only (``git ls-files``): nothing untracked, no ``.venv``,
-   no ``_build``, so a file a chapter needs but git does not have fails here as it would on Binder.
+1. A fresh virtual environment, in a temporary folder, with the Python that
+   ``binder/runtime.txt`` names, and exactly ``binder/requirements.txt`` installed, plus the two
+   packages repo2docker itself provides to run notebooks: ipykernel and nbclient, at the versions
+   ``requirements-lock.txt`` pins.
+2. A copy of the repository's tracked files only (``git ls-files``): nothing untracked, no
+   ``.venv``, no ``_build``, so a file a chapter needs but git does not have fails here as it
+   would on Binder.
 3. Every chapter runs top to bottom from its own folder, as Binder's kernel runs it, with the new
    environment's Python as the kernel; every cell must run without error.
 4. Every chapter opens in JupyterLab, as Binder opens it, with each reveal and solution collapsed
@@ -46,33 +48,42 @@ def runtime_python():
     if found is None and f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         found = sys.executable
     if found is None:
-        sys.exit(f"binder-check: binder/runtime.txt asks for Python {version}, and python{version} is not on PATH")
+        sys.exit(
+            f"binder-check: binder/runtime.txt asks for Python {version}, "
+            f"and python{version} is not on PATH"
+        )
     return found
 
 
 def pinned(names):
-    """``name==version`` for each of ``names``, as the root requirements.txt pins it."""
-    text = (ROOT / "requirements.txt").read_text()
+    """``name==version`` for each of ``names``, as requirements-lock.txt pins it."""
+    text = (ROOT / "requirements-lock.txt").read_text()
     pins = []
     for name in names:
         match = re.search(rf"^{re.escape(name)}==(\S+)", text, re.M | re.I)
         if match is None:
-            sys.exit(f"binder-check: requirements.txt does not pin {name}")
+            sys.exit(f"binder-check: requirements-lock.txt does not pin {name}")
         pins.append(f"{name}=={match.group(1)}")
     return pins
 
 
 def pip_environment():
     """pip's settings for the install. pip's cache is reused (no --no-cache-dir): it is what keeps
-    repeated rehearsals fast, and the environment is still fresh, since the cache only holds downloads.
+    repeated rehearsals fast, and the environment is still fresh, since the cache only holds
+    downloads.
 
     binder/requirements.txt names PyTorch's CPU wheel index. Where that index cannot be reached (the
     book's build machines have no internet beyond their package mirrors), pip would retry it, with
     back-off, for every package it looks up; with no retries and a short timeout it gives up on the
     index at once and takes torch from the mirror or local wheels it is configured with.
     """
-    env = dict(os.environ, PIP_RETRIES="0", PIP_TIMEOUT="10", PIP_DEFAULT_TIMEOUT="10",
-               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = dict(
+        os.environ,
+        PIP_RETRIES="0",
+        PIP_TIMEOUT="10",
+        PIP_DEFAULT_TIMEOUT="10",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
     for leak in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
         env.pop(leak, None)
     return env
@@ -86,18 +97,26 @@ def create_environment(venv):
     provided = [*pinned(RUNNER_PACKAGES), f"jupyterlab=={jupyterlab_check.pinned_version()}"]
     requirements = [*provided, "-r", str(BINDER / "requirements.txt")]
     step(f"pip install -r binder/requirements.txt {' '.join(provided)}")
-    # --no-compile: skip byte-compiling all of torch up front (half the install time); Python compiles
-    # the modules the chapters import when they are first imported.
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", *requirements],
-                   check=True, env=pip_environment())
+    # --no-compile: skip byte-compiling all of torch up front (half the install time); Python
+    # compiles the modules the chapters import when they are first imported.
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-compile", *requirements],
+        check=True,
+        env=pip_environment(),
+    )
     # The kernel is this environment's own Python, found before any other "python3" kernel.
-    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", "python3"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", "python3"],
+        check=True,
+        capture_output=True,
+    )
     return python
 
 
 def copy_tracked_files(destination):
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     files = [f for f in listed.stdout.split("\0") if f and (ROOT / f).is_file()]
     for name in files:
         target = destination / name
@@ -117,19 +136,36 @@ def kernel_environment(venv):
 
 def check_kernel(venv, env):
     """The ``python3`` kernel that will run the chapters is the fresh environment's Python."""
-    specs = subprocess.run([str(venv / "bin" / "jupyter"), "kernelspec", "list", "--json"],
-                           env=env, capture_output=True, text=True, check=True)
+    specs = subprocess.run(
+        [str(venv / "bin" / "jupyter"), "kernelspec", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     argv = json.loads(specs.stdout)["kernelspecs"]["python3"]["spec"]["argv"]
     if Path(argv[0]) != venv / "bin" / "python":
         sys.exit(f"binder-check: the python3 kernel would run {argv[0]}, not the fresh environment")
 
 
 def run_chapter(notebook, venv, env):
-    """Run one chapter with ``jupyter execute`` (nbclient), from its own folder; return (ok, seconds, detail)."""
+    """Run one chapter with ``jupyter execute`` (nbclient), from its own folder.
+
+    Returns ``(ok, seconds, detail)``.
+    """
     start = time.perf_counter()
     result = subprocess.run(
-        [str(venv / "bin" / "jupyter"), "execute", "--kernel_name=python3", f"--timeout={CELL_TIMEOUT}", notebook.name],
-        cwd=notebook.parent, env=env, capture_output=True, text=True,
+        [
+            str(venv / "bin" / "jupyter"),
+            "execute",
+            "--kernel_name=python3",
+            f"--timeout={CELL_TIMEOUT}",
+            notebook.name,
+        ],
+        cwd=notebook.parent,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     seconds = time.perf_counter() - start
     plain = ANSI_COLOUR.sub("", result.stderr).strip()  # the kernel colours its tracebacks
@@ -166,15 +202,18 @@ def main():
         if detail:
             print("        " + detail.replace("\n", "\n        "))
     failed = [name for name, _, ok, *_ in results if not ok]
-    print(f"\nJupyterLab {jupyterlab_check.pinned_version()}: reveals and solutions collapsed? ({lab_seconds:.0f} s)")
+    version = jupyterlab_check.pinned_version()
+    print(f"\nJupyterLab {version}: reveals and solutions collapsed? ({lab_seconds:.0f} s)")
     for what, problems in lab_results:
         print(f"  {'FAIL' if problems else 'ok  '}  {what}")
         for problem in problems:
             print(f"        {problem}")
     lab_failed = [what for what, problems in lab_results if problems]
-    print(f"\n{len(results) - len(failed)} of {len(results)} chapters ran without error; "
-          f"{len(lab_results) - len(lab_failed)} of {len(lab_results)} JupyterLab checks passed; "
-          f"{time.perf_counter() - started:.0f} s in all.")
+    print(
+        f"\n{len(results) - len(failed)} of {len(results)} chapters ran without error; "
+        f"{len(lab_results) - len(lab_failed)} of {len(lab_results)} JupyterLab checks passed; "
+        f"{time.perf_counter() - started:.0f} s in all."
+    )
     return 1 if failed or lab_failed else 0
 
 

@@ -1,4 +1,5 @@
-"""JupyterLab rehearsal: opened in JupyterLab, as Binder opens it, every reveal and solution is collapsed.
+"""JupyterLab rehearsal: opened in JupyterLab, as Binder opens it, every reveal and solution is
+collapsed.
 
 ``binder_check.py`` calls ``check_chapters`` once the chapters have run, with its fresh environment
 (which has the JupyterLab that ``binder/jupyterlab.txt`` pins) and its copy of the repository.
@@ -7,16 +8,18 @@
    settings, workspaces, config, runtime files and IPython profile live in a temporary folder, so no
    state leaks in or out, and it fetches nothing from outside: no news, no update check, and an
    extension manager that cannot search PyPI.
-2. Chromium opens each chapter at ``/lab/tree/chapters/NAME.ipynb`` with a fresh workspace. A reveal
-   or solution cell (known by its tag) must show its input collapsed (its first line and •••) and its
-   outputs collapsed; every other code cell must show what its ``jupyter`` metadata says, so ordinary
-   cells are open, and the check can tell the two apart. Requests that leave the machine are blocked
-   and reported. A screenshot at the first reveal goes to ``_build/screenshots/jupyterlab-NAME.png``.
+2. Chromium opens each chapter at ``/lab/tree/chapters/NAME.ipynb`` with a fresh workspace. A
+   reveal or solution cell (known by its tag) must show its input collapsed (its first line and
+   •••) and its outputs collapsed; every other code cell must show what its ``jupyter`` metadata
+   says, so ordinary cells are open, and the check can tell the two apart. Requests that leave the
+   machine are blocked and reported. A screenshot at the first reveal goes to
+   ``_build/screenshots/jupyterlab-NAME.png``.
 3. Self-test: a copy of the first chapter, with one reveal's ``jupyter`` metadata removed, must fail
    the check at that cell and nowhere else.
 
 In JupyterLab 4 a collapsed input replaces the cell's editor (``.jp-InputArea``) with a
-``.jp-InputPlaceholder``, and collapsed outputs replace ``.jp-OutputArea`` with a ``.jp-OutputPlaceholder``.
+``.jp-InputPlaceholder``, and collapsed outputs replace ``.jp-OutputArea`` with a
+``.jp-OutputPlaceholder``.
 """
 
 import contextlib
@@ -34,9 +37,9 @@ from urllib.parse import urlparse
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 
+from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # shared with the browser tests
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
-from chromium import CHROMIUM, CHROMIUM_ARGS, chromium_path  # noqa: E402  (shared with the browser tests)
 
 REQUIREMENTS = ROOT / "binder" / "jupyterlab.txt"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -46,12 +49,16 @@ START_TIMEOUT = 60  # seconds for the server to answer
 RENDER_TIMEOUT = 60_000  # milliseconds for a notebook to show all its cells
 # The news prompt ("Would you like to get notified about official Jupyter news?") would cover the
 # notebook in every screenshot; saying "no" up front also keeps the page from asking for the feed.
-USER_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}
+USER_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}
+}
 CELLS = ".jp-NotebookPanel .jp-Notebook-cell"
 CELL_STATES = """cells => cells.map(cell => ({
-    input: cell.querySelector('.jp-InputPlaceholder') && !cell.querySelector('.jp-InputArea') ? 'collapsed'
+    input: cell.querySelector('.jp-InputPlaceholder') && !cell.querySelector('.jp-InputArea')
+           ? 'collapsed'
          : cell.querySelector('.jp-InputArea') ? 'open' : 'missing',
-    outputs: cell.querySelector('.jp-OutputPlaceholder') && !cell.querySelector('.jp-OutputArea') ? 'collapsed'
+    outputs: cell.querySelector('.jp-OutputPlaceholder') && !cell.querySelector('.jp-OutputArea')
+             ? 'collapsed'
            : cell.querySelector('.jp-OutputArea-output') ? 'open' : 'missing',
 }))"""
 
@@ -64,12 +71,19 @@ def free_port():
 
 def lab_command(venv, repository, state, port):
     command = [
-        str(venv / "bin" / "jupyter"), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
+        str(venv / "bin" / "jupyter"),
+        "lab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--IdentityProvider.token=",
         f"--ServerApp.root_dir={repository}",
-        "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
+        "--LabApp.news_url=None",
+        "--LabApp.extension_manager=readonly",
         "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
-        f"--LabApp.user_settings_dir={state / 'settings'}", f"--LabApp.workspaces_dir={state / 'workspaces'}",
+        f"--LabApp.user_settings_dir={state / 'settings'}",
+        f"--LabApp.workspaces_dir={state / 'workspaces'}",
     ]
     return command + (["--allow-root"] if os.geteuid() == 0 else [])
 
@@ -83,19 +97,34 @@ def write_user_settings(folder):
 
 @contextlib.contextmanager
 def jupyter_lab(venv, repository, env):
-    """Serve ``repository`` with the environment's ``jupyter lab``; yield its URL; always stop it."""
+    """Serve ``repository`` with the environment's ``jupyter lab``; yield its URL; always stop
+    it."""
     with tempfile.TemporaryDirectory(prefix="jupyterlab-check-") as temporary:
         state = Path(temporary)
         write_user_settings(state / "settings")
-        env = dict(env, **{name: str(state / folder) for name, folder in (
-            ("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
-            ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"))})
+        env = dict(
+            env,
+            **{
+                name: str(state / folder)
+                for name, folder in (
+                    ("JUPYTER_CONFIG_DIR", "config"),
+                    ("JUPYTER_DATA_DIR", "data"),
+                    ("JUPYTER_RUNTIME_DIR", "runtime"),
+                    ("IPYTHONDIR", "ipython"),
+                )
+            },
+        )
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         log_path = state / "jupyter-lab.log"
         with open(log_path, "w") as log:
-            server = subprocess.Popen(lab_command(venv, repository, state, port), cwd=repository, env=env,
-                                      stdout=log, stderr=subprocess.STDOUT)
+            server = subprocess.Popen(
+                lab_command(venv, repository, state, port),
+                cwd=repository,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
             try:
                 wait_until_answering(url, server, log_path)
                 yield url
@@ -123,7 +152,8 @@ def wait_until_answering(url, server, log_path):
 
 def expected_states(notebook):
     """``[(cell number, label, input collapsed?, outputs collapsed? or None if no outputs)]``, for
-    every code cell of ``notebook`` (numbered from 1 among all its cells), and how many cells it has."""
+    every code cell of ``notebook`` (numbered from 1 among all its cells), and how many cells it
+    has."""
     cells = json.loads(notebook.read_text())["cells"]
     expected = []
     for number, cell in enumerate(cells, start=1):
@@ -133,17 +163,28 @@ def expected_states(notebook):
         collapsed = cell["metadata"].get("jupyter", {})
         input_collapsed = kind is not None or collapsed.get("source_hidden", False)
         outputs_collapsed = kind is not None or collapsed.get("outputs_hidden", False)
-        expected.append((number, kind or "code", input_collapsed, outputs_collapsed if cell["outputs"] else None))
+        expected.append(
+            (
+                number,
+                kind or "code",
+                input_collapsed,
+                outputs_collapsed if cell["outputs"] else None,
+            )
+        )
     return expected, len(cells)
 
 
 def collapse_problems(page, notebook):
-    """What the open notebook shows collapsed or open that it should not: a list of problems, empty if none."""
+    """What the open notebook shows collapsed or open that it should not: a list of problems,
+    empty if none."""
     expected, cell_count = expected_states(notebook)
     if not any(not inp and outs is False for _, kind, inp, outs in expected if kind == "code"):
         return ["no ordinary code cell with outputs to tell open from collapsed"]
-    page.wait_for_function(f"n => document.querySelectorAll('{CELLS}').length >= n", arg=cell_count,
-                           timeout=RENDER_TIMEOUT)
+    page.wait_for_function(
+        f"n => document.querySelectorAll('{CELLS}').length >= n",
+        arg=cell_count,
+        timeout=RENDER_TIMEOUT,
+    )
     states = page.eval_on_selector_all(CELLS, CELL_STATES)
     if len(states) != cell_count:
         return [f"the notebook has {cell_count} cells, JupyterLab shows {len(states)}"]
@@ -153,8 +194,11 @@ def collapse_problems(page, notebook):
         want = {"input": "collapsed" if input_collapsed else "open"}
         if outputs_collapsed is not None:
             want["outputs"] = "collapsed" if outputs_collapsed else "open"
-        problems += [f"cell {number} ({label}): {part} {shown[part]}, should be {state}"
-                     for part, state in want.items() if shown[part] != state]
+        problems += [
+            f"cell {number} ({label}): {part} {shown[part]}, should be {state}"
+            for part, state in want.items()
+            if shown[part] != state
+        ]
     return problems
 
 
@@ -173,27 +217,36 @@ def open_chapter(browser, url, notebook, repository, screenshot=None):
     context.route("**/*", stay_local)
     try:
         page = context.new_page()
-        # ?reset: a fresh workspace, as on a fresh Binder, so earlier chapters' tabs are not reopened.
+        # ?reset: a fresh workspace, as on a fresh Binder, so earlier chapters' tabs stay closed.
         page.goto(f"{url}/lab/tree/{notebook.relative_to(repository).as_posix()}?reset")
         problems = collapse_problems(page, notebook)
         if screenshot is not None:
-            first_hidden = next((n for n, label, *_ in expected_states(notebook)[0] if label in HIDDEN_KINDS), 1)
-            page.locator(CELLS).nth(first_hidden - 1).evaluate("cell => cell.scrollIntoView({block: 'center'})")
+            first_hidden = next(
+                (n for n, label, *_ in expected_states(notebook)[0] if label in HIDDEN_KINDS), 1
+            )
+            page.locator(CELLS).nth(first_hidden - 1).evaluate(
+                "cell => cell.scrollIntoView({block: 'center'})"
+            )
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=screenshot)
     except PlaywrightError as error:
         problems = [f"JupyterLab did not show the notebook: {error.message.splitlines()[0]}"]
     finally:
         context.close()
-    return problems + [f"the page asked for {request} (blocked: nothing may leave the machine)" for request in left]
+    return problems + [
+        f"the page asked for {request} (blocked: nothing may leave the machine)" for request in left
+    ]
 
 
 def tampered_copy(notebook):
-    """A copy of ``notebook`` beside it whose first reveal or solution lost its ``jupyter`` metadata;
-    returns the copy and that cell's number."""
+    """A copy of ``notebook`` beside it whose first reveal or solution lost its ``jupyter``
+    metadata; returns the copy and that cell's number."""
     content = json.loads(notebook.read_text())
-    number, cell = next((n, c) for n, c in enumerate(content["cells"], start=1)
-                        if set(HIDDEN_KINDS) & set(c["metadata"].get("tags", [])))
+    number, cell = next(
+        (n, c)
+        for n, c in enumerate(content["cells"], start=1)
+        if set(HIDDEN_KINDS) & set(c["metadata"].get("tags", []))
+    )
     del cell["metadata"]["jupyter"]
     copy = notebook.with_name(f"tampered-{notebook.name}")
     copy.write_text(json.dumps(content, indent=1))
@@ -201,23 +254,31 @@ def tampered_copy(notebook):
 
 
 def check_chapters(venv, repository, chapters, env):
-    """Open every chapter, then the tampered copy; return ``[(what, problems)]``, the self-test last."""
-    browser_path = chromium_path()
+    """Open every chapter, then the tampered copy; return ``[(what, problems)]``, the self-test
+    last."""
+    browser_path = find_chromium()
     if browser_path is None:
-        return [("JupyterLab", [f"no browser at {CHROMIUM}"])]
+        return [("JupyterLab", [MISSING])]
     results = []
     try:
         with jupyter_lab(venv, repository, env) as url, sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(browser_path), headless=True,
-                                                 args=CHROMIUM_ARGS)
+            browser = playwright.chromium.launch(
+                executable_path=str(browser_path), headless=True, args=CHROMIUM_ARGS
+            )
             for notebook in chapters:
                 shot = SCREENSHOTS / f"jupyterlab-{notebook.stem}.png"
-                results.append((notebook.name, open_chapter(browser, url, notebook, repository, shot)))
+                results.append(
+                    (notebook.name, open_chapter(browser, url, notebook, repository, shot))
+                )
             copy, number = tampered_copy(chapters[0])
             caught = open_chapter(browser, url, copy, repository)
             missed = not caught or any(not p.startswith(f"cell {number} ") for p in caught)
-            results.append((f"self-test: the check fails on {copy.name} (cell {number} uncollapsed)",
-                            [f"it reported {caught or 'nothing'}"] if missed else []))
+            results.append(
+                (
+                    f"self-test: the check fails on {copy.name} (cell {number} uncollapsed)",
+                    [f"it reported {caught or 'nothing'}"] if missed else [],
+                )
+            )
             browser.close()
     except RuntimeError as error:
         results.append(("JupyterLab", [str(error)]))
@@ -226,8 +287,12 @@ def check_chapters(venv, repository, chapters, env):
 
 def pinned_version():
     """The version ``binder/jupyterlab.txt`` pins (``jupyterlab==X`` -> ``X``)."""
-    lines = [line.strip() for line in REQUIREMENTS.read_text().splitlines() if not line.startswith("#")]
+    lines = [
+        line.strip() for line in REQUIREMENTS.read_text().splitlines() if not line.startswith("#")
+    ]
     pins = [line.removeprefix("jupyterlab==") for line in lines if line.startswith("jupyterlab==")]
     if len(pins) != 1:
-        sys.exit(f"binder-check: {REQUIREMENTS.relative_to(ROOT)} must pin exactly jupyterlab==VERSION")
+        sys.exit(
+            f"binder-check: {REQUIREMENTS.relative_to(ROOT)} must pin exactly jupyterlab==VERSION"
+        )
     return pins[0]

@@ -1,8 +1,10 @@
-"""Shared test set-up: the chapters' package is importable as ``mha``, as it is for the notebooks."""
+"""Shared test set-up: where the repository and its chapters are.
 
-import sys
+The chapters' package is installed (``make`` installs it editable, see pyproject.toml), so tests
+import ``mha`` as the notebooks do, from ``chapters/mha``.
+"""
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
-sys.path.insert(0, str(CHAPTERS))

@@ -1,7 +1,8 @@
-"""Binder's configuration agrees with the book: same versions, Python 3.11, links to this repository's main.
+"""Binder's configuration agrees with the book: same versions, Python 3.11, links to this
+repository's main.
 
-``.ci/binder_check.py`` (``make binder-check``) proves the configuration runs every chapter; these are
-the cheap agreements it relies on.
+``.ci/binder_check.py`` (``make binder-check``) proves the configuration runs every chapter; these
+are the cheap agreements it relies on.
 """
 
 import re

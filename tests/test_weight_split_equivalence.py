@@ -67,7 +67,9 @@ def test_weight_split_equals_wrapper_when_weights_are_copied(shape, seed, bias):
 def test_to_wrapper_equals_the_weight_split_before_out_proj(shape, seed, bias):
     d_in, d_out, num_heads, context_length, _ = shape
     torch.manual_seed(seed)
-    split = MultiHeadAttention(d_in, d_out * num_heads, context_length, 0.0, num_heads, qkv_bias=bias)
+    split = MultiHeadAttention(
+        d_in, d_out * num_heads, context_length, 0.0, num_heads, qkv_bias=bias
+    )
     x = seeded_input(shape, seed)
     with torch.no_grad():
         assert torch.allclose(split.to_wrapper()(x), context_before_out_proj(split, x), atol=1e-6)
@@ -85,10 +87,14 @@ def test_wrapper_to_split_to_wrapper_gives_back_every_weight(shape, seed, bias):
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("bias", (False, True), ids=("nobias", "bias"))
-def test_split_to_wrapper_to_split_keeps_the_projections_and_makes_out_proj_the_identity(shape, bias):
+def test_split_to_wrapper_to_split_keeps_the_projections_and_makes_out_proj_the_identity(
+    shape, bias
+):
     d_in, d_out, num_heads, context_length, _ = shape
     torch.manual_seed(0)
-    split = MultiHeadAttention(d_in, d_out * num_heads, context_length, 0.0, num_heads, qkv_bias=bias)
+    split = MultiHeadAttention(
+        d_in, d_out * num_heads, context_length, 0.0, num_heads, qkv_bias=bias
+    )
     again = MultiHeadAttention.from_wrapper(split.to_wrapper())
     for name in ("W_query", "W_key", "W_value"):
         assert torch.equal(getattr(split, name).weight, getattr(again, name).weight)
@@ -107,7 +113,9 @@ def test_head_h_of_the_wrapper_is_column_block_h_of_the_combined_matrix(shape):
         block = slice(h * head_dim, (h + 1) * head_dim)
         for name in ("W_query", "W_key", "W_value"):
             # x @ W uses weight.T: (d_in, d_out), so a head is a block of columns
-            assert torch.equal(getattr(split, name).weight.T[:, block], getattr(head, name).weight.T)
+            assert torch.equal(
+                getattr(split, name).weight.T[:, block], getattr(head, name).weight.T
+            )
             assert torch.equal(getattr(split, name).bias[block], getattr(head, name).bias)
 
 

@@ -5,11 +5,20 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-#: The ATen operators that do matrix multiplication on the CPU and GPU paths we use. (``aten::matmul``
-#: is not among them: it decomposes into ``mm``/``bmm`` before it reaches the dispatcher.) A fused
-#: attention kernel counts as one call, although it does two products inside.
-MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
-                        "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention"})
+#: The ATen operators that do matrix multiplication on the CPU and GPU paths we use.
+#: (``aten::matmul`` is not among them: it decomposes into ``mm``/``bmm`` before it reaches the
+#: dispatcher.) A fused attention kernel counts as one call, although it does two products inside.
+MATMUL_OPS = frozenset(
+    {
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+    }
+)
 #: The matrix multiplications whose multiply-adds ``matmul_sizes`` can read off their operands.
 PLAIN_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
 
@@ -58,5 +67,5 @@ def count_matmuls(module, x):
 
 
 def matmul_sizes(module, x):
-    """The multiply-adds done by each plain matrix multiplication of one forward pass, in call order."""
+    """The multiply-adds of each plain matrix multiplication in one forward pass, in call order."""
     return _run_counted(module, x).matmul_sizes

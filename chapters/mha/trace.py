@@ -17,7 +17,7 @@ class HeadCall:
 
 
 def trace_heads(wrapper, x):
-    """Run ``wrapper(x)`` once with hooks on every head and return the calls in the order they ran."""
+    """Run ``wrapper(x)`` once with hooks on every head; return the calls in the order they ran."""
     calls, inputs = [], {}
     handles = []
     for position, head in enumerate(wrapper.heads, start=1):

@@ -1,21 +1,35 @@
-"""Browser fixtures: Debian's Chromium (installed when missing), the built book served on 127.0.0.1,
-and fresh pages that record what went wrong in them."""
+"""Browser fixtures: a Chromium (found, never installed: that is `make chromium`), the built book
+served on 127.0.0.1, and fresh pages that record what went wrong in them.
+
+Every test under tests/browser carries the ``browser`` marker, so ``pytest -m "not browser"``
+leaves them out.
+"""
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # .ci/chromium.py (pytest pythonpath)
+
 from .book_site import BUILD, DESKTOP, is_local, serve
-from .chromium import CHROMIUM, CHROMIUM_ARGS, chromium_path
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(scope="session")
 def chromium():
-    """Debian's Chromium; installed with apt-get when missing (root, or passwordless sudo)."""
-    path = chromium_path()
+    """The Chromium ``make chromium`` found or installed; fails in one line if there is none."""
+    path = find_chromium()
     if path is None:
-        pytest.fail(f"No browser at {CHROMIUM}")
+        pytest.fail(MISSING, pytrace=False)
     return path
 
 
@@ -31,7 +45,9 @@ def book_url():
 @pytest.fixture(scope="session")
 def browser(chromium):
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+        )
         yield browser
         browser.close()
 
@@ -42,13 +58,15 @@ class Visit:
 
     page: Page
     errors: list = field(default_factory=list)  # console errors and uncaught exceptions
-    blocked: list = field(default_factory=list)  # (resource type, url) of requests that left this machine
+    blocked: list = field(
+        default_factory=list
+    )  # (resource type, url) of requests that left this machine
 
 
 @pytest.fixture
 def visit(browser):
-    """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a fresh
-    browser context (its own storage, so one page's theme choice cannot leak into the next).
+    """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a
+    fresh browser context (its own storage, so one page's theme choice cannot leak into the next).
     ``offline=True`` blocks, and records, every request that is not to 127.0.0.1."""
     contexts = []
 
@@ -57,9 +75,15 @@ def visit(browser):
         contexts.append(context)
         page = context.new_page()
         visit = Visit(page)
-        page.on("console", lambda message: message.type == "error" and visit.errors.append(f"console: {message.text}"))
+        page.on(
+            "console",
+            lambda message: (
+                message.type == "error" and visit.errors.append(f"console: {message.text}")
+            ),
+        )
         page.on("pageerror", lambda error: visit.errors.append(f"uncaught: {error}"))
         if offline:
+
             def stay_local(route, request):
                 if is_local(request.url):
                     route.continue_()

@@ -1,0 +1,90 @@
+"""CI on GitHub: the checks run in parallel jobs, a deploy waits for them and links the book to the
+repository it is built from, and the Binder rehearsal runs when binder/ changes and weekly.
+
+``make lint-workflows`` (actionlint) checks that the workflows are valid; these tests check that
+they do what the book relies on.
+"""
+
+import re
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def workflow(name):
+    loaded = yaml.safe_load((WORKFLOWS / name).read_text())
+    loaded["on"] = loaded.pop(True, loaded.get("on"))  # YAML 1.1 reads a bare `on` as True
+    return loaded
+
+
+def runs(job):
+    return "\n".join(step.get("run", "") for step in job["steps"])
+
+
+def test_the_test_workflow_runs_every_check_in_parallel_jobs():
+    jobs = workflow("test.yml")["jobs"]
+    assert len(jobs) >= 3 and not any("needs" in job for job in jobs.values())
+    commands = {name: runs(job) for name, job in jobs.items()}
+    for make in ("make lint", "make unit", "make lint-workflows", "make nbval", "make browser"):
+        assert sum(make in run.splitlines() for run in commands.values()) == 1, make
+
+
+def test_deploy_publishes_only_what_the_test_workflow_passed_on_a_push_to_main():
+    deploy = workflow("deploy.yml")
+    assert deploy["on"] == {
+        "workflow_run": {"workflows": ["test"], "types": ["completed"], "branches": ["main"]}
+    }
+    build = deploy["jobs"]["build"]
+    assert "conclusion == 'success'" in build["if"] and "event == 'push'" in build["if"]
+    checkout = next(s for s in build["steps"] if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout["with"]["ref"] == "${{ github.event.workflow_run.head_sha }}"
+    assert deploy["jobs"]["deploy"]["needs"] == "build"
+
+
+def test_deploy_installs_only_what_building_the_html_needs():
+    build = workflow("deploy.yml")["jobs"]["build"]
+    installs = [line for line in runs(build).splitlines() if "pip install" in line]
+    assert installs == ["python -m pip install -r requirements-book.txt -c requirements-lock.txt"]
+    assert "make" not in runs(build).split()  # the Makefile's venv would install everything
+
+
+def test_deploy_points_the_books_repository_url_at_the_repository_it_builds():
+    step = next(
+        s
+        for s in workflow("deploy.yml")["jobs"]["build"]["steps"]
+        if "_config.yml" in s.get("run", "")
+    )
+    assert step["env"]["REPOSITORY_URL"] == "https://github.com/${{ github.repository }}"
+    sed = re.search(r'sed -i -E "s\|(.+?)\|(.+?)\|" _config\.yml', step["run"])
+    pattern, replacement = sed.groups()
+    url = "https://github.com/someone/fork"
+    config = (ROOT / "_config.yml").read_text()
+    assert len(re.findall(pattern, config, re.M)) == 1
+    rewritten = re.sub(pattern, replacement.replace("${REPOSITORY_URL}", url), config, flags=re.M)
+    assert yaml.safe_load(rewritten)["repository"]["url"] == url
+
+
+@pytest.mark.parametrize("event", ["push", "pull_request"])
+def test_the_binder_rehearsal_runs_when_binder_changes(event):
+    binder = workflow("binder.yml")
+    assert "binder/**" in binder["on"][event]["paths"]
+    assert "make binder-check" in runs(binder["jobs"]["binder"]).splitlines()
+
+
+def test_the_binder_rehearsal_runs_at_least_weekly():
+    (schedule,) = workflow("binder.yml")["on"]["schedule"]
+    minute, hour, day_of_month, month, day_of_week = schedule["cron"].split()
+    assert (day_of_month, month) == ("*", "*") and day_of_week != "*"
+
+
+def test_ci_runs_everything_through_make_test():
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert lines[-1] == "make test"
+    prerequisites = re.search(r"^test: (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert prerequisites.split() == [
+        "lint", "unit", "nbval", "html", "lint-workflows", "browser", "binder-check",
+    ]  # fmt: skip
