@@ -15,10 +15,15 @@ from conftest import CHAPTERS, ROOT
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
 # JupyterLab shows a collapsed cell's first line: it should say what the cell is, not give code away.
+# The book shows it too, atop the code: it speaks to both readers (no "run this cell").
 FIRST_LINES = {
-    "reveal": "# The answer: run this cell, then click its ••• to expand it.",
-    "solution": "# The solution: run this cell, then click its ••• to expand it.",
+    "reveal": "# The answer: this cell computes it.",
+    "solution": "# The solution: one way to do it.",
 }
+#: Code lines and printed lines fit a desktop column (about 80 characters) without being cut off.
+MAX_LINE = 79
+#: Words for notebook users only; the book's readers cannot follow them.
+NOTEBOOK_ONLY = ("none recorded", "click its •••", "re-run", "run this cell")
 
 
 def load(path):
@@ -84,6 +89,68 @@ def test_reveals_and_solutions_are_hidden_in_html_and_collapsed_in_jupyterlab(no
             assert cell["metadata"]["mystnb"]["code_prompt_show"] == HIDDEN_KINDS[kind]
             assert source(cell).startswith(FIRST_LINES[kind] + "\n"), f"{where} does not start with {FIRST_LINES[kind]!r}"
             assert cell["outputs"], f"{where} has no computed answer"
+            if kind == "reveal":
+                html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+                assert 'class="mha-box mha-reveal"' in html, f"{where} shows no answer box: call reveal()"
+
+
+def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
+    path, nb = notebook
+    for cell in code_cells(nb):
+        if "hint" not in cell["metadata"].get("tags", []):
+            assert not re.fullmatch(r"\s*[\w.]+\.hint\(\s*\d*\s*\)\s*", source(cell)), (
+                f"{path.name}: {source(cell)!r} is a hint without the 'hint' tag; run make execute"
+            )
+            continue
+        where = f"{path.name}: hint cell {source(cell)[:40]!r}"
+        assert "hide-output" in cell["metadata"]["tags"], f"{where} shows its hint without a toggle"
+        assert cell["metadata"].get("jupyter") == {"outputs_hidden": True}, f"{where} is not collapsed"
+        assert cell["metadata"]["mystnb"]["code_prompt_show"].startswith("Show "), where
+        html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+        assert 'class="mha-box mha-hint"' in html, f"{where} shows no hint box from mha.checks"
+
+
+def printed_lines(cell):
+    """The lines a reader sees as text: printed output, and plain results with no richer form."""
+    for out in cell["outputs"]:
+        if out["output_type"] == "stream":
+            yield from "".join(out["text"]).splitlines()
+        elif out["output_type"] in ("execute_result", "display_data"):
+            data = out.get("data", {})
+            if not any(mime.startswith("image/") or mime == "text/html" for mime in data):
+                yield from "".join(data.get("text/plain", "")).splitlines()
+
+
+def test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(notebook):
+    """The book's column shows about 80 characters; beyond that a line is cut off or scrolls away."""
+    path, nb = notebook
+    long = []
+    for cell in code_cells(nb):
+        first = source(cell).splitlines()[0] if source(cell).strip() else ""
+        for line in source(cell).splitlines():
+            if len(line) > MAX_LINE:
+                long.append(f"code ({len(line)}) in {first[:40]!r}: {line[:60]}…")
+        for line in printed_lines(cell):
+            if len(line) > MAX_LINE:
+                long.append(f"output ({len(line)}) of {first[:40]!r}: {line[:60]}…")
+    assert not long, f"{path.name} has lines over {MAX_LINE} characters:\n" + "\n".join(long)
+
+
+def test_no_output_speaks_only_to_notebook_users(notebook):
+    """The book shows every output: none may tell the reader to run a cell or set a variable."""
+    path, nb = notebook
+    for cell in code_cells(nb):
+        text = json.dumps(cell["outputs"], ensure_ascii=False)
+        found = [words for words in NOTEBOOK_ONLY if words in text]
+        assert not found, f"{path.name}: {source(cell)[:50]!r} prints {found}"
+
+
+def test_the_line_checks_catch_a_long_line_and_a_notebook_only_instruction():
+    cell = {"cell_type": "code", "source": ["x = 1  # " + "y" * 80], "metadata": {},
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["z" * 80 + "\n"]}]}
+    assert [len(line) for line in printed_lines(cell)] == [80]
+    assert len(source(cell)) > MAX_LINE
+    assert any(words in "Your prediction: none recorded" for words in NOTEBOOK_ONLY)
 
 
 def test_every_figure_has_alt_text_that_describes_it(notebook):
