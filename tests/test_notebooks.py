@@ -110,6 +110,16 @@ def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
         assert 'class="mha-box mha-hint"' in html, f"{where} shows no hint box from mha.checks"
 
 
+def test_hints_come_from_mha_checks_not_from_markdown(notebook):
+    """One presentation and one source for hints: an exercise's hint(n), never a <details> in prose."""
+    path, nb = notebook
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            assert "<details" not in source(cell), (
+                f"{path.name}: a markdown <details> ({source(cell)[:60]!r}); show hints with exercise.hint(n)"
+            )
+
+
 def printed_lines(cell):
     """The lines a reader sees as text: printed output, and plain results with no richer form."""
     for out in cell["outputs"]:

@@ -172,7 +172,7 @@ def hidden_cell_problems(page, chapter):
         output = cell.locator(".cell_output")
         if not (output.count() and output.first.is_visible() and output.first.inner_text().strip()):
             problems.append(f"{where} shows no computed output after one click on its toggle")
-        if kind == "reveal":
+        elif kind == "reveal":
             problems += answer_first_problems(cell, where)
     return problems
 
