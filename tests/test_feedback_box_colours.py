@@ -1,16 +1,16 @@
-"""The coloured boxes a reader's answers, checks, hints and solutions show are readable in any theme.
+"""The coloured boxes of answers, checks, hints and solutions are readable in any theme.
 
-A box that paints its own background must paint its own text too: otherwise a dark theme draws light
-text on the light box. Every kind of box has a light and a dark variant in ``_static/boxes.css`` and an
-inline light style (``mha.reveal.BOX_COLOURS``) for JupyterLab, where that stylesheet is not loaded.
-Text and background must meet WCAG AA (4.5:1) in every variant. tests/browser measures the built pages.
+A box that paints its own background must paint its own text too: otherwise a dark theme draws
+light text on the light box. Every kind of box has a light and a dark variant in
+``_static/boxes.css`` and an inline light style (``mha.reveal.BOX_COLOURS``) for JupyterLab, where
+that stylesheet is not loaded. Text and background must meet WCAG AA (4.5:1) in every variant.
+tests/browser measures the built pages.
 """
 
 import re
 
 import pytest
 from conftest import ROOT
-
 from mha.checks import CheckResult, Note
 from mha.reveal import BOX_COLOURS, Revealed
 
@@ -26,7 +26,7 @@ STYLESHEET = ROOT / "_static" / "boxes.css"
 
 
 def relative_luminance(hex_colour):
-    channels = [int(hex_colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    channels = [int(hex_colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
     r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -67,7 +67,9 @@ def test_every_box_carries_its_class_and_an_inline_style_with_aa_contrast(kind):
 @pytest.mark.parametrize("kind", BOXES)
 def test_the_stylesheet_gives_every_box_aa_contrast_in_both_themes(kind, theme):
     text, background, border = stylesheet_colours(theme, kind)
-    assert contrast(text, background) >= WCAG_AA, f"{kind} in {theme}: {contrast(text, background):.1f}"
+    assert contrast(text, background) >= WCAG_AA, (
+        f"{kind} in {theme}: {contrast(text, background):.1f}"
+    )
     assert contrast(border, background) >= 3, f"the {kind} box's border is hard to see in {theme}"
 
 

@@ -1,12 +1,15 @@
 """Hygiene of the committed chapters: what strict nbval and the HTML build rely on but cannot see."""
 
 import ast
+import copy
+import importlib.util
 import json
 import re
 import subprocess
 import sys
 import textwrap
 
+import nbformat
 import pytest
 import yaml
 
@@ -155,12 +158,54 @@ def test_no_output_speaks_only_to_notebook_users(notebook):
         assert not found, f"{path.name}: {source(cell)[:50]!r} prints {found}"
 
 
-def test_the_line_checks_catch_a_long_line_and_a_notebook_only_instruction():
-    cell = {"cell_type": "code", "source": ["x = 1  # " + "y" * 80], "metadata": {},
-            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["z" * 80 + "\n"]}]}
-    assert [len(line) for line in printed_lines(cell)] == [80]
-    assert len(source(cell)) > MAX_LINE
-    assert any(words in "Your prediction: none recorded" for words in NOTEBOOK_ONLY)
+def fake_notebook(code, printed):
+    cell = {"cell_type": "code", "source": [code], "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": [printed]}]}
+    return ROOT / "fake.ipynb", {"cells": [cell]}
+
+
+@pytest.mark.parametrize("code, printed", [("x = 1  # " + "y" * 71, "ok\n"), ("x = 1", "z" * 80 + "\n")],
+                         ids=["code line", "printed line"])
+def test_the_line_check_fails_on_one_line_of_80_characters(code, printed):
+    test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(fake_notebook("x = 1  # " + "y" * 70, "ok"))
+    with pytest.raises(AssertionError, match="over 79 characters"):
+        test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(fake_notebook(code, printed))
+
+
+def test_the_audience_check_fails_on_the_old_reveal_text():
+    old = "Your prediction: none recorded (set the prediction variable above and re-run).\n"
+    with pytest.raises(AssertionError, match="none recorded"):
+        test_no_output_speaks_only_to_notebook_users(fake_notebook("reveal(1)", old))
+
+
+def load_execute_chapters():
+    spec = importlib.util.spec_from_file_location("execute_chapters", ROOT / ".ci" / "execute_chapters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_run_changes_nothing():
+    normalise = load_execute_chapters().normalise
+    old_first_line = "# The answer: run this cell, then click its ••• to expand it."
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"{old_first_line}\nreveal(1)", metadata={"tags": ["reveal", "hide-input"]}),
+        nbformat.v4.new_code_cell("answer = 2\ncheck(answer)", metadata={"tags": ["solution"]}),
+        nbformat.v4.new_code_cell("practice.hint(2)"),
+        nbformat.v4.new_code_cell("x = 1"),
+    ])
+    once = normalise(nb)
+    reveal_cell, solution_cell, hint_cell, plain_cell = once.cells
+    assert reveal_cell.source == f"{FIRST_LINES['reveal']}\nreveal(1)"
+    assert reveal_cell.metadata.tags == ["reveal", "hide-cell"]
+    assert reveal_cell.metadata.jupyter == {"source_hidden": True, "outputs_hidden": True}
+    assert reveal_cell.metadata.mystnb["code_prompt_show"] == HIDDEN_KINDS["reveal"]
+    assert solution_cell.source == f"{FIRST_LINES['solution']}\nanswer = 2\ncheck(answer)"
+    assert solution_cell.metadata.mystnb["code_prompt_show"] == HIDDEN_KINDS["solution"]
+    assert hint_cell.metadata.tags == ["hint", "hide-output"]
+    assert hint_cell.metadata.mystnb["code_prompt_show"] == "Show hint 2"
+    assert "tags" not in plain_cell.metadata
+    assert normalise(copy.deepcopy(once)) == once
 
 
 def test_every_figure_has_alt_text_that_describes_it(notebook):

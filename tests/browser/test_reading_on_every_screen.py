@@ -1,8 +1,8 @@
 """What issue 11 found broken, checked as readers meet it: at 390 px (phone), 900 px (tablet) and
 1280 px (desktop), in the light and the dark theme.
 
-- the ☰ button opens the chapter list, "On this page" the page's contents, and on a desktop ☰ hides
-  and shows the chapter list (both themes render each button twice; ``_static/navigation.js``);
+- the ☰ button opens the chapter list, "On this page" the page's contents, and on a desktop ☰
+  hides and shows the chapter list (each button is rendered twice; ``_static/navigation.js``);
 - every kind of coloured box keeps WCAG AA contrast in both themes (``_static/boxes.css``), and
   figures keep their colours in the dark theme;
 - no code or printed line is cut off, and every box wraps its text;
@@ -14,7 +14,6 @@
 import re
 
 import pytest
-
 from mha.checks import CheckResult, Note
 from mha.reveal import Revealed
 
@@ -40,20 +39,29 @@ BOXES = {
     "check failed": CheckResult(False, "Not yet: the output is 4 wide, not 2."),
     "hint": Note("Hint 1 of 2", "Which argument sets the width of each head?"),
     "solution": Note("Solution", "mha = MultiHeadAttentionWrapper(d_out=1)", code=True),
-    "reveal": Revealed((2, 6, 4), "Your prediction, (2, 6, 2), is not what the code computes.",
-                       "Batch and tokens pass through `untouched`."),
+    "reveal": Revealed(
+        (2, 6, 4),
+        "Your prediction, (2, 6, 2), is not what the code computes.",
+        "Batch and tokens pass through `untouched`.",
+    ),
 }
 #: Words only a notebook user can act on (tests/test_notebooks.py keeps them out of the outputs).
 NOTEBOOK_ONLY = ("none recorded", "click its •••")
 
 
 def on_screen(box, viewport):
-    return box is not None and box["width"] > 0 and box["x"] >= -1 and box["x"] + box["width"] <= viewport["width"] + 1
+    return (
+        box is not None
+        and box["width"] > 0
+        and box["x"] >= -1
+        and box["x"] + box["width"] <= viewport["width"] + 1
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Navigation
 # ---------------------------------------------------------------------------------------------
+
 
 def test_the_menu_button_opens_the_chapter_list_on_a_phone(visit, book_url):
     page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE).page
@@ -73,7 +81,9 @@ def test_on_this_page_opens_the_page_contents_on_a_tablet(visit, book_url):
     page.locator(".secondary-toggle:visible").click()
     panel = page.locator("#pst-secondary-sidebar-modal")
     panel.wait_for(state="visible", timeout=5_000)
-    assert on_screen(panel.bounding_box(), TABLET), f"the page contents are at {panel.bounding_box()}"
+    assert on_screen(panel.bounding_box(), TABLET), (
+        f"the page contents are at {panel.bounding_box()}"
+    )
     assert panel.locator("nav a").first.is_visible()
     page.keyboard.press("Escape")
     panel.wait_for(state="hidden", timeout=5_000)
@@ -85,11 +95,16 @@ def test_the_menu_button_hides_and_shows_the_chapter_list_on_a_desktop(visit, bo
     assert on_screen(sidebar.bounding_box(), DESKTOP) and sidebar.is_visible()
     toggle = page.locator(".primary-toggle:visible")
     toggle.click()
-    page.wait_for_function("() => { const r = document.querySelector('#pst-primary-sidebar')"
-                           ".getBoundingClientRect(); return r.right <= 0 || r.width === 0; }", timeout=5_000)
+    page.wait_for_function(
+        "() => { const r = document.querySelector('#pst-primary-sidebar')"
+        ".getBoundingClientRect(); return r.right <= 0 || r.width === 0; }",
+        timeout=5_000,
+    )
     toggle.click()
-    page.wait_for_function("() => document.querySelector('#pst-primary-sidebar')"
-                           ".getBoundingClientRect().left >= 0", timeout=5_000)
+    page.wait_for_function(
+        "() => document.querySelector('#pst-primary-sidebar').getBoundingClientRect().left >= 0",
+        timeout=5_000,
+    )
     assert sidebar.locator("nav.bd-docs-nav a").first.is_visible()
 
 
@@ -97,13 +112,17 @@ def test_the_menu_button_hides_and_shows_the_chapter_list_on_a_desktop(visit, bo
 # Dark mode
 # ---------------------------------------------------------------------------------------------
 
+
 def parse_rgb(css):
     return tuple(int(float(v)) for v in re.findall(r"[\d.]+", css)[:3])
 
 
 def contrast(a, b):
     def luminance(rgb):
-        linear = [(c / 255) / 12.92 if c / 255 <= 0.03928 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+        linear = [
+            (c / 255) / 12.92 if c / 255 <= 0.03928 else ((c / 255 + 0.055) / 1.055) ** 2.4
+            for c in rgb
+        ]
         return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
     light, dark = sorted((luminance(a), luminance(b)), reverse=True)
@@ -127,21 +146,25 @@ BOX_COLOURS = """boxes => boxes.map(b => {
 
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
 def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, color_scheme):
-    """Each box as the reader's code draws it, placed in a chapter page as myst-nb places an output."""
+    """Each box as the reader's code draws it, placed in a chapter page as myst-nb places it."""
     page = visit(f"{book_url}/{CHAPTERS[0].url_path}", color_scheme=color_scheme).page
     assert page.evaluate("document.documentElement.dataset.theme") == color_scheme
     page.evaluate(SHOW_BOXES, [box._repr_html_() for box in BOXES.values()])
     wait_for_transitions(page)
-    colours = page.eval_on_selector_all("article.bd-article .mha-box", BOX_COLOURS)[-len(BOXES):]
+    colours = page.eval_on_selector_all("article.bd-article .mha-box", BOX_COLOURS)[-len(BOXES) :]
     page_background = parse_rgb(page.evaluate("getComputedStyle(document.body).backgroundColor"))
     problems = []
-    for name, (text, background, title) in zip(BOXES, colours):
+    for name, (text, background, title) in zip(BOXES, colours, strict=True):
         text, background, title = parse_rgb(text), parse_rgb(background), parse_rgb(title)
         for what, colour in (("text", text), ("title", title)):
             if contrast(colour, background) < WCAG_AA:
-                problems.append(f"{name}: {what} {colour} on {background}: {contrast(colour, background):.2f}")
+                problems.append(
+                    f"{name}: {what} {colour} on {background}: {contrast(colour, background):.2f}"
+                )
         if color_scheme == "dark" and sum(background) > 3 * 128:
-            problems.append(f"{name}: a light box {background} glares on the dark page {page_background}")
+            problems.append(
+                f"{name}: a light box {background} glares on the dark page {page_background}"
+            )
     assert not problems, "\n".join(problems)
 
 
@@ -150,10 +173,16 @@ def test_the_boxes_in_the_chapters_take_the_themes_colours_in_dark_mode(visit, b
         page = visit(f"{book_url}/{chapter.url_path}", color_scheme="dark").page
         open_every_toggle(page)
         wait_for_transitions(page)
-        for text, background, _ in page.eval_on_selector_all("article.bd-article .mha-box", BOX_COLOURS):
+        for text, background, _ in page.eval_on_selector_all(
+            "article.bd-article .mha-box", BOX_COLOURS
+        ):
             ratio = contrast(parse_rgb(text), parse_rgb(background))
-            assert ratio >= WCAG_AA, f"{chapter.name}: a box's text has contrast {ratio:.2f} in dark mode"
-            assert sum(parse_rgb(background)) <= 3 * 128, f"{chapter.name}: a light box on the dark page"
+            assert ratio >= WCAG_AA, (
+                f"{chapter.name}: a box's text has contrast {ratio:.2f} in dark mode"
+            )
+            assert sum(parse_rgb(background)) <= 3 * 128, (
+                f"{chapter.name}: a light box on the dark page"
+            )
 
 
 def test_figures_keep_their_colours_in_dark_mode(visit, book_url):
@@ -162,16 +191,21 @@ def test_figures_keep_their_colours_in_dark_mode(visit, book_url):
     open_every_toggle(page)
     styles = page.eval_on_selector_all(
         "article.bd-article .cell_output img",
-        "images => images.map(i => [getComputedStyle(i).filter, getComputedStyle(i).backgroundColor])")
+        "images => images.map(i => [getComputedStyle(i).filter, "
+        "getComputedStyle(i).backgroundColor])",
+    )
     assert styles
     for image_filter, background in styles:
         assert image_filter == "none", f"the theme dims a figure: filter {image_filter}"
-        assert parse_rgb(background) == (255, 255, 255), f"a figure sits on {background}, not its white"
+        assert parse_rgb(background) == (255, 255, 255), (
+            f"a figure sits on {background}, not its white"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # Nothing cut off, sharp figures
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
 def test_no_line_of_code_or_output_is_cut_off_on_a_desktop(visit, book_url, chapter):
@@ -189,8 +223,11 @@ def test_answers_and_feedback_wrap_on_a_phone(visit, book_url, chapter):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.figures_in_notebook()],
-                         ids=[c.name for c in CHAPTERS if c.figures_in_notebook()])
+@pytest.mark.parametrize(
+    "chapter",
+    [c for c in CHAPTERS if c.figures_in_notebook()],
+    ids=[c.name for c in CHAPTERS if c.figures_in_notebook()],
+)
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=lambda v: f"{v['width']}px")
 def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter, viewport):
     page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport, wait_until="networkidle").page
@@ -202,6 +239,7 @@ def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter
 # ---------------------------------------------------------------------------------------------
 # Written for web readers; the real address
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", PAGES)
 def test_no_page_tells_the_reader_to_run_a_cell_or_set_a_variable(path):
@@ -217,9 +255,13 @@ def test_no_page_names_a_placeholder_author(path):
 
 def test_a_local_build_says_its_launch_links_need_the_published_repository(visit, book_url):
     page = visit(f"{book_url}/{CHAPTERS[0].url_path}").page
-    binder = page.eval_on_selector_all(".dropdown-launch-buttons a", "links => links.map(a => a.href)")
+    binder = page.eval_on_selector_all(
+        ".dropdown-launch-buttons a", "links => links.map(a => a.href)"
+    )
     notice = page.locator(".mha-launch-notice")
     if any("/example-org/" in href for href in binder):
         assert notice.is_visible() and "published repository" in notice.inner_text()
     else:
-        assert not notice.count(), "the launch links point at a real repository, yet the notice shows"
+        assert not notice.count(), (
+            "the launch links point at a real repository, yet the notice shows"
+        )
