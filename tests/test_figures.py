@@ -73,8 +73,9 @@ def test_head_h_is_the_palettes_hth_hue_and_the_first_seven_heads_all_differ():
 def test_implementations_never_share_a_colour_with_a_head_and_each_has_its_own_look():
     head_rgbs = {to_rgb(c) for c in HEAD_COLOURS}
     styles = IMPLEMENTATION_STYLES
-    assert not {name for name, (colour, *_) in styles.items() if to_rgb(colour) in head_rgbs}
-    looks = [(to_rgb(colour), marker, str(line)) for colour, marker, line in styles.values()]
+    assert not {name for name, (colour, _) in styles.items() if to_rgb(colour) in head_rgbs}
+    looks = [(to_rgb(colour), marker, str(plots.IMPLEMENTATION_LINESTYLES[name]))
+             for name, (colour, marker) in styles.items()]
     assert len({look[1] for look in looks}) == len(looks), "each implementation needs its marker"
     assert len({(look[0], look[2]) for look in looks}) == len(looks), "and its colour and line"
     assert all(plots.implementation_colour(name) == style[0] for name, style in styles.items())

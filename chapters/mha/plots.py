@@ -480,11 +480,18 @@ from .bench import ratios, select  # noqa: E402
 #: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
 #: by marker and line style: a reader never takes an implementation for a head.
 IMPLEMENTATION_STYLES = {
-    "wrapper": ("black", "o", "solid"),
-    "split": ("black", "s", "dashed"),
-    "combined_qkv": ("dimgrey", "^", "dotted"),
-    "fused": ("dimgrey", "D", "dashdot"),
-    "torch_mha": ("grey", "x", (0, (6, 2))),
+    "wrapper": ("black", "o"),
+    "split": ("black", "s"),
+    "combined_qkv": ("dimgrey", "^"),
+    "fused": ("dimgrey", "D"),
+    "torch_mha": ("grey", "x"),
+}
+IMPLEMENTATION_LINESTYLES = {
+    "wrapper": "solid",
+    "split": "dashed",
+    "combined_qkv": "dotted",
+    "fused": "dashdot",
+    "torch_mha": (0, (6, 2)),
 }
 IMPLEMENTATION_LABELS = {
     "wrapper": "MultiHeadAttentionWrapper",
@@ -503,8 +510,8 @@ def implementation_colour(name):
 
 
 def _implementation_line(ax, name, xs, ys):
-    colour, marker, linestyle = IMPLEMENTATION_STYLES[name]
-    ax.plot(xs, ys, color=colour, marker=marker, linestyle=linestyle,
+    colour, marker = IMPLEMENTATION_STYLES[name]
+    ax.plot(xs, ys, color=colour, marker=marker, linestyle=IMPLEMENTATION_LINESTYLES[name],
             label=IMPLEMENTATION_LABELS[name], linewidth=2)
 
 
