@@ -5,8 +5,20 @@ Usage: python .ci/execute_chapters.py chapters/01_*.ipynb ...
 Each notebook runs in its own folder (as Binder and nbval run it). Afterwards the notebook keeps
 only stable metadata: the standard ``python3`` kernelspec, no per-cell timing, no widget state,
 so re-running produces small diffs.
+
+Normalising also applies the book's conventions for hidden cells (README, "For authors"), keyed
+on their tags, so an author tags a cell and this script does the rest:
+
+- ``reveal`` and ``solution`` cells: hidden behind one toggle in the book (``hide-cell``, with
+  the prompts in ``HIDDEN_KINDS``), collapsed in JupyterLab, and a first line saying what the
+  cell is (JupyterLab shows it on the collapsed cell; the book shows it atop the code);
+- ``hint`` cells (a cell that is just ``exercise.hint(n)`` gets the tag too): the call stays
+  visible, its output (the hint) sits behind "Show hint n".
+
+Running it again changes nothing.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +27,53 @@ from nbclient import NotebookClient
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
+
+#: tag -> (first line, toggle prompt to show, toggle prompt to hide)
+HIDDEN_KINDS = {
+    "reveal": ("# The answer: this cell computes it.", "Reveal the answer", "Hide the answer"),
+    "solution": ("# The solution: one way to do it.", "Show the solution", "Hide the solution"),
+}
+#: A first line an earlier convention wrote, replaced by the current one.
+OLD_FIRST_LINE = re.compile(r"# The (answer|solution)\b.*")
+HINT_CALL = re.compile(r"\s*[\w.]+\.hint\(\s*(\d*)\s*\)\s*")
+#: Tags that would hide a cell some other way than the convention says.
+OTHER_HIDING = (
+    "hide-cell",
+    "hide-input",
+    "hide-output",
+    "remove-cell",
+    "remove-input",
+    "remove-output",
+)
+
+
+def with_tags(cell, required, dropped=()):
+    tags = [t for t in cell.metadata.get("tags", []) if t not in dropped]
+    cell.metadata["tags"] = tags + [t for t in required if t not in tags]
+
+
+def hide_behind_toggle(cell, kind):
+    """A reveal or solution cell: one toggle in the book, collapsed in JupyterLab, and a first
+    line that says what the cell is."""
+    first_line, show, hide = HIDDEN_KINDS[kind]
+    with_tags(cell, [kind, "hide-cell"], dropped=OTHER_HIDING)
+    cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+    cell.metadata.setdefault("mystnb", {}).update(code_prompt_show=show, code_prompt_hide=hide)
+    lines = cell.source.split("\n")
+    if OLD_FIRST_LINE.fullmatch(lines[0]):
+        lines = lines[1:]
+    cell.source = "\n".join([first_line, *lines])
+
+
+def hint_behind_toggle(cell):
+    """A hint cell: the call stays in view, the hint it prints waits behind "Show hint n"."""
+    call = HINT_CALL.fullmatch(cell.source)
+    name = f"hint {call.group(1) or 1}" if call else "the hint"
+    with_tags(cell, ["hint", "hide-output"], dropped=OTHER_HIDING)
+    cell.metadata["jupyter"] = {"outputs_hidden": True}
+    cell.metadata.setdefault("mystnb", {}).update(
+        code_prompt_show=f"Show {name}", code_prompt_hide=f"Hide {name}"
+    )
 
 
 def normalise(nb):
@@ -25,13 +84,22 @@ def normalise(nb):
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        kinds = [kind for kind in HIDDEN_KINDS if kind in tags]
+        if kinds:
+            hide_behind_toggle(cell, kinds[0])
+        elif "hint" in tags or HINT_CALL.fullmatch(cell.source):
+            hint_behind_toggle(cell)
     return nb
 
 
 def execute(path):
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    nb = normalise(nbformat.read(path, as_version=4))
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     client.execute()
     nbformat.write(normalise(nb), path)
     print(f"executed {path}")

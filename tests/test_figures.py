@@ -7,6 +7,8 @@ import inspect
 import io
 import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -19,7 +21,10 @@ from PIL import Image
 from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots
 from mha.bench import Sweep, overhead_crossover, run_sweep
 from mha.plots import (
+    FIGURE_DENSITY,
     FIGURE_DPI,
+    HEAD_COLOURS,
+    IMPLEMENTATION_STYLES,
     HEATMAP_CMAP,
     MAX_WIDTH_IN,
     MIN_TEXT_PT,
@@ -58,10 +63,22 @@ def test_the_palette_is_okabe_ito():
     assert {c.upper() for c in OKABE_ITO} == PUBLISHED_OKABE_ITO
 
 
-def test_head_h_is_the_palettes_hth_colour_and_the_first_eight_heads_all_differ():
-    assert [head_colour(h) for h in range(8)] == list(OKABE_ITO)
-    assert len({head_colour(h) for h in range(8)}) == 8
-    assert all(head_colour(h) in OKABE_ITO for h in range(32))
+def test_head_h_is_the_palettes_hth_hue_and_the_first_seven_heads_all_differ():
+    assert [head_colour(h) for h in range(7)] == list(HEAD_COLOURS) == list(OKABE_ITO[:7])
+    assert len({head_colour(h) for h in range(7)}) == 7
+    assert all(head_colour(h) in HEAD_COLOURS for h in range(32))
+    assert "#000000" not in HEAD_COLOURS, "black is for what is not a head (dots, implementations)"
+
+
+def test_implementations_never_share_a_colour_with_a_head_and_each_has_its_own_look():
+    head_rgbs = {to_rgb(c) for c in HEAD_COLOURS}
+    styles = IMPLEMENTATION_STYLES
+    assert not {name for name, (colour, _) in styles.items() if to_rgb(colour) in head_rgbs}
+    looks = [(to_rgb(colour), marker, str(plots.IMPLEMENTATION_LINESTYLES[name]))
+             for name, (colour, marker) in styles.items()]
+    assert len({look[1] for look in looks}) == len(looks), "each implementation needs its marker"
+    assert len({(look[0], look[2]) for look in looks}) == len(looks), "and its colour and line"
+    assert all(plots.implementation_colour(name) == style[0] for name, style in styles.items())
 
 
 def test_heatmaps_use_cividis():
@@ -238,3 +255,85 @@ def test_the_criterion_keeps_text_at_9_css_px_in_a_390_px_phones_column_and_when
     assert smallest_text_px(PHONE_MIN_WIDTH_PX) >= MIN_PHONE_TEXT_PX
     css = (CHAPTERS.parent / "_static" / "figures.css").read_text()
     assert f"max(100%, {PHONE_MIN_WIDTH_PX}px)" in css, "figures.css and PHONE_MIN_WIDTH_PX disagree"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sharp figures, no stray ticks, masked cells marked
+# ---------------------------------------------------------------------------------------------
+
+SHOW_IN_IPYTHON = """
+import base64, io, json, sys
+sys.path.insert(0, sys.argv[1])
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+shell = TerminalInteractiveShell.instance()
+shell.run_line_magic("matplotlib", "inline")
+from mha import plots  # importing it is all a chapter does
+from matplotlib.figure import Figure
+fig = Figure(figsize=(3, 2), dpi=plots.FIGURE_DPI)
+fig.subplots().plot([0, 1])
+shell.run_line_magic("matplotlib", "inline")  # a chapter may run it again after the import
+formatters = shell.display_formatter.formatters  # what Jupyter asks for: PNG and text
+formatters["image/png"].enabled = True  # a terminal shell shows only text
+png, metadata = formatters["image/png"](fig)
+from PIL import Image
+png = Image.open(io.BytesIO(base64.b64decode(png)))
+print(json.dumps([png.width, metadata["width"], formatters["text/plain"](fig)]))
+"""
+
+
+def test_in_jupyter_a_figure_is_a_png_of_twice_its_pixels_shown_at_its_size_text_repr_unchanged():
+    """Sharp on high-density screens; strict nbval compares the text repr, which must not change."""
+
+    result = subprocess.run([sys.executable, "-c", SHOW_IN_IPYTHON, str(CHAPTERS)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    natural, shown, text = json.loads(result.stdout.strip().splitlines()[-1])
+    assert FIGURE_DENSITY >= 2
+    assert natural >= FIGURE_DENSITY * shown - 2, f"a {shown} px figure has only {natural} px"
+    assert shown <= 3 * FIGURE_DPI
+    assert text == "<Figure size 300x200 with 1 Axes>"
+
+
+def stray_ticks(fig):
+    """``(axes title, axis)`` of every axis that draws tick marks with no label beside them."""
+    fig.draw_without_rendering()  # tick labels get their text when the figure is drawn
+    found = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            ticks = [t for t in axis.get_major_ticks() if t.get_visible()]
+            marks = [t for t in ticks if t.tick1line.get_visible() or t.tick2line.get_visible()]
+            labelled = [t for t in ticks if (t.label1.get_visible() and t.label1.get_text())
+                        or (t.label2.get_visible() and t.label2.get_text())]
+            if marks and not labelled:
+                found.append((ax.get_title(), name))
+    return found
+
+
+def test_no_figure_draws_tick_marks_without_labels():
+    figures = chapter_figures()
+    stray = {name: found for name, fig in figures.items() for found in [stray_ticks(fig)] if found}
+    assert not stray, f"tick marks with no labels (a panel sharing its neighbour's?): {stray}"
+
+
+def test_the_stray_tick_check_sees_ticks_left_without_labels():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.subplots().set_yticks(range(3), [])
+    assert stray_ticks(fig)
+
+
+def test_masked_attention_cells_are_hatched_so_they_never_look_like_small_weights():
+    torch.manual_seed(0)
+    later = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)  # (num_tokens, num_tokens)
+    scores = torch.randn(2, 4, 4).masked_fill(later, -torch.inf)
+    weights = torch.softmax(scores, dim=-1)  # (num_heads, num_tokens, num_tokens)
+    weights[0, 3, 0] = 1e-6  # a tiny weight that is not masked
+    fig = plots.plot_attention_per_head(weights)
+    for h, ax in enumerate(fig.axes[:2]):
+        hatched = {(round(p.get_x() + 0.5), round(p.get_y() + 0.5))
+                   for p in ax.patches if p.get_hatch()}
+        masked = {(col, row) for row in range(4) for col in range(4) if col > row}
+        assert hatched == masked, f"head {h + 1}: hatched {sorted(hatched)}, not {sorted(masked)}"

@@ -2,12 +2,15 @@
 
 import ast
 import builtins
+import copy
+import importlib.util
 import json
 import re
 import subprocess
 import sys
 import textwrap
 
+import nbformat
 import pytest
 import yaml
 
@@ -16,10 +19,15 @@ from conftest import CHAPTERS, ROOT
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
 # JupyterLab shows a collapsed cell's first line: it should say what the cell is, not give code away.
+# The book shows it too, atop the code: it speaks to both readers (no "run this cell").
 FIRST_LINES = {
-    "reveal": "# The answer: run this cell, then click its ••• to expand it.",
-    "solution": "# The solution: run this cell, then click its ••• to expand it.",
+    "reveal": "# The answer: this cell computes it.",
+    "solution": "# The solution: one way to do it.",
 }
+#: Code lines and printed lines fit a desktop column (about 80 characters) without being cut off.
+MAX_LINE = 79
+#: Words for notebook users only; the book's readers cannot follow them.
+NOTEBOOK_ONLY = ("none recorded", "click its •••", "re-run", "run this cell")
 
 
 def load(path):
@@ -85,6 +93,120 @@ def test_reveals_and_solutions_are_hidden_in_html_and_collapsed_in_jupyterlab(no
             assert cell["metadata"]["mystnb"]["code_prompt_show"] == HIDDEN_KINDS[kind]
             assert source(cell).startswith(FIRST_LINES[kind] + "\n"), f"{where} does not start with {FIRST_LINES[kind]!r}"
             assert cell["outputs"], f"{where} has no computed answer"
+            if kind == "reveal":
+                html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+                assert 'class="mha-box mha-reveal"' in html, f"{where} shows no answer box: call reveal()"
+
+
+def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
+    path, nb = notebook
+    for cell in code_cells(nb):
+        if "hint" not in cell["metadata"].get("tags", []):
+            assert not re.fullmatch(r"\s*[\w.]+\.hint\(\s*\d*\s*\)\s*", source(cell)), (
+                f"{path.name}: {source(cell)!r} is a hint without the 'hint' tag; run make execute"
+            )
+            continue
+        where = f"{path.name}: hint cell {source(cell)[:40]!r}"
+        assert "hide-output" in cell["metadata"]["tags"], f"{where} shows its hint without a toggle"
+        assert cell["metadata"].get("jupyter") == {"outputs_hidden": True}, f"{where} is not collapsed"
+        assert cell["metadata"]["mystnb"]["code_prompt_show"].startswith("Show "), where
+        html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+        assert 'class="mha-box mha-hint"' in html, f"{where} shows no hint box from mha.checks"
+
+
+def test_hints_come_from_mha_checks_not_from_markdown(notebook):
+    """One presentation and one source for hints: an exercise's hint(n), never a <details> in prose."""
+    path, nb = notebook
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            assert "<details" not in source(cell), (
+                f"{path.name}: a markdown <details> ({source(cell)[:60]!r}); show hints with exercise.hint(n)"
+            )
+
+
+def printed_lines(cell):
+    """The lines a reader sees as text: printed output, and plain results with no richer form."""
+    for out in cell["outputs"]:
+        if out["output_type"] == "stream":
+            yield from "".join(out["text"]).splitlines()
+        elif out["output_type"] in ("execute_result", "display_data"):
+            data = out.get("data", {})
+            if not any(mime.startswith("image/") or mime == "text/html" for mime in data):
+                yield from "".join(data.get("text/plain", "")).splitlines()
+
+
+def test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(notebook):
+    """The book's column shows about 80 characters; beyond that a line is cut off or scrolls away."""
+    path, nb = notebook
+    long = []
+    for cell in code_cells(nb):
+        first = source(cell).splitlines()[0] if source(cell).strip() else ""
+        for line in source(cell).splitlines():
+            if len(line) > MAX_LINE:
+                long.append(f"code ({len(line)}) in {first[:40]!r}: {line[:60]}…")
+        for line in printed_lines(cell):
+            if len(line) > MAX_LINE:
+                long.append(f"output ({len(line)}) of {first[:40]!r}: {line[:60]}…")
+    assert not long, f"{path.name} has lines over {MAX_LINE} characters:\n" + "\n".join(long)
+
+
+def test_no_output_speaks_only_to_notebook_users(notebook):
+    """The book shows every output: none may tell the reader to run a cell or set a variable."""
+    path, nb = notebook
+    for cell in code_cells(nb):
+        text = json.dumps(cell["outputs"], ensure_ascii=False)
+        found = [words for words in NOTEBOOK_ONLY if words in text]
+        assert not found, f"{path.name}: {source(cell)[:50]!r} prints {found}"
+
+
+def fake_notebook(code, printed):
+    cell = {"cell_type": "code", "source": [code], "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": [printed]}]}
+    return ROOT / "fake.ipynb", {"cells": [cell]}
+
+
+@pytest.mark.parametrize("code, printed", [("x = 1  # " + "y" * 71, "ok\n"), ("x = 1", "z" * 80 + "\n")],
+                         ids=["code line", "printed line"])
+def test_the_line_check_fails_on_one_line_of_80_characters(code, printed):
+    test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(fake_notebook("x = 1  # " + "y" * 70, "ok"))
+    with pytest.raises(AssertionError, match="over 79 characters"):
+        test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(fake_notebook(code, printed))
+
+
+def test_the_audience_check_fails_on_the_old_reveal_text():
+    old = "Your prediction: none recorded (set the prediction variable above and re-run).\n"
+    with pytest.raises(AssertionError, match="none recorded"):
+        test_no_output_speaks_only_to_notebook_users(fake_notebook("reveal(1)", old))
+
+
+def load_execute_chapters():
+    spec = importlib.util.spec_from_file_location("execute_chapters", ROOT / ".ci" / "execute_chapters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_run_changes_nothing():
+    normalise = load_execute_chapters().normalise
+    old_first_line = "# The answer: run this cell, then click its ••• to expand it."
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"{old_first_line}\nreveal(1)", metadata={"tags": ["reveal", "hide-input"]}),
+        nbformat.v4.new_code_cell("answer = 2\ncheck(answer)", metadata={"tags": ["solution"]}),
+        nbformat.v4.new_code_cell("practice.hint(2)"),
+        nbformat.v4.new_code_cell("x = 1"),
+    ])
+    once = normalise(nb)
+    reveal_cell, solution_cell, hint_cell, plain_cell = once.cells
+    assert reveal_cell.source == f"{FIRST_LINES['reveal']}\nreveal(1)"
+    assert reveal_cell.metadata.tags == ["reveal", "hide-cell"]
+    assert reveal_cell.metadata.jupyter == {"source_hidden": True, "outputs_hidden": True}
+    assert reveal_cell.metadata.mystnb["code_prompt_show"] == HIDDEN_KINDS["reveal"]
+    assert solution_cell.source == f"{FIRST_LINES['solution']}\nanswer = 2\ncheck(answer)"
+    assert solution_cell.metadata.mystnb["code_prompt_show"] == HIDDEN_KINDS["solution"]
+    assert hint_cell.metadata.tags == ["hint", "hide-output"]
+    assert hint_cell.metadata.mystnb["code_prompt_show"] == "Show hint 2"
+    assert "tags" not in plain_cell.metadata
+    assert normalise(copy.deepcopy(once)) == once
 
 
 def test_every_figure_has_alt_text_that_describes_it(notebook):

@@ -41,6 +41,9 @@ from .data import TOKENS
 
 #: Okabe–Ito, ordered so that the first heads get the most distinct colours (yellow comes late).
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#000000")
+#: The colours heads take: every hue of the palette. Black is never a head: it is for what is not
+#: one (points, implementations), so a head and an implementation never share a colour.
+HEAD_COLOURS = OKABE_ITO[:-1]
 HEATMAP_CMAP = "cividis"
 
 #: The phone-legibility criterion (see the module docstring).
@@ -65,6 +68,34 @@ FIGURE_STYLE = {
     "legend.fontsize": MIN_TEXT_PT,
     "legend.title_fontsize": MIN_TEXT_PT,
 }
+#: Figures are shown as PNGs with this many pixels per pixel of their size (IPython's "retina"),
+#: so they stay sharp on high-density phone and laptop screens. Jupyter and the book show them
+#: at their size, which the PNG's metadata carries; a figure's text repr (what strict nbval
+#: compares) does not change.
+FIGURE_DENSITY = 2
+
+
+def show_sharp_figures():
+    """In IPython, show every figure at ``FIGURE_DENSITY`` times its pixels ("retina" PNGs).
+
+    Runs when this module is imported, so every chapter that draws gets sharp figures without
+    a line of its own; it stays in force if the chapter runs ``%matplotlib inline`` afterwards.
+    Outside IPython it does nothing.
+    """
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+        from matplotlib_inline.config import InlineBackend
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    InlineBackend.instance().figure_formats = {"retina"}  # what %matplotlib inline selects
+    set_matplotlib_formats("retina")
+
+
+show_sharp_figures()
+
 #: Space around each panel, enough for the frame that ``head_label`` draws around its text.
 LAYOUT_PAD_IN = 6 / 72
 #: A heatmap cell this wide (in inches) holds a value such as "-0.45" at MIN_TEXT_PT with a margin.
@@ -73,7 +104,7 @@ VALUE_CELL_IN = 0.65
 
 def head_colour(h):
     """The colour of head ``h`` (0-based) everywhere in the book."""
-    return OKABE_ITO[h % len(OKABE_ITO)]
+    return HEAD_COLOURS[h % len(HEAD_COLOURS)]
 
 
 def head_label(h):
@@ -155,6 +186,18 @@ def plot_concatenated_output(context, num_heads, tokens=TOKENS):
     ax.set_title(_wrap("torch.cat puts each head's context vectors side by side", width_in=3.6), pad=34)
     fig.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="value")
     return fig
+
+
+def _row_labels(ax, labels):
+    """Label the rows of a heatmap with ``labels``; ``None`` leaves no tick marks either.
+
+    A panel beside the first shares its row labels: tick marks without labels there would
+    stand between the panels as stray dashes.
+    """
+    if labels is None:
+        ax.tick_params(axis="y", left=False, labelleft=False)
+    else:
+        ax.set_yticks(range(len(labels)), labels)
 
 
 def _cells(matrix):
@@ -268,7 +311,7 @@ def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
         _frame(ax, head_colour(h))
         ax.set_title(f"head {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
-        ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)] if h == 0 else [])
+        _row_labels(ax, [f"input {i + 1}" for i in range(d_in)] if h == 0 else None)
     top.suptitle(_wrap(f"Each wrapper head's own {name}, shape {tuple(head_weights[0].shape)}, becomes "
                        f"one block of {head_dim} columns of the combined {name} below"))
     ax = bottom.subplots()
@@ -326,6 +369,7 @@ def plot_attention_per_head(attn_weights, tokens=TOKENS):
     """
     attn_weights = attn_weights.detach().cpu()
     num_heads, num_tokens, _ = attn_weights.shape
+    masked = attn_weights == 0  # (num_heads, num_tokens, num_tokens): what the mask removed
     columns = min(num_heads, PANELS_PER_ROW)
     rows = math.ceil(num_heads / columns)
     fig = _new_figure(DRAWING_WIDTH_IN, 1.45 * rows + 2.5)
@@ -335,17 +379,36 @@ def plot_attention_per_head(attn_weights, tokens=TOKENS):
             ax.set_visible(False)
             continue
         image = ax.imshow(attn_weights[h].numpy(), cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
+        _hatch_masked(ax, masked[h])
         _frame(ax, head_colour(h))
         ax.set_title(f"head {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(num_tokens), tokens[:num_tokens], rotation=90)
-        ax.set_yticks(range(num_tokens), tokens[:num_tokens] if h % columns == 0 else [])
+        _row_labels(ax, tokens[:num_tokens] if h % columns == 0 else None)
         if h % columns == 0:
             ax.set_ylabel("query (attending)")
         if h % columns == columns // 2:
             ax.set_xlabel("key (attended to)")
     fig.colorbar(image, ax=axes, location="bottom", shrink=0.7, aspect=30, label="attention weight")
+    if masked.any():
+        masked_patch = Rectangle((0, 0), 1, 1, **MASKED_STYLE)
+        fig.legend([masked_patch], ["masked: a later token"], loc="outside lower center",
+                   frameon=False)
     fig.suptitle(_wrap("Attention weights of each head, all computed in one batched matrix multiplication"))
     return fig
+
+
+#: How a masked cell is drawn: white with grey hatching, unlike any colour of ``cividis``.
+MASKED_STYLE = {"facecolor": "white", "edgecolor": "grey", "hatch": "///", "linewidth": 0}
+
+
+def _hatch_masked(ax, masked):
+    """Cover each cell where ``masked`` is true, so a masked weight never looks like a small one.
+
+    A weight of exactly 0 comes only from the causal mask: softmax gives every unmasked score
+    some weight.
+    """
+    for row, col in masked.nonzero().tolist():
+        ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, **MASKED_STYLE))
 
 
 def _frame(ax, colour):
@@ -391,7 +454,7 @@ def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
         _tinted_cells(ax, values[h], regroup(token_of)[h], regroup(head_of)[h], tokens, show_token=True)
         ax.set_title(f"[{h}]: treated as\nhead {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
-        ax.set_yticks(range(num_tokens), [f"row {r + 1}" for r in range(num_tokens)] if h % columns == 0 else [])
+        _row_labels(ax, [f"row {r + 1}" for r in range(num_tokens)] if h % columns == 0 else None)
     bottom.suptitle(_wrap("each number keeps the colour of its head and the name of its token"))
     return fig
 
@@ -413,13 +476,22 @@ def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
 # mha.bench imports this module only inside its command line's main(), so this is no import cycle.
 from .bench import ratios, select  # noqa: E402
 
-#: One colour (Okabe–Ito) and one marker per implementation, the same in every figure of the book.
+#: One colour, marker and line style per implementation, the same in every figure of the book.
+#: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
+#: by marker and line style: a reader never takes an implementation for a head.
 IMPLEMENTATION_STYLES = {
-    "wrapper": ("#D55E00", "o"),
-    "split": ("#0072B2", "s"),
-    "combined_qkv": ("#009E73", "^"),
-    "fused": ("#CC79A7", "D"),
-    "torch_mha": ("#000000", "x"),
+    "wrapper": ("black", "o"),
+    "split": ("black", "s"),
+    "combined_qkv": ("dimgrey", "^"),
+    "fused": ("dimgrey", "D"),
+    "torch_mha": ("grey", "x"),
+}
+IMPLEMENTATION_LINESTYLES = {
+    "wrapper": "solid",
+    "split": "dashed",
+    "combined_qkv": "dotted",
+    "fused": "dashdot",
+    "torch_mha": (0, (6, 2)),
 }
 IMPLEMENTATION_LABELS = {
     "wrapper": "MultiHeadAttentionWrapper",
@@ -439,7 +511,8 @@ def implementation_colour(name):
 
 def _implementation_line(ax, name, xs, ys):
     colour, marker = IMPLEMENTATION_STYLES[name]
-    ax.plot(xs, ys, color=colour, marker=marker, label=IMPLEMENTATION_LABELS[name], linewidth=2)
+    ax.plot(xs, ys, color=colour, marker=marker, linestyle=IMPLEMENTATION_LINESTYLES[name],
+            label=IMPLEMENTATION_LABELS[name], linewidth=2)
 
 
 def _names(rows):

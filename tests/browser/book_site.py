@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import yaml
-from mha.plots import FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
+from mha.plots import FIGURE_DENSITY, FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "_build" / "html"
@@ -33,14 +33,17 @@ HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml", "image/gif")
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 DESKTOP = {"width": 1280, "height": 800}
+TABLET = {"width": 900, "height": 1000}
 PHONE = {"width": 390, "height": 844}
 NARROW_PHONE = {"width": 360, "height": 780}
 #: A figure's smallest text must show at least this tall on a phone (CSS px).
 MIN_FIGURE_TEXT_PX = 9
 #: What mha/plots.py promises (see its docstring): figures at most this wide, text at least this tall,
-#: both in the PNG's own pixels.
-MAX_FIGURE_WIDTH_PX = MAX_WIDTH_IN * FIGURE_DPI
-MIN_TEXT_PX_IN_PNG = MIN_TEXT_PT / 72 * FIGURE_DPI
+#: both in the PNG's own pixels (FIGURE_DENSITY of them per pixel of the figure's size).
+MAX_FIGURE_WIDTH_PX = MAX_WIDTH_IN * FIGURE_DPI * FIGURE_DENSITY
+MIN_TEXT_PX_IN_PNG = MIN_TEXT_PT / 72 * FIGURE_DPI * FIGURE_DENSITY
+#: A figure is sharp when its PNG has at least this many pixels per CSS pixel it is shown at.
+MIN_SHARPNESS = 1.5
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,26 @@ def hidden_cell_problems(page, chapter):
         output = cell.locator(".cell_output")
         if not (output.count() and output.first.is_visible() and output.first.inner_text().strip()):
             problems.append(f"{where} shows no computed output after one click on its toggle")
+        elif kind == "reveal":
+            problems += answer_first_problems(cell, where)
+    return problems
+
+
+def answer_first_problems(cell, where):
+    """An opened reveal leads with the answer box; the code that computed it waits behind a second toggle."""
+    problems = []
+    first = cell.locator(".cell_output > *").first
+    if not first.count() or not first.locator(".mha-reveal").count():
+        problems.append(f"{where} does not lead with its answer box once opened")
+    code_toggle = cell.locator("details.mha-code-toggle > summary")
+    if code_toggle.count() != 1:
+        return problems + [f"{where} has no second toggle for the code that computed the answer"]
+    code = cell.locator(".cell_input")
+    if code.count() and code.first.is_visible():
+        problems.append(f"{where} shows its code before the second toggle is clicked")
+    code_toggle.click()
+    if not (code.count() and code.first.is_visible()):
+        problems.append(f"{where} shows no code after a click on {code_toggle.inner_text()!r}")
     return problems
 
 
@@ -205,10 +228,7 @@ def figure_text_size_problems(page, min_px=MIN_FIGURE_TEXT_PX):
     width over its natural width. Open every toggle first: a hidden figure has no width.
     """
     problems = []
-    for src, natural, shown in page.eval_on_selector_all(
-        OUTPUT_IMAGES, "images => images.map(img => [img.getAttribute('src'), img.naturalWidth, "
-                       "img.getBoundingClientRect().width])"
-    ):
+    for src, natural, shown in page.eval_on_selector_all(OUTPUT_IMAGES, IMAGE_SIZES):
         where = "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
         if natural > MAX_FIGURE_WIDTH_PX:
             problems.append(f"{where} is {natural}px wide; mha.plots draws at most {MAX_FIGURE_WIDTH_PX:.0f}px "
@@ -221,6 +241,48 @@ def figure_text_size_problems(page, min_px=MIN_FIGURE_TEXT_PX):
             problems.append(f"{where} is shown at {shown:.0f}px of its {natural}px, so its smallest text is "
                             f"{smallest:.1f} CSS px, under {min_px}")
     return problems
+
+
+IMAGE_SIZES = """images => images.map(img => [img.getAttribute('src'), img.naturalWidth,
+                                                img.getBoundingClientRect().width])"""
+
+
+def figure_sharpness_problems(page):
+    """Every figure is an SVG, or a PNG with at least MIN_SHARPNESS pixels per CSS pixel shown.
+
+    A figure shown at its natural size is soft on every high-density phone and laptop screen.
+    Open every toggle first: a hidden figure has no width.
+    """
+    problems = []
+    for src, natural, shown in page.eval_on_selector_all(OUTPUT_IMAGES, IMAGE_SIZES):
+        if src.endswith(".svg") or src.startswith("data:image/svg"):
+            continue
+        name = "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
+        if shown and natural < MIN_SHARPNESS * shown:
+            problems.append(f"{name} has {natural}px for {shown:.0f} CSS px ({natural / shown:.2f}×): "
+                            f"blurry on a high-density screen (want ≥ {MIN_SHARPNESS}×)")
+    return problems
+
+
+#: Every line of code and of printed output, as the page lays it out: wider than its box means cut off
+#: or scrolled out of view.
+OVERFLOWING_TEXT = """blocks => blocks.filter(b => b.scrollWidth > b.clientWidth + 1)
+    .map(b => [b.closest('.cell_output') ? 'output' : 'code', b.innerText.split('\\n')
+        .reduce((a, line) => line.length > a.length ? line : a, '')])"""
+
+
+def cut_off_text_problems(page):
+    """No code or printed line runs past the right edge of its box (at the page's current width)."""
+    blocks = page.eval_on_selector_all("article.bd-article .cell pre", OVERFLOWING_TEXT)
+    return [f"a line of {kind} is cut off: {line[:70]!r}" for kind, line in blocks]
+
+
+def box_overflow_problems(page):
+    """Every answer, check, hint and solution box wraps its text inside the column."""
+    boxes = page.eval_on_selector_all(
+        "article.bd-article .mha-box",
+        "boxes => boxes.filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText.slice(0, 70))")
+    return [f"a box's text runs past its edge: {text!r}" for text in boxes]
 
 
 def launch_link_problems(page, chapter):

@@ -18,6 +18,7 @@ from .book_site import (
     PHONE,
     chapters,
     figure_problems,
+    figure_sharpness_problems,
     figure_text_size_problems,
     hidden_cell_problems,
     launch_link_problems,
@@ -58,12 +59,34 @@ def without_alt(html):
     return OUTPUT_IMAGE_ALT.sub(r'\1src="\2"', html, count=1)
 
 
-def figure_drawn_too_wide(html):
-    """The first figure as an old, 11-inch-wide drawing (1100 px at 100 dpi) that a phone shrinks to a third."""
+def png_uri(width, height):
     png = io.BytesIO()
-    Image.new("RGB", (1100, 400), "white").save(png, format="PNG")
-    uri = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    Image.new("RGB", (width, height), "white").save(png, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+
+
+def with_first_figure(html, uri):
     return OUTPUT_IMAGE_ALT.sub(lambda m: m.group(0).replace(f'src="{m.group(2)}"', f'src="{uri}"'), html, count=1)
+
+
+def figure_drawn_too_wide(html):
+    """The first figure as an 11-inch-wide drawing (2200 px at 100 dpi, 2x) that a phone shrinks to a third."""
+    return with_first_figure(html, png_uri(2200, 800))
+
+
+def blurry_figure(html):
+    """The first figure as a PNG of only as many pixels as it is shown at (one per CSS pixel)."""
+    return with_first_figure(html, png_uri(300, 200))
+
+
+def answer_before_its_code_toggle_removed(html):
+    """The page without the script that puts a revealed answer first and its code behind a second toggle."""
+    return html.replace('src="../_static/reveal.js', 'data-removed="../_static/reveal.js')
+
+
+def with_a_real_address(html):
+    """The page as the deploy workflow builds it: repository.url is the repository it runs in."""
+    return html.replace("example-org/mha-book", "real-org/mha-book")
 
 
 def binder_on_master(html):
@@ -75,7 +98,8 @@ def stylesheet_from_a_cdn(html):
 
 
 BREAKAGES = [without_toggle, toggle_open_on_load, alt_is_image_path, without_alt, figure_drawn_too_wide,
-             binder_on_master, stylesheet_from_a_cdn]
+             blurry_figure, answer_before_its_code_toggle_removed, binder_on_master, stylesheet_from_a_cdn,
+             with_a_real_address]
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +147,7 @@ def test_a_figure_without_alt_text_fails_the_figure_check(visit, broken_book):
 def test_a_figure_drawn_too_wide_for_a_phone_fails_the_text_size_check(visit, broken_book):
     page = broken_page(visit, broken_book, figure_drawn_too_wide, viewport=PHONE).page
     problems = figure_text_size_problems(page)
-    assert any("1100px wide" in p for p in problems), problems
+    assert any("2200px wide" in p for p in problems), problems
     assert any("smallest text is" in p for p in problems), problems
 
 
@@ -136,3 +160,22 @@ def test_a_stylesheet_from_a_cdn_fails_the_offline_check(visit, broken_book):
     visited = broken_page(visit, broken_book, stylesheet_from_a_cdn, offline=True, wait_until="networkidle")
     problems = offline_rendering_problems(visited.page, visited.blocked)
     assert any("cdn.example.org" in p for p in problems), problems
+
+
+def test_a_figure_with_one_pixel_per_css_pixel_fails_the_sharpness_check(visit, broken_book):
+    page = broken_page(visit, broken_book, blurry_figure).page
+    page.evaluate("document.querySelector('article .cell_output img').style.width = '300px'")  # 1 px per px
+    problems = figure_sharpness_problems(page)
+    assert any("blurry" in p for p in problems), problems
+
+
+def test_a_reveal_that_opens_on_its_code_fails_the_answer_first_check(visit, broken_book):
+    page = broken_page(visit, broken_book, answer_before_its_code_toggle_removed).page
+    problems = hidden_cell_problems(page, CHAPTER)
+    assert any("second toggle" in p for p in problems), problems
+
+
+def test_a_build_with_the_real_address_shows_no_launch_notice(visit, broken_book):
+    page = broken_page(visit, broken_book, with_a_real_address).page
+    assert page.locator("article.bd-article").count()
+    assert not page.locator(".mha-launch-notice").count()

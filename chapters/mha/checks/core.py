@@ -54,15 +54,10 @@ class CheckResult:
     __repr__ = __str__
 
     def _repr_html_(self):
-        colour, background, mark = (
-            ("#1b5e20", "#e8f5e9", "✓ Correct.") if self.passed else ("#8a1c1c", "#fdecea", "✗ Not yet.")
-        )
-        body = html.escape(self.feedback).replace("\n", "<br>")
-        return (
-            f'<div class="mha-check" style="border-left:4px solid {colour};background:{background};'
-            f'color:{colour};padding:0.5em 0.8em;margin:0.3em 0">'
-            f"<strong>{mark}</strong> {body}</div>"
-        )
+        from ..reveal import box_html
+
+        kind, mark = ("passed", "✓ Correct.") if self.passed else ("failed", "✗ Not yet.")
+        return box_html(kind, mark, html.escape(self.feedback).replace("\n", "<br>"))
 
 
 @dataclass(frozen=True)
@@ -174,12 +169,12 @@ class Note:
     __repr__ = __str__
 
     def _repr_html_(self):
+        from ..reveal import box_html
+
         body = html.escape(self.text)
-        body = f"<pre>{body}</pre>" if self.code else body.replace("\n", "<br>")
-        return (
-            '<div class="mha-note" style="border-left:4px solid #0072B2;background:#eef5fb;color:#0b3a5c;'
-            f'padding:0.5em 0.8em;margin:0.3em 0"><strong>{html.escape(self.title)}.</strong> {body}</div>'
-        )
+        if self.code:
+            return box_html("solution", f"{self.title}.", f"<pre>{body}</pre>")
+        return box_html("hint", f"{self.title}.", body.replace("\n", "<br>"))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,35 @@
+/* The ☰ (chapter list) and "On this page" buttons work at every width.
+ *
+ * pydata-sphinx-theme 0.17 renders these toggles twice: once in its own header, which
+ * sphinx-book-theme 1.3 hides, and once in the book theme's article header, the one readers
+ * see. Both themes wire up only the first of each (document.querySelector), so the visible
+ * buttons did nothing. Here every later copy passes its click on to the wired-up first one:
+ * below 992 px that opens the theme's sidebar dialog; from 992 px the book theme's own handler
+ * on that button hides and shows the chapter list instead.
+ */
+(function () {
+  function forwardClicks(selector) {
+    const buttons = document.querySelectorAll(selector);
+    const wired = buttons[0];
+    buttons.forEach(function (button) {
+      if (button === wired) return;
+      button.addEventListener("click", function (event) {
+        event.preventDefault();
+        event.stopPropagation();
+        wired.click();
+        button.blur();
+      });
+    });
+  }
+
+  function fixToggles() {
+    forwardClicks(".primary-toggle");
+    forwardClicks(".secondary-toggle");
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", fixToggles);
+  } else {
+    fixToggles();
+  }
+})();
