@@ -116,7 +116,8 @@ def test_every_third_party_module_imported_comes_from_a_package_pinned_by_name()
     imported |= set().union(
         *(imported_modules(notebook_code(p)) for p in CHAPTERS.glob("[0-9]*.ipynb"))
     )
-    ours = {"mha", "conftest"} | {p.stem for p in (ROOT / ".ci").glob("*.py")}
+    ours = {"mha"} | {p.stem for p in (ROOT / ".ci").glob("*.py")}
+    ours |= {p.stem for p in (ROOT / "tests").glob("*.py")}
     third_party = imported - set(sys.stdlib_module_names) - ours
     providers = importlib.metadata.packages_distributions()
     pinned = set(pins(ROOT / "requirements-dev.txt"))

@@ -84,6 +84,8 @@ def test_reveal_judges_with_prediction_matches_and_still_takes_its_own_rule(caps
 
 def test_the_format_shown_never_gives_the_answer_away(capsys):
     reveal(7, "seven")
-    assert "7" not in capsys.readouterr().out.splitlines()[0].replace("'seven'", "")
+    verdict = capsys.readouterr().out.split("The answer: 7", 1)[1]
+    assert "cannot be read" in verdict and "7" not in verdict.replace("'seven'", "")
     reveal("A", 3)
-    assert '"A"' not in capsys.readouterr().out.splitlines()[0]
+    verdict = capsys.readouterr().out.split("The answer: A", 1)[1]
+    assert '"A"' not in verdict
