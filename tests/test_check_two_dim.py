@@ -117,7 +117,7 @@ def head_computing(scores_to_weights, *, keep_columns=None):
 
 def causal(self, scores):
     n = scores.shape[-1]
-    return scores.masked_fill(self.mask.bool()[:n, :n], -torch.inf)
+    return scores.masked_fill(self.mask[:n, :n], -torch.inf)
 
 
 UNMASKED = head_computing(lambda self, s, k: torch.softmax(s / k.shape[-1] ** 0.5, dim=-1))

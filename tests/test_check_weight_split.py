@@ -30,7 +30,7 @@ def split(self, t):
 
 def causal_softmax(self, attn_scores):
     num_tokens = attn_scores.shape[-1]
-    attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
     return torch.softmax(
         attn_scores / self.head_dim**0.5, dim=-1
     )  # (b, num_heads, num_tokens, num_tokens)
@@ -89,7 +89,7 @@ def sdpa_with_sliced_mask(self, x):
     queries, keys, values = (
         t.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2) for t in project(self, x)
     )
-    visible = ~self.mask.bool()[:num_tokens, :num_tokens]
+    visible = ~self.mask[:num_tokens, :num_tokens]
     context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=visible)
     return self.out_proj(context.transpose(1, 2).flatten(2))
 
@@ -212,7 +212,7 @@ def einsum_merge_without_transpose(self, x):
 
 def masked_softmax(self, attn_scores, scale, *, dim=-1):
     num_tokens = attn_scores.shape[-1]
-    attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
     return torch.softmax(attn_scores / scale, dim=dim)
 
 
@@ -254,7 +254,7 @@ def mask_result_discarded(self, x):
     queries, keys, values = (split(self, t) for t in project(self, x))
     attn_scores = queries @ keys.transpose(2, 3)
     attn_scores.masked_fill(
-        self.mask.bool()[:num_tokens, :num_tokens], -torch.inf
+        self.mask[:num_tokens, :num_tokens], -torch.inf
     )  # result thrown away
     attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
     return self.out_proj(merge(self, attn_weights @ values))
@@ -269,7 +269,7 @@ def mask_filled_with_zero(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
     attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(
-        self.mask.bool()[:num_tokens, :num_tokens], 0.0
+        self.mask[:num_tokens, :num_tokens], 0.0
     )
     attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
     return self.out_proj(merge(self, attn_weights @ values))
@@ -278,7 +278,7 @@ def mask_filled_with_zero(self, x):
 def mask_multiplied_into_scores(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
-    visible = (~self.mask.bool()[:num_tokens, :num_tokens]).float()
+    visible = (~self.mask[:num_tokens, :num_tokens]).float()
     attn_weights = torch.softmax(
         (queries @ keys.transpose(2, 3)) * visible / self.head_dim**0.5, dim=-1
     )
@@ -289,7 +289,7 @@ def zeros_after_softmax(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
     attn_weights = torch.softmax(queries @ keys.transpose(2, 3) / self.head_dim**0.5, dim=-1)
-    attn_weights = attn_weights.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], 0.0)
+    attn_weights = attn_weights.masked_fill(self.mask[:num_tokens, :num_tokens], 0.0)
     return self.out_proj(merge(self, attn_weights @ values))
 
 
@@ -305,7 +305,7 @@ def minus_inf_after_softmax(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
     attn_weights = torch.softmax(queries @ keys.transpose(2, 3) / self.head_dim**0.5, dim=-1)
-    attn_weights = attn_weights.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_weights = attn_weights.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
     return self.out_proj(merge(self, attn_weights @ values))
 
 
@@ -327,7 +327,7 @@ def einsum_softmax_over_queries(self, x):
         t.reshape(b, num_tokens, self.num_heads, self.head_dim) for t in project(self, x)
     )
     attn_scores = torch.einsum("bqhd,bkhd->bhqk", queries, keys) / self.head_dim**0.5
-    attn_scores = attn_scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
+    attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
     attn_weights = attn_scores.softmax(dim=2)
     return self.out_proj(
         torch.einsum("bhqk,bkhd->bqhd", attn_weights, values).reshape(b, num_tokens, -1)
@@ -373,7 +373,7 @@ class FourHeadsInConstructor(WeightSplitSkeleton):
 
 def mask_not_sliced(self, x):
     queries, keys, values = (split(self, t) for t in project(self, x))
-    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(self.mask.bool(), -torch.inf)
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(self.mask, -torch.inf)
     return self.out_proj(
         merge(self, torch.softmax(attn_scores / self.head_dim**0.5, dim=-1) @ values)
     )
@@ -383,7 +383,7 @@ def mask_rows_sliced_only(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
     attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(
-        self.mask.bool()[:num_tokens], -torch.inf
+        self.mask[:num_tokens], -torch.inf
     )
     return self.out_proj(
         merge(self, torch.softmax(attn_scores / self.head_dim**0.5, dim=-1) @ values)
@@ -392,7 +392,7 @@ def mask_rows_sliced_only(self, x):
 
 def sdpa_with_whole_mask(self, x):
     queries, keys, values = (split(self, t) for t in project(self, x))
-    context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=~self.mask.bool())
+    context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=~self.mask)
     return self.out_proj(merge(self, context))
 
 
@@ -564,7 +564,7 @@ def sdpa_given_the_mask(self, x):
 def sdpa_given_the_bool_mask(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
-    future = self.mask.bool()[:num_tokens, :num_tokens]
+    future = self.mask[:num_tokens, :num_tokens]
     context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=future)
     return self.out_proj(merge(self, context))
 
@@ -961,5 +961,5 @@ def test_the_skeleton_has_the_books_layers_and_seeded_weights(qkv_bias):
     pairs = zip(skeleton.named_parameters(), book.named_parameters(), strict=True)
     assert all(n == m and torch.equal(a, b) for (n, a), (m, b) in pairs)
     assert skeleton.mask.dtype == torch.bool
-    assert torch.equal(skeleton.mask, book.mask.bool())
+    assert torch.equal(skeleton.mask, book.mask)
     assert (skeleton.num_heads, skeleton.head_dim, skeleton.d_out) == (3, 2, 6)

@@ -134,7 +134,7 @@ def chapter_figures():
     with torch.no_grad():
         queries = split.split_heads(split.W_query(batch))  # (b, num_heads, num_tokens, head_dim)
         keys = split.split_heads(split.W_key(batch))  # (b, num_heads, num_tokens, head_dim)
-        scores = (queries @ keys.transpose(2, 3)).masked_fill(split.mask.bool(), -torch.inf)
+        scores = (queries @ keys.transpose(2, 3)).masked_fill(split.mask, -torch.inf)
         attn_weights = torch.softmax(scores / split.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
         first_sequence_queries = split.W_query(batch)[0]  # (num_tokens, d_out)
         rows = run_sweep(TINY_SWEEP)
