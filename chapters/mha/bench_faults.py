@@ -203,7 +203,7 @@ def allocator_verdict(results, name="split", reference="wrapper"):
     (``bench.compare``); the reference is timed in the same process. The conclusion is drawn
     from what this run measured, whatever that is.
     """
-    from .bench import compare
+    from .bench_compare import compare
 
     default, kept = (results[s] for s in SETTINGS)
     paragraphs = []

@@ -4,7 +4,8 @@ README. Every line is at most 79 characters, so that it reads on a phone."""
 import datetime
 import textwrap
 
-from .bench import COLUMNS, TIMED, overhead_crossover, ratios, select, verdicts
+from .bench import COLUMNS, TIMED
+from .bench_compare import overhead_crossover, ratios, select, verdicts
 
 WIDTH = 79
 

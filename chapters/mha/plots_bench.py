@@ -8,7 +8,8 @@ only inside its command line's ``main``, so there is no import cycle.
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from . import plots
-from .bench import LABELS, TIMED, ratios, select
+from .bench import LABELS, TIMED
+from .bench_compare import ratios, select
 
 #: nn.MultiheadAttention keeps its colour with its fast path off; a dashed line tells them apart.
 _COLOUR_OF = {"torch_mha_nofast": "torch_mha"}
