@@ -45,7 +45,7 @@ def method_note(rows, sweep):
     rounds = min(r.rounds for r in rows)
     text = (
         f"Each median is taken over at least {fewest.blocks} timed blocks (the fewest: "
-        f"{fewest.implementation}, {fewest.num_tokens} tokens, {fewest.num_heads} heads). "
+        f"{fewest.implementation}, num_tokens {fewest.num_tokens}, num_heads {fewest.num_heads}). "
     )
     if rounds < sweep.rounds:
         text += (
