@@ -107,7 +107,7 @@ QUICK = Sweep(
     min_blocks=3,
     max_run_time=1.0,
     rounds=2,
-    budget=20,
+    budget=12,
     ceiling_size=512,
 )
 #: GPT-2-small width (d_out 768, 12 heads); a minute or two on two idle CPU cores.
