@@ -549,7 +549,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads or 2)
     machine = (
         f"torch {torch.__version__}, {cpu_name()}, device {device}, "
-        f"{torch.get_num_threads()} threads"
+        f"threads: {torch.get_num_threads()}"
     )
     if args.targets:
         print(machine)

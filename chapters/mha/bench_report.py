@@ -137,7 +137,7 @@ def summary(rows):
 
 def markdown(rows, sweep, machine, argv):
     """The README's "Benchmark results" section body, from one run of ``python -m mha.bench``."""
-    first = rows[0]
+    first = select(rows, "tokens", "wrapper")[0]
     names = _names(rows, "tokens")
     longest = max(r.num_tokens for r in select(rows, "tokens", "wrapper"))
     command = " ".join(["python -m mha.bench", *argv])
