@@ -186,9 +186,19 @@ TARGETS = (
 
 
 def check_targets(
-    *, targets=TARGETS, device="cpu", min_run_time=0.2, min_blocks=5, max_run_time=3.0, rounds=5
+    *,
+    targets=TARGETS,
+    device="cpu",
+    min_run_time=0.2,
+    min_blocks=5,
+    max_run_time=3.0,
+    rounds=5,
+    budget=120,
 ):
-    """Time each target's modules side by side; return ``(target, {name: Timing})`` pairs."""
+    """Time each target's modules side by side; return ``(target, {name: Timing})`` pairs.
+
+    After ``budget`` seconds no new round starts (``time_in_rounds``); the report says so.
+    """
     cases = [
         partial(
             prepare,
@@ -207,6 +217,7 @@ def check_targets(
         min_blocks=min_blocks,
         max_run_time=max_run_time,
         rounds=rounds,
+        budget=budget,
     )
     return list(zip(targets, timings, strict=True))
 
@@ -238,7 +249,8 @@ def report_targets(results):
         for name, t in timings.items():
             lines.append(
                 f"      {LABELS[name]}: {t.median_ms:.3f} ms "
-                f"(quartiles {t.low_ms:.3f} to {t.high_ms:.3f})"
+                f"(quartiles {t.low_ms:.3f} to {t.high_ms:.3f}, {t.rounds} rounds"
+                + (", capped)" if t.capped else ")")
             )
         lines.append(
             f"      time ratio to {LABELS[reference]}: {ratio:.3f}, "
