@@ -476,3 +476,12 @@ def test_asking_for_cuda_without_a_gpu_says_so(capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(["--device", "cuda"])
     assert "no CUDA device is available" in capsys.readouterr().err
+
+
+def test_bench_imports_no_plotting_at_module_level():
+    """plots_bench imports bench; bench imports it only inside main(), so there is no cycle."""
+    import ast
+
+    tree = ast.parse((CHAPTERS / "mha" / "bench.py").read_text())
+    top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert not any("plots" in (getattr(node, "module", "") or "") for node in top_level)
