@@ -79,10 +79,10 @@ class Sweep:
     tokens_sweep_heads: int
     min_run_time: float  # seconds per Timer.blocked_autorange call
     min_blocks: int  # timed blocks wanted per measurement, so that a median has samples
-    max_run_time: float  # seconds the one retry for min_blocks may take at most
     rounds: int  # interleaved rounds; each module reports its quietest round
-    budget: float  # seconds of timing after which no new round starts and no retry is made
     ceiling_size: int  # n of the n × n torch.mm that measures the matmul throughput
+    max_run_time: float = 1.0  # seconds the one retry for min_blocks may take at most
+    budget: float = math.inf  # seconds of timing after which no round starts, nothing is retried
 
     def configurations(self):
         """``(sweep, num_tokens, num_heads)`` for every configuration, head sweep first."""
