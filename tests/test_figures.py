@@ -14,12 +14,14 @@ from dataclasses import dataclass
 import pytest
 import torch
 from conftest import CHAPTERS
+from test_bench import both_sweeps
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import to_rgb
 from PIL import Image
 
 from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots
-from mha.bench import Sweep, overhead_crossover, run_sweep
+from mha import plots_bench
+from mha.bench_compare import overhead_crossover
 from mha.plots import (
     FIGURE_DENSITY,
     FIGURE_DPI,
@@ -119,25 +121,23 @@ MIN_PHONE_TEXT_PX = 9
 PHONE_COLUMN_PX = 342
 #: WCAG's contrast ratio for normal-size text.
 MIN_CONTRAST = 4.5
-TINY_SWEEP = Sweep(d_out=8, batch=1, heads=(1, 2, 4), heads_sweep_tokens=4, tokens=(2, 4, 8),
-                   tokens_sweep_heads=2, min_run_time=0.001, min_blocks=1, rounds=1, ceiling_size=32)
 
 
 def chapter_figures():
-    """``{name: figure}``: every figure function in ``mha.plots``, fed what the chapters feed it."""
+    """``{name: figure}``: every figure of ``mha.plots`` and ``mha.plots_bench``, as chapters call it."""
     batch = example_batch()  # (2, num_tokens, d_in)
     torch.manual_seed(123)
     wrapper = MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=3)
     torch.manual_seed(123)
     two_dim = MultiHeadAttentionWrapper(d_in=3, d_out=1, context_length=6, dropout=0.0, num_heads=2)
     split = MultiHeadAttention.from_wrapper(wrapper)
+    rows = both_sweeps()  # synthetic timings: a figure test measures nothing
     with torch.no_grad():
         queries = split.split_heads(split.W_query(batch))  # (b, num_heads, num_tokens, head_dim)
         keys = split.split_heads(split.W_key(batch))  # (b, num_heads, num_tokens, head_dim)
         scores = (queries @ keys.transpose(2, 3)).masked_fill(split.mask, -torch.inf)
         attn_weights = torch.softmax(scores / split.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
         first_sequence_queries = split.W_query(batch)[0]  # (num_tokens, d_out)
-        rows = run_sweep(TINY_SWEEP)
         return {
             "plot_concatenated_output": plots.plot_concatenated_output(wrapper(batch)[0], num_heads=3),
             "plot_two_dim_context": plots.plot_two_dim_context(two_dim(batch)[0]),
@@ -147,11 +147,11 @@ def chapter_figures():
             "plot_split_heads": plots.plot_split_heads(first_sequence_queries, 3),
             "plot_split_heads_without_transpose": plots.plot_split_heads_without_transpose(first_sequence_queries, 3),
             "plot_attention_per_head": plots.plot_attention_per_head(attn_weights[0]),
-            "plot_time_vs_heads": plots.plot_time_vs_heads(rows),
-            "plot_split_speedup": plots.plot_split_speedup(rows, overhead_crossover(rows) or 4.0),
-            "plot_split_speedup (no crossover)": plots.plot_split_speedup(rows, None),
-            "plot_throughput": plots.plot_throughput(rows),
-            "plot_benchmark": plots.plot_benchmark(rows, overhead_crossover(rows)),
+            "plot_time_vs_heads": plots_bench.plot_time_vs_heads(rows),
+            "plot_split_speedup": plots_bench.plot_split_speedup(rows, overhead_crossover(rows) or 4.0),
+            "plot_split_speedup (no crossover)": plots_bench.plot_split_speedup(rows, None),
+            "plot_throughput": plots_bench.plot_throughput(rows),
+            "plot_benchmark": plots_bench.plot_benchmark(rows, overhead_crossover(rows)),
         }
 
 
@@ -205,8 +205,12 @@ def contrast(a, b):
 
 
 def test_every_figure_function_in_plots_is_checked_here(saved_figures):
-    functions = {name for name, f in inspect.getmembers(plots, inspect.isfunction)
-                 if name.startswith("plot_") and f.__module__ == plots.__name__}
+    functions = {
+        name
+        for module in (plots, plots_bench)
+        for name, f in inspect.getmembers(module, inspect.isfunction)
+        if name.startswith("plot_") and f.__module__ == module.__name__
+    }
     checked = {name.split(" ")[0] for name in saved_figures}
     assert functions == checked, f"add these figure functions to chapter_figures(): {functions - checked}"
 

@@ -35,7 +35,6 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from .data import TOKENS
 
@@ -473,9 +472,6 @@ def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
 # Chapter 4 figures
 # ---------------------------------------------------------------------------------------------
 
-# mha.bench imports this module only inside its command line's main(), so this is no import cycle.
-from .bench import ratios, select  # noqa: E402
-
 #: One colour, marker and line style per implementation, the same in every figure of the book.
 #: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
 #: by marker and line style: a reader never takes an implementation for a head.
@@ -485,6 +481,7 @@ IMPLEMENTATION_STYLES = {
     "combined_qkv": ("dimgrey", "^"),
     "fused": ("dimgrey", "D"),
     "torch_mha": ("grey", "x"),
+    "torch_mha_nofast": ("grey", "+"),
 }
 IMPLEMENTATION_LINESTYLES = {
     "wrapper": "solid",
@@ -492,133 +489,10 @@ IMPLEMENTATION_LINESTYLES = {
     "combined_qkv": "dotted",
     "fused": "dashdot",
     "torch_mha": (0, (6, 2)),
+    "torch_mha_nofast": (0, (1, 3)),
 }
-IMPLEMENTATION_LABELS = {
-    "wrapper": "MultiHeadAttentionWrapper",
-    "split": "MultiHeadAttention (split)",
-    "combined_qkv": "MultiHeadAttentionCombinedQKV",
-    "fused": "FusedMultiHeadAttention",
-    "torch_mha": "nn.MultiheadAttention",
-}
-#: Width and height of one benchmark plot, with its legend below it.
-PLOT_SIZE_IN = (DRAWING_WIDTH_IN, 5.2)
 
 
 def implementation_colour(name):
-    """The colour of implementation ``name`` (a key of ``mha.variants.IMPLEMENTATIONS``) everywhere in the book."""
+    """The colour of implementation ``name`` (a name in ``mha.bench.TIMED``) in every figure."""
     return IMPLEMENTATION_STYLES[name][0]
-
-
-def _implementation_line(ax, name, xs, ys):
-    colour, marker = IMPLEMENTATION_STYLES[name]
-    ax.plot(xs, ys, color=colour, marker=marker, linestyle=IMPLEMENTATION_LINESTYLES[name],
-            label=IMPLEMENTATION_LABELS[name], linewidth=2)
-
-
-def _names(rows):
-    return [name for name in IMPLEMENTATION_STYLES if any(r.implementation == name for r in rows)]
-
-
-def _legend_below(fig, ax, ncols=1):
-    """The legend of ``ax`` under the plot, where it covers no data and needs no small font."""
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=ncols, frameon=False)
-
-
-def _draw_time_vs_heads(ax, rows):
-    for name in _names(rows):
-        found = select(rows, "heads", name)
-        _implementation_line(ax, name, [r.num_heads for r in found], [r.median_ms for r in found])
-    first = select(rows, "heads", "wrapper")[0]
-    heads = [r.num_heads for r in select(rows, "heads", "wrapper")]
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_xticks(heads)
-    ax.set_xlabel("num_heads")
-    ax.set_ylabel("median time per forward\n(ms, log scale)")
-    ax.set_title(f"Time vs head count\n({first.batch} × {first.num_tokens} tokens, d_out {first.d_out})")
-    ax.grid(True, which="both", alpha=0.3)
-
-
-def _draw_split_speedup(ax, rows, crossover):
-    """The split's speedup; the reference lines and the overhead-bound span carry legend labels."""
-    speedup = ratios(rows, "wrapper", "split")  # {num_tokens: wrapper time / split time}
-    tokens = list(speedup)
-    _implementation_line(ax, "split", tokens, list(speedup.values()))
-    ax.axhline(1.0, color="grey", linewidth=1, linestyle=":", label="1×: both equally fast")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(tokens, [str(t) for t in tokens])
-    ax.set_ylim(bottom=0)
-    if crossover is not None:
-        ax.axvspan(tokens[0], crossover, color="#E69F00", alpha=0.12, linewidth=0,
-                   label="wrapper overhead-bound")
-        ax.axvline(crossover, color="grey", linestyle="--", linewidth=1.5,
-                   label=f"crossover ≈ {crossover:.0f} tokens: beyond it the wrapper\nis no longer overhead-bound")
-    else:
-        ax.text(0.5, 0.97, "no crossover in the measured range", transform=ax.transAxes,
-                ha="center", va="top")
-    first = select(rows, "tokens", "split")[0]
-    ax.set_xlabel("num_tokens (log scale)")
-    ax.set_ylabel("wrapper time / split time (×)")
-    ax.set_title(f"Speedup of the split over the wrapper\n({first.num_heads} heads, d_out {first.d_out})")
-    ax.grid(True, alpha=0.3)
-
-
-def _draw_throughput(ax, rows):
-    for name in _names(rows):
-        found = select(rows, "tokens", name)
-        _implementation_line(ax, name, [r.num_tokens for r in found], [r.gflops for r in found])
-    ceiling = rows[0].ceiling_gflops
-    ax.axhline(ceiling, color="grey", linestyle="--", linewidth=1.5)
-    ax.text(0.98, ceiling, f"matmul ceiling (large torch.mm):\n{ceiling:.0f} GFLOP/s",
-            transform=ax.get_yaxis_transform(), ha="right", va="bottom")
-    tokens = [r.num_tokens for r in select(rows, "tokens", "wrapper")]
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(tokens, [str(t) for t in tokens])
-    ax.set_ylim(0, ceiling * 1.3)
-    ax.set_xlabel("num_tokens (log scale)")
-    ax.set_ylabel("achieved GFLOP/s\n(matmul FLOPs / median time)")
-    ax.set_title("Achieved throughput vs the matmul ceiling")
-    ax.grid(True, alpha=0.3)
-
-
-def _one_benchmark_plot(draw, rows, *args):
-    """A figure holding one benchmark plot, ``draw(ax, rows, *args)``, with its legend below."""
-    fig = _new_figure(*PLOT_SIZE_IN)
-    ax = fig.subplots()
-    draw(ax, rows, *args)
-    _legend_below(fig, ax)
-    return fig
-
-
-@_phone_legible
-def plot_time_vs_heads(rows):
-    """Median forward time of each implementation against the head count (``rows`` from ``mha.bench``)."""
-    return _one_benchmark_plot(_draw_time_vs_heads, rows)
-
-
-@_phone_legible
-def plot_split_speedup(rows, crossover):
-    """Wrapper time / split time against sequence length, where the wrapper stops being overhead-bound marked."""
-    return _one_benchmark_plot(_draw_split_speedup, rows, crossover)
-
-
-@_phone_legible
-def plot_throughput(rows):
-    """Achieved GFLOP/s of each implementation against sequence length, under the measured matmul ceiling."""
-    return _one_benchmark_plot(_draw_throughput, rows)
-
-
-@_phone_legible
-def plot_benchmark(rows, crossover):
-    """The three benchmark plots, one above the other, with one legend: what ``python -m mha.bench`` saves as a PNG."""
-    width, height = PLOT_SIZE_IN
-    fig = _new_figure(width, 3 * height - 0.6)
-    time_ax, speedup_ax, throughput_ax = fig.subplots(3, 1)
-    _draw_time_vs_heads(time_ax, rows)
-    _draw_split_speedup(speedup_ax, rows, crossover)
-    _draw_throughput(throughput_ax, rows)
-    speedup_ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
-    _legend_below(fig, time_ax)
-    return fig

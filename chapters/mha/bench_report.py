@@ -1,0 +1,200 @@
+"""The benchmark's results as text: tables for the chapter and the terminal, Markdown for the
+README. Every line is at most 79 characters, so that it reads on a phone."""
+
+import datetime
+import textwrap
+
+from .bench import COLUMNS, TIMED
+from .bench_compare import overhead_crossover, ratios, select, verdicts
+
+WIDTH = 79
+
+
+def _key(sweep):
+    return "num_tokens" if sweep == "tokens" else "num_heads"
+
+
+def _names(rows, sweep):
+    return [n for n in TIMED if select(rows, sweep, n)]
+
+
+def table(rows, sweep, value="median_ms", fmt="{:.3f}", names=None):
+    """A text table of ``value`` per implementation (columns) at each configuration of ``sweep``."""
+    key = _key(sweep)
+    names = names or _names(rows, sweep)
+    keys = [getattr(r, key) for r in select(rows, sweep, names[0])]
+    lines = [f"{key:>10}" + "".join(f"{COLUMNS[n]:>11}" for n in names)]
+    for k in keys:
+        cells = {
+            r.implementation: getattr(r, value)
+            for r in rows
+            if r.sweep == sweep and getattr(r, key) == k
+        }
+        lines.append(f"{k:>10}" + "".join(f"{fmt.format(cells[n]):>11}" for n in names))
+    return "\n".join(lines)
+
+
+def _what(rows):
+    return "training step" if rows[0].timed == "forward+backward" else "forward"
+
+
+def method_note(rows, sweep):
+    """How many rounds and blocks stand behind the medians, and how many hit the time caps."""
+    fewest = min(rows, key=lambda r: r.blocks)
+    capped = [r for r in rows if r.capped]
+    rounds = min(r.rounds for r in rows)
+    text = (
+        f"Each median is taken over at least {fewest.blocks} timed blocks (the fewest: "
+        f"{fewest.implementation}, num_tokens {fewest.num_tokens}, num_heads {fewest.num_heads}). "
+    )
+    if rounds < sweep.rounds:
+        text += (
+            f"The budget of {sweep.budget:g} s ran out after {rounds} of {sweep.rounds} rounds. "
+        )
+    if capped:
+        text += (
+            f"{len(capped)} of {len(rows)} measurements stopped at a cap "
+            f"({sweep.max_run_time:g}"
+            " s per measurement, or the budget) before they had enough blocks: the "
+            "machine was busy, and their medians rest on fewer samples."
+        )
+    else:
+        text += (
+            f"No measurement needed more than the cap of {sweep.max_run_time:g} s or the "
+            f"budget of {sweep.budget:g} s."
+        )
+    return textwrap.fill(text, WIDTH)
+
+
+def timing_tables(rows, sweep):
+    """The medians of both sweeps as two text tables, and ``method_note``."""
+    heads_tokens = select(rows, "heads", "wrapper")[0].num_tokens
+    tokens_heads = select(rows, "tokens", "wrapper")[0].num_heads
+    what = _what(rows)
+    return "\n".join(
+        [
+            f"median ms per {what} vs num_heads ({heads_tokens} tokens):",
+            table(rows, "heads"),
+            "",
+            f"median ms per {what} vs num_tokens ({tokens_heads} heads):",
+            table(rows, "tokens"),
+            "",
+            method_note(rows, sweep),
+        ]
+    )
+
+
+def usage_table(rows, num_tokens):
+    """CPU time in user mode and in the kernel, and page faults, per pass at ``num_tokens``."""
+    found = [r for r in rows if r.sweep == "tokens" and r.num_tokens == num_tokens]
+    lines = [
+        f"at {num_tokens} tokens, per {_what(rows)}:",
+        f"{'':<11}{'median ms':>11}{'user ms':>11}{'sys ms':>11}{'page faults':>13}",
+    ]
+    for r in found:
+        lines.append(
+            f"{COLUMNS[r.implementation]:<11}{r.median_ms:>11.2f}{r.user_ms:>11.2f}"
+            f"{r.sys_ms:>11.2f}{r.minor_faults:>13,.0f}"
+        )
+    return "\n".join(lines)
+
+
+def speedup_lines(rows, numerator="wrapper", denominator="split"):
+    """``numerator`` time / ``denominator`` time per length, with the noise-aware verdict."""
+    speedup = ratios(rows, numerator, denominator)
+    verdict = verdicts(rows, denominator, numerator)
+    return [f"{t:>6} tokens: {r:5.2f}×  ({denominator} {verdict[t]})" for t, r in speedup.items()]
+
+
+def summary(rows):
+    """The command line's summary: medians, the split's speedup, the crossover, GFLOP/s."""
+    first = rows[0]
+    lines = [
+        f"batch {first.batch}, d_in = d_out = {first.d_out}, timed: {first.timed}",
+        f"matmul ceiling (large torch.mm): {first.ceiling_gflops:.1f} GFLOP/s",
+        "",
+        table(rows, "heads"),
+        "",
+        table(rows, "tokens"),
+        "",
+        "wrapper time / split time (and whether the split was faster beyond the spread):",
+        *speedup_lines(rows),
+    ]
+    crossover = overhead_crossover(rows)
+    lines.append(
+        "the wrapper stops being overhead-bound at "
+        + (f"about {crossover:.0f} tokens" if crossover else "no measured length")
+    )
+    lines += [
+        "",
+        "achieved GFLOP/s vs num_tokens:",
+        table(rows, "tokens", "gflops", "{:.1f}"),
+        "",
+        usage_table(rows, max(r.num_tokens for r in rows)),
+    ]
+    return "\n".join(lines)
+
+
+def markdown(rows, sweep, machine, argv):
+    """The README's "Benchmark results" section body, from one run of ``python -m mha.bench``."""
+    first = select(rows, "tokens", "wrapper")[0]
+    names = _names(rows, "tokens")
+    longest = max(r.num_tokens for r in select(rows, "tokens", "wrapper"))
+    command = " ".join(["python -m mha.bench", *argv])
+    speedup = ratios(rows, "wrapper", "split")
+    verdict = verdicts(rows, "split", "wrapper")
+    lines = [
+        textwrap.fill(
+            f"One run on one machine, not a promise: chapter 5 measures your own. "
+            f"{machine}; run on {datetime.date.today().isoformat()}. "
+            f"Produced from `chapters/` by",
+            WIDTH,
+        ),
+        "",
+        "```bash",
+        command,
+        "```",
+        "",
+        textwrap.fill(
+            f"Median milliseconds per {_what(rows)} (quietest of {sweep.rounds} "
+            f"rounds), batch {first.batch}, `d_in` = `d_out` = {first.d_out}, "
+            f"{first.num_heads} heads; the last columns are the wrapper's time over "
+            "the split's and whether the split was faster beyond the measured spread "
+            "(quartiles that do not overlap):",
+            WIDTH,
+        ),
+        "",
+        "| num_tokens | " + " | ".join(f"`{n}`" for n in names) + " | wrapper / split | split |",
+        "|---:|" + "---:|" * len(names) + "---:|---|",
+    ]
+    for t in [r.num_tokens for r in select(rows, "tokens", "wrapper")]:
+        cells = {
+            r.implementation: r.median_ms for r in rows if r.sweep == "tokens" and r.num_tokens == t
+        }
+        lines.append(
+            f"| {t} | "
+            + " | ".join(f"{cells[n]:.2f}" for n in names)
+            + f" | {speedup[t]:.2f}× | {verdict[t]} |"
+        )
+    at_longest = [r for r in rows if r.sweep == "tokens" and r.num_tokens == longest]
+    lines += [
+        "",
+        textwrap.fill(
+            f"At {longest} tokens, per {_what(rows)}: "
+            + "; ".join(
+                f"`{r.implementation}` {r.sys_ms:.1f} ms of system time and {r.minor_faults:,.0f} "
+                "minor page faults"
+                for r in at_longest
+            )
+            + ".",
+            WIDTH,
+        ),
+        "",
+        textwrap.fill(
+            f"Matrix-multiplication ceiling (a {sweep.ceiling_size} × "
+            f"{sweep.ceiling_size} `torch.mm`): {first.ceiling_gflops:.0f} GFLOP/s. "
+            f"{method_note(rows, sweep)}",
+            WIDTH,
+        ),
+    ]
+    return "\n".join(lines)

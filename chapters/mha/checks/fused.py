@@ -1,0 +1,578 @@
+"""Chapter 5's exercise: a forward pass that hands attention to the fused kernel.
+
+The reader subclasses ``FusedAttentionStart`` (the constructor is given, the forward raises)
+and writes a ``forward`` with ``torch.nn.functional.scaled_dot_product_attention``. The check
+builds the class in several configurations and compares its output with the book's
+``MultiHeadAttentionCombinedQKV`` given the instance's own weights; it names the mistake it
+recognises: a missing or inverted causal mask, the heads in the wrong axis, dropout in
+evaluation mode or none in training, and shortcuts that hand in the book's own module.
+"""
+
+import contextlib
+import textwrap
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..attention import MultiHeadAttention, MultiHeadAttentionWrapper
+from ..counting import count_ops
+from ..variants import (
+    FusedMultiHeadAttention,
+    MultiHeadAttentionCombinedQKV,
+    TorchMultiheadAttentionAdapter,
+)
+from .core import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    describe_error,
+    evaluating,
+    first_mistake,
+    never_raises,
+)
+
+BOOK_MODULES = (
+    FusedMultiHeadAttention,
+    MultiHeadAttentionCombinedQKV,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    TorchMultiheadAttentionAdapter,
+)
+
+
+class FusedAttentionStart(nn.Module):
+    """The exercise's starting point: the layers are built, ``forward`` is for the reader.
+
+    ``qkv`` projects to queries, keys and values at once: its output's last axis holds all
+    queries, then all keys, then all values, each ``d_out`` wide and split into heads of
+    ``head_dim``. ``mask`` is ``True`` above the diagonal, where a token would see the future.
+    """
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads:
+            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}.")
+        self.d_in = d_in
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout_p = dropout  # a probability, for the fused kernel
+        future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
+        self.register_buffer("mask", future)  # (context_length, context_length)
+
+    def forward(self, x):
+        raise NotImplementedError("This is the starting point: write forward in your own class.")
+
+
+@dataclass(frozen=True)
+class FusedConfig:
+    """One way the check builds the reader's class and calls it."""
+
+    d_in: int
+    d_out: int
+    context_length: int
+    num_heads: int
+    num_tokens: int
+    qkv_bias: bool = False
+    dropout: float = 0.0
+    batch: int = 2
+    seed: int = 0
+
+    @property
+    def kwargs(self):
+        return dict(
+            d_in=self.d_in,
+            d_out=self.d_out,
+            context_length=self.context_length,
+            dropout=self.dropout,
+            num_heads=self.num_heads,
+            qkv_bias=self.qkv_bias,
+        )
+
+    @property
+    def head_dim(self):
+        return self.d_out // self.num_heads
+
+    def call(self, cls):
+        """How the check builds ``cls``, written as the reader would type it."""
+        arguments = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
+
+    def input(self):
+        """A seeded input, drawn without touching the reader's random state."""
+        generator = torch.Generator().manual_seed(2000 + self.seed)
+        return torch.randn(self.batch, self.num_tokens, self.d_in, generator=generator)
+
+
+#: Several heads and a full-length input first, where most mistakes show; then a shorter input
+#: than the mask with biases, one head, and a dropout probability (the output in evaluation
+#: mode must not change).
+FUSED_CONFIGS = (
+    FusedConfig(d_in=6, d_out=8, context_length=6, num_heads=2, num_tokens=6, seed=1),
+    FusedConfig(
+        d_in=5, d_out=12, context_length=8, num_heads=3, num_tokens=5, qkv_bias=True, seed=2
+    ),
+    FusedConfig(d_in=4, d_out=4, context_length=4, num_heads=1, num_tokens=4, seed=3),
+    FusedConfig(d_in=8, d_out=8, context_length=7, num_heads=4, num_tokens=7, dropout=0.5, seed=4),
+)
+
+
+@dataclass(frozen=True)
+class FusedRecipe:
+    """How a forward pass over ``qkv`` and ``out_proj`` computes its output, right or wrong."""
+
+    qkv_order: str = "3, heads"  # view(b, T, 3, H, hd); or "heads, 3": view(b, T, H, 3, hd)
+    heads: str = "transposed"  # to (b, H, T, hd); "not transposed": (b, T, H, hd) into SDPA;
+    # "viewed": view straight to (b, H, T, hd), which mixes tokens and heads
+    merge_transposes: bool = True
+    causal: str = "is_causal"  # or "none", "inverted" (attn_mask keeps only the future)
+    scale_power: float = 0.5  # scores divided by head_dim ** scale_power
+    out_proj: bool = True
+
+
+CORRECT = FusedRecipe()
+
+
+def fused_attention_recipe(module, x, recipe=CORRECT):
+    """What ``recipe`` computes from ``module``'s ``qkv`` and ``out_proj`` (no dropout)."""
+    b, num_tokens, _ = x.shape
+    heads, head_dim = module.num_heads, module.head_dim
+    qkv = module.qkv(x)  # (b, num_tokens, 3 * d_out)
+    if recipe.qkv_order == "3, heads":
+        parts = qkv.view(b, num_tokens, 3, heads, head_dim).unbind(2)
+    else:
+        parts = qkv.view(b, num_tokens, heads, 3, head_dim).unbind(3)
+    # each part: (b, num_tokens, num_heads, head_dim)
+    if recipe.heads == "transposed":
+        parts = [p.transpose(1, 2) for p in parts]  # (b, num_heads, num_tokens, head_dim)
+    elif recipe.heads == "viewed":
+        parts = [p.reshape(b, heads, num_tokens, head_dim) for p in parts]
+    queries, keys, values = parts
+    seen = queries.shape[-2]  # the axis the kernel takes for tokens
+    future = torch.ones(seen, seen, dtype=torch.bool).triu(1)
+    mask = {"is_causal": ~future, "none": None, "inverted": future}[recipe.causal]
+    scale = head_dim**-recipe.scale_power
+    context = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+    if recipe.heads != "not transposed" and recipe.merge_transposes:
+        context = context.transpose(1, 2)  # (b, num_tokens, num_heads, head_dim)
+    context = context.reshape(b, num_tokens, module.d_out)
+    return module.out_proj(context) if recipe.out_proj else context
+
+
+def book_reference(module, x):
+    """The book's ``MultiHeadAttentionCombinedQKV`` with ``module``'s weights, on ``x``."""
+    n = module.mask.shape[0]
+    book = MultiHeadAttentionCombinedQKV(
+        module.d_in, module.d_out, n, 0.0, module.num_heads, qkv_bias=module.qkv.bias is not None
+    )
+    book.qkv.load_state_dict(module.qkv.state_dict())
+    book.out_proj.load_state_dict(module.out_proj.state_dict())
+    with evaluating(book):
+        return book(x)  # (b, num_tokens, d_out)
+
+
+def _same(output, expected):
+    return (
+        isinstance(output, torch.Tensor)
+        and output.shape == expected.shape
+        and output.is_floating_point()
+        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    )
+
+
+@contextlib.contextmanager
+def _watching_book_modules(calls):
+    """Record in ``calls`` every book module whose ``forward`` runs meanwhile."""
+    originals = {cls: cls.forward for cls in BOOK_MODULES}
+
+    def spy(cls, original):
+        def forward(self, *args, **kwargs):
+            calls.append(cls.__name__)
+            return original(self, *args, **kwargs)
+
+        return forward
+
+    try:
+        for cls, original in originals.items():
+            cls.forward = spy(cls, original)
+        yield calls
+    finally:
+        for cls, original in originals.items():
+            cls.forward = original
+
+
+class FusedTrial:
+    """The reader's class on one configuration: what it built, returned, raised and called."""
+
+    def __init__(self, cls, config):
+        self.cls, self.config = cls, config
+        self.module = self.output = self.error = None
+        self.stage = None  # "constructor" or "forward", when that raised
+        self.book_calls = []
+        self.x = config.input()  # (batch, num_tokens, d_in)
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(config.seed)
+                self.module = cls(**config.kwargs)
+                with evaluating(self.module), _watching_book_modules(self.book_calls):
+                    self.output = self.module(self.x)
+        except Exception as error:
+            self.stage = "constructor" if self.module is None else "forward"
+            self.error = error
+
+    def follows(self, recipe=CORRECT):
+        if self.error is not None:
+            return False
+        try:
+            with evaluating(self.module):
+                return _same(self.output, fused_attention_recipe(self.module, self.x, recipe))
+        except Exception:
+            return False
+
+    @property
+    def matches_book(self):
+        if self.error is not None:
+            return False
+        with evaluating(self.module):
+            return _same(self.output, book_reference(self.module, self.x))
+
+    @property
+    def expected_shape(self):
+        c = self.config
+        return (c.batch, c.num_tokens, c.d_out)
+
+    @property
+    def output_shape(self):
+        return tuple(self.output.shape)
+
+    @property
+    def error_text(self):
+        return describe_error(self.error).rstrip(".")
+
+    @property
+    def uses_fused_kernel(self):
+        with evaluating(self.module):
+            ops = count_ops(self.module, self.x)
+        return any(name.startswith("_scaled_dot_product") for name in ops)
+
+    def training_outputs(self):
+        """Two outputs in training mode and one in evaluation mode, from fresh random states."""
+        outputs = []
+        for training, seed in ((True, 1), (True, 2), (False, 1)):
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(seed)
+                self.module.train(training)
+                outputs.append(self.module(self.x))
+        self.module.eval()
+        return outputs
+
+    @property
+    def dropout_in_eval(self):
+        """Two evaluation-mode calls that differ: dropout stayed on."""
+        if self.config.dropout == 0 or self.error is not None:
+            return False
+        with evaluating(self.module), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(7)
+            again = self.module(self.x)
+        return not torch.equal(again, self.output)
+
+    @property
+    def no_dropout_in_training(self):
+        first, second, evaluated = self.training_outputs()
+        return torch.equal(first, evaluated) and torch.equal(second, evaluated)
+
+    @property
+    def call(self):
+        return self.config.call(self.cls)
+
+
+def _follows(**changes):
+    return lambda t: t.follows(FusedRecipe(**changes))
+
+
+NOT_A_CLASS_MISTAKES = (
+    Mistake(
+        "nothing passed",
+        "The check got None. Run the cell that defines your class, then pass the class "
+        "itself: fused_attention.check(MyFusedAttention).",
+        lambda answer: answer is None,
+    ),
+    Mistake(
+        "an instance instead of the class",
+        "You passed an instance of {name}, not the class. Pass the class itself: the check "
+        "builds its own instances in several configurations.",
+        lambda answer: isinstance(answer, nn.Module),
+    ),
+    Mistake(
+        "not a class",
+        "The check expects a class, but got {kind}. Pass the class you defined, by its "
+        "name, without calling it.",
+        lambda answer: not isinstance(answer, type),
+    ),
+    Mistake(
+        "not an nn.Module",
+        "{name} is a class, but not an nn.Module. Start it with "
+        "class {name}(FusedAttentionStart):, so that it has the layers to work with.",
+        lambda answer: not issubclass(answer, nn.Module),
+    ),
+    Mistake(
+        "the book's module",
+        "{name} is the book's own module, or built on it. This exercise asks for your own "
+        "forward: subclass FusedAttentionStart, not a module of the book.",
+        lambda answer: issubclass(answer, BOOK_MODULES),
+    ),
+    Mistake(
+        "not from the starting point",
+        "{name} does not start from FusedAttentionStart, so the check cannot know its "
+        "layers. Define it as class {name}(FusedAttentionStart): and write only forward.",
+        lambda answer: not issubclass(answer, FusedAttentionStart),
+    ),
+    Mistake(
+        "the starting forward",
+        "{name} has no forward of its own yet: the one it inherits from "
+        "FusedAttentionStart only raises. What are the steps from x to the output? "
+        "fused_attention.hint(1) gives a first nudge.",
+        lambda answer: answer.forward is FusedAttentionStart.forward,
+    ),
+)
+
+DELEGATES = Mistake(
+    "delegates to the book",
+    "Your forward hands the work to the book's {t.book_calls[0]}. Write the steps "
+    "yourself, from self.qkv(x) to self.out_proj.",
+    lambda t: t.book_calls,
+)
+
+FUSED_MISTAKES = (
+    Mistake(
+        "constructor raises",
+        "Building your class as {t.call} raised {t.error_text}. Keep the constructor of "
+        "FusedAttentionStart: define only forward.",
+        lambda t: t.stage == "constructor",
+    ),
+    DELEGATES,
+    Mistake(
+        "mask not sliced",
+        "On {t.config.num_tokens} tokens, fewer than context_length="
+        "{t.config.context_length}, your forward raised {t.error_text}. A mask taken "
+        "from self.mask must be cut to the input's length first.",
+        lambda t: (
+            t.stage == "forward"
+            and t.config.num_tokens < t.config.context_length
+            and any(word in str(t.error) for word in ("size", "shape", "match"))
+        ),
+    ),
+    Mistake(
+        "forward raises",
+        "Calling your forward on an input of shape ({t.config.batch}, "
+        "{t.config.num_tokens}, {t.config.d_in}) raised {t.error_text}.",
+        lambda t: t.stage == "forward",
+    ),
+    Mistake(
+        "not a tensor",
+        "Your forward returned {kind}, not a tensor. Return the output: shape "
+        "(b, num_tokens, d_out), here {t.expected_shape}.",
+        lambda t: not isinstance(t.output, torch.Tensor),
+    ),
+    Mistake(
+        "wrong shape",
+        "Your forward returned shape {t.output_shape}, but it should be (b, num_tokens, "
+        "d_out), here {t.expected_shape}. Are the heads merged back?",
+        lambda t: t.output_shape != t.expected_shape,
+    ),
+    Mistake(
+        "dropout in evaluation mode",
+        "In evaluation mode your forward gives a different output on each call: dropout is "
+        "still on. The kernel applies dropout_p whenever it is above 0, so pass "
+        "self.dropout_p only while self.training, and 0.0 otherwise.",
+        lambda t: t.dropout_in_eval,
+    ),
+    Mistake(
+        "no causal mask",
+        "Every token also attends to the tokens after it: there is no causal mask. "
+        "scaled_dot_product_attention applies one only when asked.",
+        _follows(causal="none"),
+    ),
+    Mistake(
+        "mask inverted",
+        "Your mask is the wrong way round. In scaled_dot_product_attention a boolean "
+        "attn_mask is True where attention is *allowed*, the opposite of masked_fill: "
+        "self.mask is True on the future, so each token sees only what comes after it "
+        "(and the last sees nothing, hence nan).",
+        _follows(causal="inverted"),
+    ),
+    Mistake(
+        "heads not before tokens",
+        "The kernel got queries of shape (b, num_tokens, num_heads, head_dim): it takes "
+        "the second axis for heads and the third for tokens, so your tokens attend across "
+        "heads. Give it (b, num_heads, num_tokens, head_dim).",
+        _follows(heads="not transposed"),
+    ),
+    Mistake(
+        "view straight to heads",
+        "Your heads are viewed straight to (b, num_heads, num_tokens, head_dim). A view "
+        "regroups numbers in memory order, so each 'head' gets pieces of several tokens. "
+        "View to (b, num_tokens, num_heads, head_dim) first, then move the heads axis.",
+        _follows(heads="viewed"),
+    ),
+    Mistake(
+        "merge without transpose",
+        "The kernel's output is (b, num_heads, num_tokens, head_dim); reshaping it straight "
+        "to (b, num_tokens, d_out) puts one head's rows where other tokens belong. Move the "
+        "heads back after the tokens first.",
+        _follows(merge_transposes=False),
+    ),
+    Mistake(
+        "queries, keys and values interleaved",
+        "Your split of self.qkv(x) assumes each head's query, key and value sit side by "
+        "side. They do not: the last axis holds all queries, then all keys, then all "
+        "values. View it as (b, num_tokens, 3, num_heads, head_dim).",
+        _follows(qkv_order="heads, 3"),
+    ),
+    Mistake(
+        "scaled twice",
+        "The scores are scaled twice: scaled_dot_product_attention already divides them "
+        "by √head_dim, so do not scale the queries (or pass scale) yourself.",
+        _follows(scale_power=1.0),
+    ),
+    Mistake(
+        "out_proj not applied",
+        "Your forward never applies self.out_proj. After merging the heads, the output "
+        "projection is part of the forward pass.",
+        _follows(out_proj=False),
+    ),
+)
+
+#: Checked once the outputs are right: what the fused kernel adds.
+AFTER_MATCH_MISTAKES = (
+    DELEGATES,
+    Mistake(
+        "no fused kernel",
+        "Your output is right, but your forward computes the attention step by step. The "
+        "exercise is to hand scores, mask, softmax and weighted sum to "
+        "torch.nn.functional.scaled_dot_product_attention.",
+        lambda t: not t.uses_fused_kernel,
+    ),
+    Mistake(
+        "no dropout in training",
+        "In training mode your forward applies no dropout, although the module was built "
+        "with dropout={t.config.dropout}. Pass self.dropout_p to the kernel while "
+        "self.training.",
+        lambda t: t.config.dropout > 0 and t.no_dropout_in_training,
+    ),
+)
+
+
+def _wrapped(text, first_line_taken=11):
+    """``text`` in lines of at most 79 characters; the first leaves room for "✗ Not yet. "."""
+    paragraphs = text.split("\n")
+    lines = [textwrap.fill(paragraphs[0], 79, initial_indent=" " * first_line_taken).lstrip()]
+    return "\n".join(lines + [textwrap.fill(p, 79) for p in paragraphs[1:]])
+
+
+def _kind(value):
+    if value is None:
+        return "None"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return f"a value of type {type(value).__name__}"
+
+
+@never_raises
+def check_fused_attention(cls):
+    """Check a class whose forward uses ``F.scaled_dot_product_attention``: build it in several
+    configurations and compare it with the book's modules given the instance's own weights.
+
+    The reader's random state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        return _check(cls)
+
+
+def _check(cls):
+    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls)
+    if problem:
+        name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
+        return CheckResult(False, _wrapped(problem.message.format(name=name, kind=_kind(cls))))
+    for config in FUSED_CONFIGS:
+        trial = FusedTrial(cls, config)
+        if trial.error is None and trial.matches_book:
+            mistake = first_mistake(AFTER_MATCH_MISTAKES, trial)
+        else:
+            mistake = first_mistake(FUSED_MISTAKES, trial)
+            if mistake is None:
+                return CheckResult(False, _wrapped(_unexplained(trial)))
+        if mistake is not None:
+            message = mistake.message.format(t=trial, kind=_kind(trial.output))
+            seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
+            return CheckResult(False, _wrapped(message + seen))
+    return CheckResult(
+        True,
+        _wrapped(
+            f"Your forward matches the book's modules in all {len(FUSED_CONFIGS)} configurations "
+            "(one to four heads, biases, inputs shorter than context_length), uses the fused "
+            "kernel, and applies dropout only in training.",
+            len("✓ Correct. "),
+        ),
+    )
+
+
+def _unexplained(trial):
+    difference = float(
+        (trial.output.double() - book_reference(trial.module, trial.x).double())
+        .abs()
+        .nan_to_num(nan=float("inf"))
+        .max()
+    )
+    return (
+        f"Your output has the right shape, {trial.expected_shape}, but not the right values "
+        f"(largest difference {difference:.3g}), and none of the usual mistakes explains it. "
+        "Check each step: split self.qkv(x) into queries, keys and values; heads before "
+        "tokens; a causal kernel call; heads back after tokens; out_proj."
+        f"\n(Seen with {trial.call}.)"
+    )
+
+
+fused_attention = Exercise(
+    checker=check_fused_attention,
+    hints=tuple(
+        textwrap.fill(hint, 79)
+        for hint in (
+            "Three steps: make queries, keys and values of shape (b, num_heads, num_tokens, "
+            "head_dim) from self.qkv(x); let the kernel do the attention; bring the heads back "
+            "together and apply self.out_proj.",
+            "self.qkv(x) is (b, num_tokens, 3 * d_out). View it as (b, num_tokens, 3, "
+            "num_heads, head_dim) and move axis 2 to the front and the heads before the tokens: "
+            "permute(2, 0, 3, 1, 4) gives 3 × (b, num_heads, num_tokens, head_dim).",
+            "The kernel call needs two more arguments besides the three tensors: one that makes "
+            "it causal, and dropout_p, which must be 0.0 unless self.training. Its output is "
+            "(b, num_heads, num_tokens, head_dim): transpose(1, 2), then reshape to "
+            "(b, num_tokens, self.d_out).",
+        )
+    ),
+    solution_code=textwrap.dedent(
+        """\
+        class MyFusedAttention(FusedAttentionStart):
+            def forward(self, x):
+                b, num_tokens, _ = x.shape
+                qkv = self.qkv(x).view(b, num_tokens, 3, self.num_heads, self.head_dim)
+                # qkv: (b, num_tokens, 3, num_heads, head_dim)
+                queries, keys, values = qkv.permute(2, 0, 3, 1, 4)
+                # each (b, num_heads, num_tokens, head_dim)
+                dropout_p = self.dropout_p if self.training else 0.0
+                context = F.scaled_dot_product_attention(
+                    queries, keys, values, dropout_p=dropout_p, is_causal=True
+                )  # (b, num_heads, num_tokens, head_dim)
+                context = context.transpose(1, 2)
+                # (b, num_tokens, num_heads, head_dim)
+                context = context.reshape(b, num_tokens, self.d_out)
+                return self.out_proj(context)  # (b, num_tokens, d_out)
+
+
+        fused_attention.check(MyFusedAttention)
+        """
+    ),
+)
