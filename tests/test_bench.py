@@ -8,9 +8,12 @@ import csv
 import subprocess
 import sys
 
-import mha.bench as bench
 import pytest
 import torch
+from torch.utils.benchmark import Measurement
+from torch.utils.flop_counter import FlopCounterMode
+
+import mha.bench as bench
 from conftest import CHAPTERS
 from mha.bench import (
     CSV_COLUMNS,
@@ -43,8 +46,6 @@ from mha.counting import matmul_sizes
 from mha.plots import IMPLEMENTATION_STYLES, implementation_colour
 from mha.plots_bench import plot_benchmark, plot_split_speedup, plot_throughput, plot_time_vs_heads
 from mha.variants import equivalent_modules
-from torch.utils.benchmark import Measurement
-from torch.utils.flop_counter import FlopCounterMode
 
 TINY = Sweep(
     d_out=8,

@@ -7,6 +7,7 @@ experiment's subprocess machinery on a tiny configuration and checks only its st
 import math
 
 import torch
+
 from mha.bench_faults import (
     KEEP_FREED_MEMORY,
     SETTINGS,

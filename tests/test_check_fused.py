@@ -4,6 +4,7 @@ catalogued mistake and shortcut fails with its own message."""
 import pytest
 import torch
 import torch.nn.functional as F
+
 from mha import FusedMultiHeadAttention, MultiHeadAttention
 from mha.checks.core import CheckResult
 from mha.checks.fused import (

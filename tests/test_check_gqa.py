@@ -15,6 +15,8 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from conftest import CHAPTERS
 from mha import GroupedQueryAttention, MultiHeadAttention
 from mha.checks.core import CheckResult
@@ -26,7 +28,6 @@ from mha.checks.gqa import (
     gqa_forward,
 )
 from mha.gqa import KVCache, generate
-from torch import nn
 
 # --- the steps of a correct pass, for the buggy forwards to reuse around the step they get wrong
 

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 import torch
+
 from mha.attention import MultiHeadAttention
 from mha.checks import lookback as lookback_check
 from mha.checks.core import CheckResult

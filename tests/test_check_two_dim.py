@@ -9,6 +9,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch import nn
+
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
 from mha.checks import (
     TWO_DIM_MISTAKES,
@@ -19,7 +21,6 @@ from mha.checks import (
     six_wide_output,
     two_dim_output,
 )
-from torch import nn
 
 
 def build(

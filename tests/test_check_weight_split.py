@@ -10,9 +10,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from mha.attention import MultiHeadAttention
 from mha.checks import CheckResult, WeightSplitSkeleton, check_weight_split, weight_split
-from torch import nn
 
 # --- the steps of a correct pass, which the buggy forwards reuse around the step they get wrong
 
@@ -253,9 +254,7 @@ def mask_result_discarded(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
     attn_scores = queries @ keys.transpose(2, 3)
-    attn_scores.masked_fill(
-        self.mask[:num_tokens, :num_tokens], -torch.inf
-    )  # result thrown away
+    attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)  # result thrown away
     attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
     return self.out_proj(merge(self, attn_weights @ values))
 
@@ -382,9 +381,7 @@ def mask_not_sliced(self, x):
 def mask_rows_sliced_only(self, x):
     num_tokens = x.shape[1]
     queries, keys, values = (split(self, t) for t in project(self, x))
-    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(
-        self.mask[:num_tokens], -torch.inf
-    )
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(self.mask[:num_tokens], -torch.inf)
     return self.out_proj(
         merge(self, torch.softmax(attn_scores / self.head_dim**0.5, dim=-1) @ values)
     )

@@ -7,6 +7,8 @@ that hands the work to a book module) fail with feedback that says so.
 
 import pytest
 import torch
+from torch import nn
+
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 from mha.checks import (
     WRAPPER_MISTAKES,
@@ -15,7 +17,6 @@ from mha.checks import (
     check_wrapper,
     sequential_wrapper,
 )
-from torch import nn
 
 
 def with_forward(forward, base=WrapperSkeleton):

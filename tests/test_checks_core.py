@@ -1,6 +1,8 @@
 """The self-check convention every exercise shares (mha.checks core)."""
 
 import torch
+from torch import nn
+
 from mha.checks import (
     CheckResult,
     Exercise,
@@ -14,7 +16,6 @@ from mha.checks import (
     listed,
     never_raises,
 )
-from torch import nn
 
 
 def test_a_result_reads_as_plain_text_and_as_an_escaped_coloured_box():

@@ -10,6 +10,7 @@ tests/browser measures the built pages.
 import re
 
 import pytest
+
 from conftest import ROOT
 from mha.checks import CheckResult, Note
 from mha.reveal import BOX_COLOURS, Revealed

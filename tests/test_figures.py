@@ -13,33 +13,53 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from conftest import CHAPTERS
-from test_bench import both_sweeps
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.colors import to_rgb
 from PIL import Image
 
-from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots
-from mha import plots_bench
+from conftest import CHAPTERS
+from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots, plots_bench
 from mha.bench_compare import overhead_crossover
 from mha.plots import (
     FIGURE_DENSITY,
     FIGURE_DPI,
     HEAD_COLOURS,
-    IMPLEMENTATION_STYLES,
     HEATMAP_CMAP,
+    IMPLEMENTATION_STYLES,
     MAX_WIDTH_IN,
     MIN_TEXT_PT,
     OKABE_ITO,
     PHONE_MIN_WIDTH_PX,
     head_colour,
 )
+from test_bench import both_sweeps
 
 #: Okabe & Ito, "Color Universal Design" (2008): black, orange, sky blue, bluish green, yellow, blue,
 #: vermillion, reddish purple.
-PUBLISHED_OKABE_ITO = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7"}
-COLOUR_ARGUMENTS = {"c", "color", "colors", "colour", "cmap", "edgecolor", "edgecolors", "facecolor", "facecolors",
-                    "ecolor", "markeredgecolor", "markerfacecolor"}
+PUBLISHED_OKABE_ITO = {
+    "#000000",
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#F0E442",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+}
+COLOUR_ARGUMENTS = {
+    "c",
+    "color",
+    "colors",
+    "colour",
+    "cmap",
+    "edgecolor",
+    "edgecolors",
+    "facecolor",
+    "facecolors",
+    "ecolor",
+    "markeredgecolor",
+    "markerfacecolor",
+}
 #: Besides the palette: text drawn on dark or light heatmap cells, "no fill", and greys for reference
 #: lines and annotations (no hue, so nothing for colour-blind readers to confuse).
 NEUTRALS = {"white", "black", "none", "grey", "gray", "dimgrey", "dimgray"}
@@ -57,7 +77,11 @@ def colour_strings(tree):
 
 
 def allowed(colour):
-    return colour.upper() in PUBLISHED_OKABE_ITO or colour.lower() in NEUTRALS or colour == HEATMAP_CMAP
+    return (
+        colour.upper() in PUBLISHED_OKABE_ITO
+        or colour.lower() in NEUTRALS
+        or colour == HEATMAP_CMAP
+    )
 
 
 def test_the_palette_is_okabe_ito():
@@ -76,8 +100,10 @@ def test_implementations_never_share_a_colour_with_a_head_and_each_has_its_own_l
     head_rgbs = {to_rgb(c) for c in HEAD_COLOURS}
     styles = IMPLEMENTATION_STYLES
     assert not {name for name, (colour, _) in styles.items() if to_rgb(colour) in head_rgbs}
-    looks = [(to_rgb(colour), marker, str(plots.IMPLEMENTATION_LINESTYLES[name]))
-             for name, (colour, marker) in styles.items()]
+    looks = [
+        (to_rgb(colour), marker, str(plots.IMPLEMENTATION_LINESTYLES[name]))
+        for name, (colour, marker) in styles.items()
+    ]
     assert len({look[1] for look in looks}) == len(looks), "each implementation needs its marker"
     assert len({(look[0], look[2]) for look in looks}) == len(looks), "and its colour and line"
     assert all(plots.implementation_colour(name) == style[0] for name, style in styles.items())
@@ -90,7 +116,9 @@ def test_heatmaps_use_cividis():
 def test_the_plots_use_no_colour_outside_the_palette():
     source = PLOTS.read_text()
     hex_codes = set(re.findall(r"#[0-9A-Fa-f]{6}\b", source))
-    assert {c.upper() for c in hex_codes} <= PUBLISHED_OKABE_ITO, f"colours outside Okabe–Ito: {hex_codes}"
+    assert {c.upper() for c in hex_codes} <= PUBLISHED_OKABE_ITO, (
+        f"colours outside Okabe–Ito: {hex_codes}"
+    )
     stray = [(line, c) for line, c in colour_strings(ast.parse(source)) if not allowed(c)]
     assert not stray, f"plots.py draws with colours outside the palette (line, colour): {stray}"
 
@@ -106,9 +134,13 @@ def test_chapters_draw_every_figure_through_mha_plots():
     """A chapter that draws with pyplot or picks its own colours breaks 'same head, same colour'."""
     for path in NOTEBOOKS:
         for source in code_cells(path):
-            assert not re.search(r"\bpyplot\b|\bplt\.", source), f"{path.name} draws with pyplot:\n{source[:200]}"
+            assert not re.search(r"\bpyplot\b|\bplt\.", source), (
+                f"{path.name} draws with pyplot:\n{source[:200]}"
+            )
             colours = [c for _, c in colour_strings(ast.parse(source))]
-            assert not colours, f"{path.name} chooses colours {colours}: draw the figure in mha/plots.py"
+            assert not colours, (
+                f"{path.name} chooses colours {colours}: draw the figure in mha/plots.py"
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,19 +168,28 @@ def chapter_figures():
         queries = split.split_heads(split.W_query(batch))  # (b, num_heads, num_tokens, head_dim)
         keys = split.split_heads(split.W_key(batch))  # (b, num_heads, num_tokens, head_dim)
         scores = (queries @ keys.transpose(2, 3)).masked_fill(split.mask, -torch.inf)
-        attn_weights = torch.softmax(scores / split.head_dim ** 0.5, dim=-1)  # (b, num_heads, num_tokens, num_tokens)
+        attn_weights = torch.softmax(
+            scores / split.head_dim**0.5, dim=-1
+        )  # (b, num_heads, num_tokens, num_tokens)
         first_sequence_queries = split.W_query(batch)[0]  # (num_tokens, d_out)
         return {
-            "plot_concatenated_output": plots.plot_concatenated_output(wrapper(batch)[0], num_heads=3),
+            "plot_concatenated_output": plots.plot_concatenated_output(
+                wrapper(batch)[0], num_heads=3
+            ),
             "plot_two_dim_context": plots.plot_two_dim_context(two_dim(batch)[0]),
             "plot_combined_weight": plots.plot_combined_weight(split.W_query.weight.T, 3),
             "plot_heads_in_combined_weight": plots.plot_heads_in_combined_weight(
-                [head.W_query.weight.T for head in wrapper.heads], split.W_query.weight.T),
+                [head.W_query.weight.T for head in wrapper.heads], split.W_query.weight.T
+            ),
             "plot_split_heads": plots.plot_split_heads(first_sequence_queries, 3),
-            "plot_split_heads_without_transpose": plots.plot_split_heads_without_transpose(first_sequence_queries, 3),
+            "plot_split_heads_without_transpose": plots.plot_split_heads_without_transpose(
+                first_sequence_queries, 3
+            ),
             "plot_attention_per_head": plots.plot_attention_per_head(attn_weights[0]),
             "plot_time_vs_heads": plots_bench.plot_time_vs_heads(rows),
-            "plot_split_speedup": plots_bench.plot_split_speedup(rows, overhead_crossover(rows) or 4.0),
+            "plot_split_speedup": plots_bench.plot_split_speedup(
+                rows, overhead_crossover(rows) or 4.0
+            ),
             "plot_split_speedup (no crossover)": plots_bench.plot_split_speedup(rows, None),
             "plot_throughput": plots_bench.plot_throughput(rows),
             "plot_benchmark": plots_bench.plot_benchmark(rows, overhead_crossover(rows)),
@@ -177,8 +218,14 @@ def save_as_jupyter_does(fig, monkeypatch):
     def recording(renderer, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if s.strip():
             box = mtext.get_bbox_patch() if mtext is not None else None
-            texts.append(DrawnText(s, prop.get_size_in_points(), gc.get_rgb()[:3],
-                                   box.get_facecolor()[:3] if box is not None else None))
+            texts.append(
+                DrawnText(
+                    s,
+                    prop.get_size_in_points(),
+                    gc.get_rgb()[:3],
+                    box.get_facecolor()[:3] if box is not None else None,
+                )
+            )
         return draw_text(renderer, gc, x, y, s, prop, angle, ismath, mtext)
 
     with monkeypatch.context() as patch:
@@ -191,11 +238,14 @@ def save_as_jupyter_does(fig, monkeypatch):
 @pytest.fixture(scope="module")
 def saved_figures():
     with pytest.MonkeyPatch.context() as monkeypatch:
-        return {name: save_as_jupyter_does(fig, monkeypatch) for name, fig in chapter_figures().items()}
+        return {
+            name: save_as_jupyter_does(fig, monkeypatch) for name, fig in chapter_figures().items()
+        }
 
 
 def contrast(a, b):
     """WCAG contrast ratio of two RGB colours."""
+
     def luminance(rgb):
         linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
         return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
@@ -212,23 +262,37 @@ def test_every_figure_function_in_plots_is_checked_here(saved_figures):
         if name.startswith("plot_") and f.__module__ == module.__name__
     }
     checked = {name.split(" ")[0] for name in saved_figures}
-    assert functions == checked, f"add these figure functions to chapter_figures(): {functions - checked}"
+    assert functions == checked, (
+        f"add these figure functions to chapter_figures(): {functions - checked}"
+    )
 
 
 def test_every_figure_is_at_most_550_px_wide_as_jupyter_saves_it(saved_figures):
-    too_wide = {name: f.width_px for name, f in saved_figures.items() if f.width_px > MAX_WIDTH_IN * FIGURE_DPI}
+    too_wide = {
+        name: f.width_px
+        for name, f in saved_figures.items()
+        if f.width_px > MAX_WIDTH_IN * FIGURE_DPI
+    }
     assert not too_wide, f"wider than {MAX_WIDTH_IN} in at {FIGURE_DPI} dpi (px): {too_wide}"
 
 
-def test_no_text_in_any_figure_is_smaller_than_11_pt_tick_labels_and_cell_values_included(saved_figures):
-    small = {name: sorted({(t.points, t.text) for t in f.texts if t.points < MIN_TEXT_PT})
-             for name, f in saved_figures.items()}
+def test_no_text_in_any_figure_is_smaller_than_11_pt_tick_labels_and_cell_values_included(
+    saved_figures,
+):
+    small = {
+        name: sorted({(t.points, t.text) for t in f.texts if t.points < MIN_TEXT_PT})
+        for name, f in saved_figures.items()
+    }
     small = {name: texts for name, texts in small.items() if texts}
     assert not small, f"text under {MIN_TEXT_PT} pt (size, text): {small}"
-    assert all(f.texts for f in saved_figures.values()), "the recorder saw no text: is it still hooked in?"
+    assert all(f.texts for f in saved_figures.values()), (
+        "the recorder saw no text: is it still hooked in?"
+    )
 
 
-def test_every_text_is_legible_on_its_background_and_none_is_written_in_a_light_head_colour(saved_figures):
+def test_every_text_is_legible_on_its_background_and_none_is_written_in_a_light_head_colour(
+    saved_figures,
+):
     """Text on white (no box) is black, white-on-a-dark-cell or grey; head labels are black on a light tint."""
     head_colours = {to_rgb(c) for c in OKABE_ITO} - {to_rgb("black")}
     problems = []
@@ -237,7 +301,9 @@ def test_every_text_is_legible_on_its_background_and_none_is_written_in_a_light_
             if tuple(t.colour) in head_colours:
                 problems.append(f"{name}: {t.text!r} is written in a head's colour")
             elif t.background is not None and contrast(t.colour, t.background) < MIN_CONTRAST:
-                problems.append(f"{name}: {t.text!r} has contrast {contrast(t.colour, t.background):.1f} on its box")
+                problems.append(
+                    f"{name}: {t.text!r} has contrast {contrast(t.colour, t.background):.1f} on its box"
+                )
     assert not problems, "\n".join(problems)
 
 
@@ -258,7 +324,9 @@ def test_the_criterion_keeps_text_at_9_css_px_in_a_390_px_phones_column_and_when
     assert smallest_text_px(PHONE_COLUMN_PX) >= MIN_PHONE_TEXT_PX
     assert smallest_text_px(PHONE_MIN_WIDTH_PX) >= MIN_PHONE_TEXT_PX
     css = (CHAPTERS.parent / "_static" / "figures.css").read_text()
-    assert f"max(100%, {PHONE_MIN_WIDTH_PX}px)" in css, "figures.css and PHONE_MIN_WIDTH_PX disagree"
+    assert f"max(100%, {PHONE_MIN_WIDTH_PX}px)" in css, (
+        "figures.css and PHONE_MIN_WIDTH_PX disagree"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,8 +356,9 @@ print(json.dumps([png.width, metadata["width"], formatters["text/plain"](fig)]))
 def test_in_jupyter_a_figure_is_a_png_of_twice_its_pixels_shown_at_its_size_text_repr_unchanged():
     """Sharp on high-density screens; strict nbval compares the text repr, which must not change."""
 
-    result = subprocess.run([sys.executable, "-c", SHOW_IN_IPYTHON, str(CHAPTERS)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", SHOW_IN_IPYTHON, str(CHAPTERS)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     natural, shown, text = json.loads(result.stdout.strip().splitlines()[-1])
     assert FIGURE_DENSITY >= 2
@@ -308,8 +377,12 @@ def stray_ticks(fig):
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             ticks = [t for t in axis.get_major_ticks() if t.get_visible()]
             marks = [t for t in ticks if t.tick1line.get_visible() or t.tick2line.get_visible()]
-            labelled = [t for t in ticks if (t.label1.get_visible() and t.label1.get_text())
-                        or (t.label2.get_visible() and t.label2.get_text())]
+            labelled = [
+                t
+                for t in ticks
+                if (t.label1.get_visible() and t.label1.get_text())
+                or (t.label2.get_visible() and t.label2.get_text())
+            ]
             if marks and not labelled:
                 found.append((ax.get_title(), name))
     return found
@@ -337,7 +410,8 @@ def test_masked_attention_cells_are_hatched_so_they_never_look_like_small_weight
     weights[0, 3, 0] = 1e-6  # a tiny weight that is not masked
     fig = plots.plot_attention_per_head(weights)
     for h, ax in enumerate(fig.axes[:2]):
-        hatched = {(round(p.get_x() + 0.5), round(p.get_y() + 0.5))
-                   for p in ax.patches if p.get_hatch()}
+        hatched = {
+            (round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in ax.patches if p.get_hatch()
+        }
         masked = {(col, row) for row in range(4) for col in range(4) if col > row}
         assert hatched == masked, f"head {h + 1}: hatched {sorted(hatched)}, not {sorted(masked)}"

@@ -7,10 +7,11 @@ import ast
 import inspect
 
 import pytest
-import test_figures as figure_rules
 import torch
-from conftest import CHAPTERS
 from matplotlib.colors import to_rgb
+
+import test_figures as figure_rules
+from conftest import CHAPTERS
 from mha import GroupedQueryAttention, MultiHeadAttention, plots_gqa
 from mha.gqa import (
     KVCache,

@@ -57,8 +57,12 @@ def test_there_are_chapters_and_the_table_of_contents_lists_each_one():
 def test_every_code_cell_was_executed_top_to_bottom_in_one_kernel(notebook):
     path, nb = notebook
     counts = [c["execution_count"] for c in code_cells(nb) if source(c).strip()]
-    assert None not in counts, f"{path.name} has unexecuted code cells: strict nbval would compare nothing"
-    assert counts == list(range(1, len(counts) + 1)), f"{path.name} was not run top to bottom once: {counts}"
+    assert None not in counts, (
+        f"{path.name} has unexecuted code cells: strict nbval would compare nothing"
+    )
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"{path.name} was not run top to bottom once: {counts}"
+    )
 
 
 def test_no_cell_shows_an_error_or_a_warning(notebook):
@@ -66,14 +70,18 @@ def test_no_cell_shows_an_error_or_a_warning(notebook):
     for cell in code_cells(nb):
         for out in cell["outputs"]:
             assert out["output_type"] != "error", f"{path.name}: {source(cell)[:60]!r} raised"
-            assert out.get("name") != "stderr", f"{path.name}: {source(cell)[:60]!r} wrote to stderr"
+            assert out.get("name") != "stderr", (
+                f"{path.name}: {source(cell)[:60]!r} wrote to stderr"
+            )
 
 
 def test_metadata_is_normalised(notebook):
     path, nb = notebook
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
     for cell in nb["cells"]:
-        assert "execution" not in cell.get("metadata", {}), f"{path.name} keeps timing metadata; run make execute"
+        assert "execution" not in cell.get("metadata", {}), (
+            f"{path.name} keeps timing metadata; run make execute"
+        )
 
 
 def test_reveals_and_solutions_are_hidden_in_html_and_collapsed_in_jupyterlab(notebook):
@@ -86,16 +94,27 @@ def test_reveals_and_solutions_are_hidden_in_html_and_collapsed_in_jupyterlab(no
             assert "reveal" in tags, f"{path.name}: a cell calls reveal() without the 'reveal' tag"
         for kind in kinds:
             where = f"{path.name}: {kind} cell {source(cell)[:50]!r}"
-            assert "hide-cell" in tags, f"{where} is not hidden in the HTML book (needs the hide-cell tag)"
-            assert cell["metadata"].get("jupyter") == {"source_hidden": True, "outputs_hidden": True}, (
+            assert "hide-cell" in tags, (
+                f"{where} is not hidden in the HTML book (needs the hide-cell tag)"
+            )
+            assert cell["metadata"].get("jupyter") == {
+                "source_hidden": True,
+                "outputs_hidden": True,
+            }, (
                 f"{where} is not collapsed in JupyterLab (needs jupyter.source_hidden/outputs_hidden)"
             )
             assert cell["metadata"]["mystnb"]["code_prompt_show"] == HIDDEN_KINDS[kind]
-            assert source(cell).startswith(FIRST_LINES[kind] + "\n"), f"{where} does not start with {FIRST_LINES[kind]!r}"
+            assert source(cell).startswith(FIRST_LINES[kind] + "\n"), (
+                f"{where} does not start with {FIRST_LINES[kind]!r}"
+            )
             assert cell["outputs"], f"{where} has no computed answer"
             if kind == "reveal":
-                html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
-                assert 'class="mha-box mha-reveal"' in html, f"{where} shows no answer box: call reveal()"
+                html = "".join(
+                    "".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"]
+                )
+                assert 'class="mha-box mha-reveal"' in html, (
+                    f"{where} shows no answer box: call reveal()"
+                )
 
 
 def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
@@ -108,7 +127,9 @@ def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
             continue
         where = f"{path.name}: hint cell {source(cell)[:40]!r}"
         assert "hide-output" in cell["metadata"]["tags"], f"{where} shows its hint without a toggle"
-        assert cell["metadata"].get("jupyter") == {"outputs_hidden": True}, f"{where} is not collapsed"
+        assert cell["metadata"].get("jupyter") == {"outputs_hidden": True}, (
+            f"{where} is not collapsed"
+        )
         assert cell["metadata"]["mystnb"]["code_prompt_show"].startswith("Show "), where
         html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
         assert 'class="mha-box mha-hint"' in html, f"{where} shows no hint box from mha.checks"
@@ -160,17 +181,29 @@ def test_no_output_speaks_only_to_notebook_users(notebook):
 
 
 def fake_notebook(code, printed):
-    cell = {"cell_type": "code", "source": [code], "metadata": {}, "execution_count": 1,
-            "outputs": [{"output_type": "stream", "name": "stdout", "text": [printed]}]}
+    cell = {
+        "cell_type": "code",
+        "source": [code],
+        "metadata": {},
+        "execution_count": 1,
+        "outputs": [{"output_type": "stream", "name": "stdout", "text": [printed]}],
+    }
     return ROOT / "fake.ipynb", {"cells": [cell]}
 
 
-@pytest.mark.parametrize("code, printed", [("x = 1  # " + "y" * 71, "ok\n"), ("x = 1", "z" * 80 + "\n")],
-                         ids=["code line", "printed line"])
+@pytest.mark.parametrize(
+    "code, printed",
+    [("x = 1  # " + "y" * 71, "ok\n"), ("x = 1", "z" * 80 + "\n")],
+    ids=["code line", "printed line"],
+)
 def test_the_line_check_fails_on_one_line_of_80_characters(code, printed):
-    test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(fake_notebook("x = 1  # " + "y" * 70, "ok"))
+    test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(
+        fake_notebook("x = 1  # " + "y" * 70, "ok")
+    )
     with pytest.raises(AssertionError, match="over 79 characters"):
-        test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(fake_notebook(code, printed))
+        test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(
+            fake_notebook(code, printed)
+        )
 
 
 def test_the_audience_check_fails_on_the_old_reveal_text():
@@ -180,7 +213,9 @@ def test_the_audience_check_fails_on_the_old_reveal_text():
 
 
 def load_execute_chapters():
-    spec = importlib.util.spec_from_file_location("execute_chapters", ROOT / ".ci" / "execute_chapters.py")
+    spec = importlib.util.spec_from_file_location(
+        "execute_chapters", ROOT / ".ci" / "execute_chapters.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -189,12 +224,16 @@ def load_execute_chapters():
 def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_run_changes_nothing():
     normalise = load_execute_chapters().normalise
     old_first_line = "# The answer: run this cell, then click its ••• to expand it."
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(f"{old_first_line}\nreveal(1)", metadata={"tags": ["reveal", "hide-input"]}),
-        nbformat.v4.new_code_cell("answer = 2\ncheck(answer)", metadata={"tags": ["solution"]}),
-        nbformat.v4.new_code_cell("practice.hint(2)"),
-        nbformat.v4.new_code_cell("x = 1"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                f"{old_first_line}\nreveal(1)", metadata={"tags": ["reveal", "hide-input"]}
+            ),
+            nbformat.v4.new_code_cell("answer = 2\ncheck(answer)", metadata={"tags": ["solution"]}),
+            nbformat.v4.new_code_cell("practice.hint(2)"),
+            nbformat.v4.new_code_cell("x = 1"),
+        ]
+    )
     once = normalise(nb)
     reveal_cell, solution_cell, hint_cell, plain_cell = once.cells
     assert reveal_cell.source == f"{FIRST_LINES['reveal']}\nreveal(1)"
@@ -214,7 +253,9 @@ def test_every_figure_has_alt_text_that_describes_it(notebook):
     for cell in code_cells(nb):
         if any("image/png" in out.get("data", {}) for out in cell["outputs"]):
             alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
-            assert len(alt.split()) >= 12, f"{path.name}: figure cell {source(cell)[:50]!r} lacks descriptive alt text"
+            assert len(alt.split()) >= 12, (
+                f"{path.name}: figure cell {source(cell)[:50]!r} lacks descriptive alt text"
+            )
 
 
 def test_alt_text_is_only_given_to_cells_that_draw_a_figure(notebook):
@@ -230,7 +271,9 @@ def test_markdown_never_shows_hand_typed_tensor_output(notebook):
     path, nb = notebook
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
-            assert not re.search(r"tensor\(\[|torch\.Size\(", source(cell)), f"{path.name}: typed output in markdown"
+            assert not re.search(r"tensor\(\[|torch\.Size\(", source(cell)), (
+                f"{path.name}: typed output in markdown"
+            )
 
 
 def python_blocks(nb):
@@ -270,23 +313,39 @@ def test_code_shown_in_markdown_is_an_excerpt_of_the_mha_package(notebook):
 
 
 #: Functions that return timings. Their results, and whatever is computed from them, differ from run to run.
-TIMING_CALLS = {"run_sweep", "time_in_rounds", "allocator_experiment", "time_causal_attention",
-                "check_targets", "matmul_ceiling",
-                "blocked_autorange", "timeit"}
+TIMING_CALLS = {
+    "run_sweep",
+    "time_in_rounds",
+    "allocator_experiment",
+    "time_causal_attention",
+    "check_targets",
+    "matmul_ceiling",
+    "blocked_autorange",
+    "timeit",
+}
 #: The one other output that varies by machine: the exact float32 rounding residue chapter 3 prints
 #: (its prose says why the tests do not compare it). ``(notebook, cell source)``.
-ROUNDING_RESIDUE_CELLS = {("03_weight_splits.ipynb", 'print(f"largest absolute difference: {difference:.2e}")')}
+ROUNDING_RESIDUE_CELLS = {
+    ("03_weight_splits.ipynb", 'print(f"largest absolute difference: {difference:.2e}")')
+}
 
 
 def python_of(cell):
     """A code cell's source without IPython magics and shell escapes, so ``ast`` can parse it."""
-    return "\n".join(line for line in source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
+    return "\n".join(
+        line for line in source(cell).splitlines() if not line.lstrip().startswith(("%", "!"))
+    )
 
 
 def mentions(node, names):
     """Whether ``node`` uses one of ``names`` (as a variable, or as a function or method called by name)."""
-    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Attribute) and n.attr in names
-               for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Name)
+        and n.id in names
+        or isinstance(n, ast.Attribute)
+        and n.attr in names
+        for n in ast.walk(node)
+    )
 
 
 def bound_names(target):
@@ -299,23 +358,37 @@ def timing_names(cells):
     for cell in cells:
         nodes = list(ast.walk(ast.parse(python_of(cell))))
         before = None
-        while before != found:  # until nothing new turns up: a loop can carry a value back to its top
+        while (
+            before != found
+        ):  # until nothing new turns up: a loop can carry a value back to its top
             before = set(found)
             for node in nodes:
-                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and node.value:
+                if (
+                    isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr))
+                    and node.value
+                ):
                     if mentions(node.value, found):
                         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                         found |= set().union(*(bound_names(t) for t in targets))
                 elif isinstance(node, (ast.For, ast.comprehension)) and mentions(node.iter, found):
                     found |= bound_names(node.target)
-                elif isinstance(node, ast.FunctionDef) and any(mentions(statement, found) for statement in node.body):
+                elif isinstance(node, ast.FunctionDef) and any(
+                    mentions(statement, found) for statement in node.body
+                ):
                     found.add(node.name)
     return found
 
 
 def test_the_timing_tracker_follows_values_from_cell_to_cell_and_no_further():
-    cells = [{"source": s} for s in ("rows = run_sweep(sweep)\nx = 3", "def growth(n):\n    return rows[n]",
-                                      "g = growth(2)\nfor r in rows:\n    y = r", "z = x + 1")]
+    cells = [
+        {"source": s}
+        for s in (
+            "rows = run_sweep(sweep)\nx = 3",
+            "def growth(n):\n    return rows[n]",
+            "g = growth(2)\nfor r in rows:\n    y = r",
+            "z = x + 1",
+        )
+    ]
     assert timing_names(cells) - TIMING_CALLS == {"rows", "growth", "g", "r", "y"}
 
 
@@ -336,8 +409,11 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
     """nbval in strict mode must notice a single edited output: here, one digit of chapter 1."""
     original = NOTEBOOKS[0]
     nb = load(original)
-    cell = next(c for c in code_cells(nb) if any(o.get("name") == "stdout" and "0.2216" in "".join(o["text"])
-                                                  for o in c["outputs"]))
+    cell = next(
+        c
+        for c in code_cells(nb)
+        if any(o.get("name") == "stdout" and "0.2216" in "".join(o["text"]) for o in c["outputs"])
+    )
     for out in cell["outputs"]:
         if out.get("name") == "stdout":
             out["text"] = [line.replace("0.2216", "0.2217") for line in out["text"]]
@@ -345,8 +421,20 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
     tampered.write_text(json.dumps(nb))
     (tmp_path / "mha").symlink_to(CHAPTERS / "mha")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider", "-q", str(tampered)],
-        cwd=tmp_path, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval",
+            "--nbval-current-env",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            str(tampered),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode != 0 and "0.2217" in result.stdout
 
@@ -391,9 +479,15 @@ def test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs(noteboo
 
 def test_the_hidden_name_check_catches_a_name_defined_only_in_a_reveal(tmp_path):
     cells = [
-        {"cell_type": "code", "metadata": {"tags": ["reveal", "hide-cell"]}, "source": "# The answer\ncounts = {1: 5}"},
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["reveal", "hide-cell"]},
+            "source": "# The answer\ncounts = {1: 5}",
+        },
         {"cell_type": "code", "metadata": {}, "source": "print(counts[1])"},
     ]
     path = tmp_path / "99_fake.ipynb"
     with pytest.raises(AssertionError, match="counts"):
-        test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs((path, {"cells": cells}))
+        test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs(
+            (path, {"cells": cells})
+        )

@@ -5,8 +5,9 @@ the practice."""
 import json
 import re
 
-import mha.checks
 import pytest
+
+import mha.checks
 from conftest import CHAPTERS
 
 PRACTICE = {

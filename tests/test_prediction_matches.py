@@ -1,6 +1,7 @@
 """Predictions are read as a reader means them, and one that cannot be read gets its format."""
 
 import pytest
+
 from mha.reveal import prediction_matches, reveal
 
 
@@ -74,8 +75,7 @@ def test_reveal_judges_with_prediction_matches_and_still_takes_its_own_rule(caps
     reveal("B", "c")
     reveal(3, 4, matches=lambda p, a: abs(p - a) <= 1)
     verdicts = [
-        " ".join(answer.split())
-        for answer in capsys.readouterr().out.split("The answer:")[1:]
+        " ".join(answer.split()) for answer in capsys.readouterr().out.split("The answer:")[1:]
     ]
     assert "matches the answer" in verdicts[0]
     assert "is not what the code computes" in verdicts[1]

@@ -3,6 +3,8 @@ equal-size models really are equal in size, and training lowers the loss the
 same way on one thread or many."""
 
 import torch
+from torch import nn
+
 from mha import plots_training
 from mha import train as train_module
 from mha.plots_training import plot_attention_maps, plot_query_weight_trained
@@ -17,7 +19,6 @@ from mha.tasks import (
     weight_by_offset,
 )
 from mha.train import progress_bar, train
-from torch import nn
 
 TINY = LookbackTask(offsets=(1, 2), vocab_size=4, num_tokens=5, train_size=32, eval_size=64)
 

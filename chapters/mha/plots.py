@@ -111,8 +111,12 @@ def head_label(h):
     return {
         "color": "black",
         "fontweight": "bold",
-        "bbox": {"boxstyle": "round,pad=0.3", "facecolor": _tint(head_colour(h)),
-                 "edgecolor": head_colour(h), "linewidth": 2},
+        "bbox": {
+            "boxstyle": "round,pad=0.3",
+            "facecolor": _tint(head_colour(h)),
+            "edgecolor": head_colour(h),
+            "linewidth": 2,
+        },
     }
 
 
@@ -134,8 +138,11 @@ def _phone_legible(draw):
 
 def _new_figure(width, height):
     """A figure at most as wide as the criterion allows once saved with its 0.1 in padding on each side."""
-    return Figure(figsize=(min(width, DRAWING_WIDTH_IN), height), dpi=FIGURE_DPI,
-                  layout=ConstrainedLayoutEngine(h_pad=LAYOUT_PAD_IN, w_pad=LAYOUT_PAD_IN))
+    return Figure(
+        figsize=(min(width, DRAWING_WIDTH_IN), height),
+        dpi=FIGURE_DPI,
+        layout=ConstrainedLayoutEngine(h_pad=LAYOUT_PAD_IN, w_pad=LAYOUT_PAD_IN),
+    )
 
 
 def _wrap(text, fontsize=TITLE_PT, width_in=DRAWING_WIDTH_IN - 0.2):
@@ -160,12 +167,26 @@ def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, lin
         left = h * block_width - 0.5
         inset = 0.06  # keeps neighbouring outlines from drawing over each other
         ax.add_patch(
-            Rectangle((left + inset, -0.5 + inset), block_width - 2 * inset, num_rows - 2 * inset,
-                      fill=False, edgecolor=head_colour(h), linewidth=linewidth, clip_on=False)
+            Rectangle(
+                (left + inset, -0.5 + inset),
+                block_width - 2 * inset,
+                num_rows - 2 * inset,
+                fill=False,
+                edgecolor=head_colour(h),
+                linewidth=linewidth,
+                clip_on=False,
+            )
         )
         if label:
-            ax.annotate(f"head {h + 1}", (left + block_width / 2, -0.5), xytext=(0, 8),
-                        textcoords="offset points", ha="center", va="bottom", **head_label(h))
+            ax.annotate(
+                f"head {h + 1}",
+                (left + block_width / 2, -0.5),
+                xytext=(0, 8),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                **head_label(h),
+            )
 
 
 @_phone_legible
@@ -182,7 +203,9 @@ def plot_concatenated_output(context, num_heads, tokens=TOKENS):
     ax.set_yticks(range(num_tokens), tokens[:num_tokens])
     ax.set_xticks(range(width), [f"{c % block_width + 1}" for c in range(width)])
     ax.set_xlabel("output column\n(numbered within its head)")
-    ax.set_title(_wrap("torch.cat puts each head's context vectors side by side", width_in=3.6), pad=34)
+    ax.set_title(
+        _wrap("torch.cat puts each head's context vectors side by side", width_in=3.6), pad=34
+    )
     fig.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="value")
     return fig
 
@@ -211,14 +234,21 @@ def _annotated_heatmap(ax, matrix, *, write_values=True, **limits):
     low, high = image.get_clim()
     if write_values:
         for (row, col), value in _cells(matrix):
-            ax.text(col, row, f"{value:.2f}", ha="center", va="center",
-                    color="white" if value < (low + high) / 2 else "black")
+            ax.text(
+                col,
+                row,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                color="white" if value < (low + high) / 2 else "black",
+            )
     return image
 
 
 # ---------------------------------------------------------------------------------------------
 # Chapter 2 figures
 # ---------------------------------------------------------------------------------------------
+
 
 @_phone_legible
 def plot_two_dim_context(context, tokens=TOKENS):
@@ -237,12 +267,21 @@ def plot_two_dim_context(context, tokens=TOKENS):
     ax = fig.subplots()
     ax.scatter(context[:, 0].numpy(), context[:, 1].numpy(), s=60, color="black", zorder=3)
     points = context.tolist()
-    span_x, span_y = (max(float(spread), 1e-9) for spread in context.max(dim=0).values - context.min(dim=0).values)
+    span_x, span_y = (
+        max(float(spread), 1e-9) for spread in context.max(dim=0).values - context.min(dim=0).values
+    )
     for token, (x, y) in zip(tokens, points):
         # A label goes below its dot when another dot sits just above it, where the label would be.
-        crowded = any(abs(x2 - x) < 0.15 * span_x and 0 < y2 - y < 0.1 * span_y for x2, y2 in points)
-        ax.annotate(token, (x, y), xytext=(7, -4 if crowded else 4), textcoords="offset points",
-                    va="top" if crowded else "bottom")
+        crowded = any(
+            abs(x2 - x) < 0.15 * span_x and 0 < y2 - y < 0.1 * span_y for x2, y2 in points
+        )
+        ax.annotate(
+            token,
+            (x, y),
+            xytext=(7, -4 if crowded else 4),
+            textcoords="offset points",
+            va="top" if crowded else "bottom",
+        )
     head_axes = ((ax.xaxis, "bottom", ax.set_xlabel), (ax.yaxis, "left", ax.set_ylabel))
     for h, (axis, spine, set_label) in enumerate(head_axes):
         set_label(f"head {h + 1}'s output (one value per token)", labelpad=8, **head_label(h))
@@ -283,8 +322,12 @@ def plot_combined_weight(weight, num_heads, name="W_query"):
     ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)])
     ax.set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
     ax.set_xlabel(f"output column\n(numbered within its head; head_dim = {head_dim})")
-    ax.set_title(_wrap(f"One {name} for all {num_heads} heads:\nshape (d_in, d_out) = {tuple(weight.shape)}"),
-                 pad=34)
+    ax.set_title(
+        _wrap(
+            f"One {name} for all {num_heads} heads:\nshape (d_in, d_out) = {tuple(weight.shape)}"
+        ),
+        pad=34,
+    )
     fig.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="weight")
     return fig
 
@@ -311,8 +354,12 @@ def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
         ax.set_title(f"head {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
         _row_labels(ax, [f"input {i + 1}" for i in range(d_in)] if h == 0 else None)
-    top.suptitle(_wrap(f"Each wrapper head's own {name}, shape {tuple(head_weights[0].shape)}, becomes "
-                       f"one block of {head_dim} columns of the combined {name} below"))
+    top.suptitle(
+        _wrap(
+            f"Each wrapper head's own {name}, shape {tuple(head_weights[0].shape)}, becomes "
+            f"one block of {head_dim} columns of the combined {name} below"
+        )
+    )
     ax = bottom.subplots()
     image = _annotated_heatmap(ax, combined, write_values=write_values, vmin=vmin, vmax=vmax)
     outline_head_blocks(ax, num_heads, head_dim, d_in, label=False)
@@ -321,11 +368,18 @@ def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
     ax.set_xlabel(f"column of the weight-split module's one {name},\nshape {tuple(combined.shape)}")
     bottom.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="weight")
     for h, small in enumerate(small_axes):
-        fig.add_artist(ConnectionPatch(
-            xyA=((head_dim - 1) / 2, d_in - 0.5), coordsA=small.transData,
-            xyB=(h * head_dim + (head_dim - 1) / 2, -0.5), coordsB=ax.transData,
-            arrowstyle="-|>", color=head_colour(h), linewidth=2.5, mutation_scale=18,
-        ))
+        fig.add_artist(
+            ConnectionPatch(
+                xyA=((head_dim - 1) / 2, d_in - 0.5),
+                coordsA=small.transData,
+                xyB=(h * head_dim + (head_dim - 1) / 2, -0.5),
+                coordsB=ax.transData,
+                arrowstyle="-|>",
+                color=head_colour(h),
+                linewidth=2.5,
+                mutation_scale=18,
+            )
+        )
     return fig
 
 
@@ -339,10 +393,15 @@ def plot_split_heads(queries, num_heads, tokens=TOKENS):
     def regroup(t):
         return t.reshape(num_tokens, num_heads, d_out // num_heads).transpose(0, 1)
 
-    return _plot_regrouping(queries, num_heads, regroup, tokens,
-                            "view(num_tokens, num_heads, head_dim), then transpose(0, 1)",
-                            "one sequence, so the batch axis is dropped: the code's transpose(1, 2) "
-                            "becomes transpose(0, 1)")
+    return _plot_regrouping(
+        queries,
+        num_heads,
+        regroup,
+        tokens,
+        "view(num_tokens, num_heads, head_dim), then transpose(0, 1)",
+        "one sequence, so the batch axis is dropped: the code's transpose(1, 2) "
+        "becomes transpose(0, 1)",
+    )
 
 
 def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
@@ -352,10 +411,15 @@ def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
     def regroup(t):
         return t.reshape(num_heads, num_tokens, d_out // num_heads)
 
-    return _plot_regrouping(queries, num_heads, regroup, tokens,
-                            "view(num_heads, num_tokens, head_dim), no transpose",
-                            "one sequence, so the batch axis is dropped: the code's "
-                            "view(b, num_heads, num_tokens, head_dim) loses its b")
+    return _plot_regrouping(
+        queries,
+        num_heads,
+        regroup,
+        tokens,
+        "view(num_heads, num_tokens, head_dim), no transpose",
+        "one sequence, so the batch axis is dropped: the code's "
+        "view(b, num_heads, num_tokens, head_dim) loses its b",
+    )
 
 
 @_phone_legible
@@ -390,9 +454,12 @@ def plot_attention_per_head(attn_weights, tokens=TOKENS):
     fig.colorbar(image, ax=axes, location="bottom", shrink=0.7, aspect=30, label="attention weight")
     if masked.any():
         masked_patch = Rectangle((0, 0), 1, 1, **MASKED_STYLE)
-        fig.legend([masked_patch], ["masked: a later token"], loc="outside lower center",
-                   frameon=False)
-    fig.suptitle(_wrap("Attention weights of each head, all computed in one batched matrix multiplication"))
+        fig.legend(
+            [masked_patch], ["masked: a later token"], loc="outside lower center", frameon=False
+        )
+    fig.suptitle(
+        _wrap("Attention weights of each head, all computed in one batched matrix multiplication")
+    )
     return fig
 
 
@@ -436,7 +503,9 @@ def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
     columns = min(num_heads, PANELS_PER_ROW)
     panel_rows = math.ceil(num_heads / columns)
     fig = _new_figure(DRAWING_WIDTH_IN, 0.42 * num_tokens + 0.55 * num_tokens * panel_rows + 3.4)
-    top, bottom = fig.subfigures(2, 1, height_ratios=(0.42 * num_tokens + 1.0, (0.55 * num_tokens + 1.0) * panel_rows))
+    top, bottom = fig.subfigures(
+        2, 1, height_ratios=(0.42 * num_tokens + 1.0, (0.55 * num_tokens + 1.0) * panel_rows)
+    )
     ax = top.subplots()
     _tinted_cells(ax, queries, token_of, head_of, tokens, show_token=False)
     outline_head_blocks(ax, num_heads, head_dim, num_tokens, linewidth=2)
@@ -450,7 +519,9 @@ def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
         if h >= num_heads:
             ax.set_visible(False)
             continue
-        _tinted_cells(ax, values[h], regroup(token_of)[h], regroup(head_of)[h], tokens, show_token=True)
+        _tinted_cells(
+            ax, values[h], regroup(token_of)[h], regroup(head_of)[h], tokens, show_token=True
+        )
         ax.set_title(f"[{h}]: treated as\nhead {h + 1}", pad=8, **head_label(h))
         ax.set_xticks(range(head_dim), [str(c + 1) for c in range(head_dim)])
         _row_labels(ax, [f"row {r + 1}" for r in range(num_tokens)] if h % columns == 0 else None)
@@ -461,7 +532,10 @@ def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
 def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
     """Cells tinted by the head each number came from, with the value (and its token) written in."""
     rows, cols = values.shape
-    ax.imshow([[_tint(head_colour(int(head_of[r, c]))) for c in range(cols)] for r in range(rows)], aspect="auto")
+    ax.imshow(
+        [[_tint(head_colour(int(head_of[r, c]))) for c in range(cols)] for r in range(rows)],
+        aspect="auto",
+    )
     for (r, c), value in _cells(values):
         label = f"{value:.2f}\n{tokens[int(token_of[r, c])]}" if show_token else f"{value:.2f}"
         ax.text(c, r, label, ha="center", va="center", linespacing=1.1)

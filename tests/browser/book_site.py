@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import yaml
+
 from mha.plots import FIGURE_DENSITY, FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +134,9 @@ def serve(directory):
 
 
 def is_local(url):
-    return urlparse(url).scheme in ("data", "blob", "about") or urlparse(url).hostname in LOCAL_HOSTS
+    return (
+        urlparse(url).scheme in ("data", "blob", "about") or urlparse(url).hostname in LOCAL_HOSTS
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,14 +156,18 @@ def hidden_cell_problems(page, chapter):
     expected = chapter.hidden_cells_in_notebook()
     cells = page.locator(HIDDEN_CELLS)
     if cells.count() != len(expected):
-        problems.append(f"the notebook has {len(expected)} reveal/solution cells, the page {cells.count()}")
+        problems.append(
+            f"the notebook has {len(expected)} reveal/solution cells, the page {cells.count()}"
+        )
     for i in range(cells.count()):
         cell = cells.nth(i)
         kind = "reveal" if "tag_reveal" in cell.get_attribute("class").split() else "solution"
         where = f"{kind} cell {i + 1}"
         toggle = cell.locator(":scope > details > summary")
         if toggle.count() != 1:
-            problems.append(f"{where} has no toggle: it is shown to every reader (is its hide-cell tag missing?)")
+            problems.append(
+                f"{where} has no toggle: it is shown to every reader (is its hide-cell tag missing?)"
+            )
             continue
         label = toggle.inner_text()
         if HIDDEN_KINDS[kind] not in label:
@@ -202,7 +209,9 @@ def figure_problems(page, chapter=None):
     if chapter is not None:
         shown = page.locator(OUTPUT_IMAGES).count()
         if shown != chapter.figures_in_notebook():
-            problems.append(f"the notebook outputs {chapter.figures_in_notebook()} figures, the page shows {shown}")
+            problems.append(
+                f"the notebook outputs {chapter.figures_in_notebook()} figures, the page shows {shown}"
+            )
     for i in range(images.count()):
         image = images.nth(i)
         src = image.get_attribute("src") or ""
@@ -216,7 +225,9 @@ def figure_problems(page, chapter=None):
         elif file_name and (file_name in alt or PurePosixPath(file_name).stem in alt or alt in src):
             problems.append(f"{where}'s alt text is its file name: {alt!r}")
         elif len(alt.split()) < MIN_ALT_WORDS:
-            problems.append(f"{where}'s alt text has {len(alt.split())} words; say what the figure shows: {alt!r}")
+            problems.append(
+                f"{where}'s alt text has {len(alt.split())} words; say what the figure shows: {alt!r}"
+            )
     return problems
 
 
@@ -229,17 +240,23 @@ def figure_text_size_problems(page, min_px=MIN_FIGURE_TEXT_PX):
     """
     problems = []
     for src, natural, shown in page.eval_on_selector_all(OUTPUT_IMAGES, IMAGE_SIZES):
-        where = "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
+        where = (
+            "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
+        )
         if natural > MAX_FIGURE_WIDTH_PX:
-            problems.append(f"{where} is {natural}px wide; mha.plots draws at most {MAX_FIGURE_WIDTH_PX:.0f}px "
-                            "(re-execute its chapter?)")
+            problems.append(
+                f"{where} is {natural}px wide; mha.plots draws at most {MAX_FIGURE_WIDTH_PX:.0f}px "
+                "(re-execute its chapter?)"
+            )
         if not shown:
             problems.append(f"{where} is not displayed")
             continue
         smallest = MIN_TEXT_PX_IN_PNG * shown / natural
         if smallest < min_px:
-            problems.append(f"{where} is shown at {shown:.0f}px of its {natural}px, so its smallest text is "
-                            f"{smallest:.1f} CSS px, under {min_px}")
+            problems.append(
+                f"{where} is shown at {shown:.0f}px of its {natural}px, so its smallest text is "
+                f"{smallest:.1f} CSS px, under {min_px}"
+            )
     return problems
 
 
@@ -257,10 +274,14 @@ def figure_sharpness_problems(page):
     for src, natural, shown in page.eval_on_selector_all(OUTPUT_IMAGES, IMAGE_SIZES):
         if src.endswith(".svg") or src.startswith("data:image/svg"):
             continue
-        name = "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
+        name = (
+            "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
+        )
         if shown and natural < MIN_SHARPNESS * shown:
-            problems.append(f"{name} has {natural}px for {shown:.0f} CSS px ({natural / shown:.2f}×): "
-                            f"blurry on a high-density screen (want ≥ {MIN_SHARPNESS}×)")
+            problems.append(
+                f"{name} has {natural}px for {shown:.0f} CSS px ({natural / shown:.2f}×): "
+                f"blurry on a high-density screen (want ≥ {MIN_SHARPNESS}×)"
+            )
     return problems
 
 
@@ -281,7 +302,8 @@ def box_overflow_problems(page):
     """Every answer, check, hint and solution box wraps its text inside the column."""
     boxes = page.eval_on_selector_all(
         "article.bd-article .mha-box",
-        "boxes => boxes.filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText.slice(0, 70))")
+        "boxes => boxes.filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText.slice(0, 70))",
+    )
     return [f"a box's text runs past its edge: {text!r}" for text in boxes]
 
 
@@ -305,8 +327,11 @@ def offline_rendering_problems(page, blocked):
 
     ``blocked`` lists the requests the page tried to make off this machine.
     """
-    problems = [f"the page needs {kind} from {url}" for kind, url in blocked
-                if kind in ("stylesheet", "script", "image", "font", "media")]
+    problems = [
+        f"the page needs {kind} from {url}"
+        for kind, url in blocked
+        if kind in ("stylesheet", "script", "image", "font", "media")
+    ]
     if not page.locator("article.bd-article h1").first.inner_text().strip():
         problems.append("the chapter title does not render")
     paragraphs = page.locator("article.bd-article p:visible")
@@ -316,7 +341,9 @@ def offline_rendering_problems(page, blocked):
     if not code.count() or not code.first.inner_text().strip():
         problems.append("no code renders")
     if page.locator("article.bd-article .math").count():
-        problems.append("the page has LaTeX math, which needs MathJax from a CDN; write it with ×, √ …")
+        problems.append(
+            "the page has LaTeX math, which needs MathJax from a CDN; write it with ×, √ …"
+        )
     return problems + figure_problems(page)
 
 
@@ -332,7 +359,9 @@ def open_every_toggle(page):
 
 def wait_for_transitions(page):
     """Wait until the theme's colour transitions have finished (mid-fade colours fail contrast checks)."""
-    page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')", timeout=10_000)
+    page.wait_for_function(
+        "document.getAnimations().every(a => a.playState !== 'running')", timeout=10_000
+    )
 
 
 #: The right edge of what a reader sees of an image: a figure wider than its output box scrolls inside it.
@@ -357,5 +386,7 @@ def horizontal_overflow_problems(page):
         problems.append(f"the page is {page_width}px wide in a {width}px window")
     for src, right in page.eval_on_selector_all(CONTENT_IMAGES, VISIBLE_RIGHT):
         if right > width + 0.5:
-            problems.append(f"figure {PurePosixPath(src).name} runs {right - width:.0f}px past the window's edge")
+            problems.append(
+                f"figure {PurePosixPath(src).name} runs {right - width:.0f}px past the window's edge"
+            )
     return problems

@@ -26,8 +26,10 @@ def outside_article(page, node):
 def describe(violation, nodes):
     node = nodes[0]
     summary = node.get("failureSummary", "").replace("\n", " ")
-    return (f"{violation['id']} ({violation['impact']}): {violation['help']} — {len(nodes)} element(s), "
-            f"e.g. {node['target'][0]}: {summary}")
+    return (
+        f"{violation['id']} ({violation['impact']}): {violation['help']} — {len(nodes)} element(s), "
+        f"e.g. {node['target'][0]}: {summary}"
+    )
 
 
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
@@ -40,8 +42,11 @@ def test_axe_finds_no_serious_or_critical_violations(visit, book_url, path, colo
     for violation in Axe().run(page).response["violations"]:
         if violation["impact"] not in BLOCKING_IMPACTS:
             continue
-        nodes = [n for n in violation["nodes"]
-                 if not (violation["id"] in THEME_RULES and outside_article(page, n))]
+        nodes = [
+            n
+            for n in violation["nodes"]
+            if not (violation["id"] in THEME_RULES and outside_article(page, n))
+        ]
         if nodes:
             problems.append(describe(violation, nodes))
     assert not problems, "\n".join(problems)

@@ -27,7 +27,9 @@ def test_every_chapter_in_the_table_of_contents_was_built():
     assert not missing, f"not built (run `make html`): {missing}"
 
 
-def test_every_reveal_and_solution_is_hidden_until_one_click_on_its_toggle(visit, book_url, chapter):
+def test_every_reveal_and_solution_is_hidden_until_one_click_on_its_toggle(
+    visit, book_url, chapter
+):
     problems = hidden_cell_problems(visit(f"{book_url}/{chapter.url_path}").page, chapter)
     assert not problems, "\n".join(problems)
 
@@ -46,7 +48,9 @@ def test_the_binder_button_opens_this_chapter_from_the_main_branch(visit, book_u
     assert binder.is_visible(), "the launch menu opens but shows no Binder link"
 
 
-def test_reading_the_page_and_opening_every_toggle_logs_no_javascript_errors(visit, book_url, chapter):
+def test_reading_the_page_and_opening_every_toggle_logs_no_javascript_errors(
+    visit, book_url, chapter
+):
     visited = visit(f"{book_url}/{chapter.url_path}", wait_until="networkidle")
     toggles = visited.page.locator("article details > summary")
     for i in range(toggles.count()):

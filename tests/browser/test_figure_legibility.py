@@ -18,7 +18,9 @@ CHAPTERS = [c for c in chapters() if c.figures_in_notebook()]
 
 @pytest.mark.parametrize("viewport", [PHONE, NARROW_PHONE], ids=lambda v: f"{v['width']}px")
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
-def test_the_smallest_text_of_every_figure_shows_at_9_css_px_or_more_on_a_phone(visit, book_url, chapter, viewport):
+def test_the_smallest_text_of_every_figure_shows_at_9_css_px_or_more_on_a_phone(
+    visit, book_url, chapter, viewport
+):
     page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport, wait_until="networkidle").page
     open_every_toggle(page)
     problems = figure_text_size_problems(page) + horizontal_overflow_problems(page)
@@ -28,4 +30,6 @@ def test_the_smallest_text_of_every_figure_shows_at_9_css_px_or_more_on_a_phone(
 def test_the_figure_stylesheet_is_in_every_chapter_page(visit, book_url):
     for chapter in CHAPTERS:
         page = visit(f"{book_url}/{chapter.url_path}").page
-        assert page.locator("link[rel=stylesheet][href*='_static/figures.css']").count() == 1, chapter.name
+        assert page.locator("link[rel=stylesheet][href*='_static/figures.css']").count() == 1, (
+            chapter.name
+        )

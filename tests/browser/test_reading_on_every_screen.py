@@ -14,6 +14,7 @@
 import re
 
 import pytest
+
 from mha.checks import CheckResult, Note
 from mha.reveal import Revealed
 

@@ -26,8 +26,12 @@ from .book_site import (
     serve,
 )
 
-CHAPTER = next((c for c in chapters() if c.hidden_cells_in_notebook() and c.figures_in_notebook()), None)
-pytestmark = pytest.mark.skipif(CHAPTER is None, reason="no chapter has both a reveal and a figure yet")
+CHAPTER = next(
+    (c for c in chapters() if c.hidden_cells_in_notebook() and c.figures_in_notebook()), None
+)
+pytestmark = pytest.mark.skipif(
+    CHAPTER is None, reason="no chapter has both a reveal and a figure yet"
+)
 
 HIDDEN_CELL = re.compile(r'<div class="cell ([^"]*\btag_(?:reveal|solution)\b[^"]*)">')
 OUTPUT_IMAGE_ALT = re.compile(r'(<div class="cell_output.*?<img )alt="[^"]*" src="([^"]*)"', re.S)
@@ -40,14 +44,19 @@ def without_toggle(html):
     details = html.index("<details", cell.end())
     summary_end = html.index("</summary>", details) + len("</summary>")
     details_end = html.index("</details>", summary_end)
-    return (html[:cell.start()] + f'<div class="cell {classes}">' + html[cell.end():details]
-            + html[summary_end:details_end] + html[details_end + len("</details>"):])
+    return (
+        html[: cell.start()]
+        + f'<div class="cell {classes}">'
+        + html[cell.end() : details]
+        + html[summary_end:details_end]
+        + html[details_end + len("</details>") :]
+    )
 
 
 def toggle_open_on_load(html):
     """The first reveal/solution's toggle already open when the page loads."""
     details = html.index("<details", HIDDEN_CELL.search(html).end())
-    return html[:details] + "<details open" + html[details + len("<details"):]
+    return html[:details] + "<details open" + html[details + len("<details") :]
 
 
 def alt_is_image_path(html):
@@ -66,7 +75,9 @@ def png_uri(width, height):
 
 
 def with_first_figure(html, uri):
-    return OUTPUT_IMAGE_ALT.sub(lambda m: m.group(0).replace(f'src="{m.group(2)}"', f'src="{uri}"'), html, count=1)
+    return OUTPUT_IMAGE_ALT.sub(
+        lambda m: m.group(0).replace(f'src="{m.group(2)}"', f'src="{uri}"'), html, count=1
+    )
 
 
 def figure_drawn_too_wide(html):
@@ -94,12 +105,23 @@ def binder_on_master(html):
 
 
 def stylesheet_from_a_cdn(html):
-    return html.replace("</head>", '<link rel="stylesheet" href="https://cdn.example.org/book.css" /></head>', 1)
+    return html.replace(
+        "</head>", '<link rel="stylesheet" href="https://cdn.example.org/book.css" /></head>', 1
+    )
 
 
-BREAKAGES = [without_toggle, toggle_open_on_load, alt_is_image_path, without_alt, figure_drawn_too_wide,
-             blurry_figure, answer_before_its_code_toggle_removed, binder_on_master, stylesheet_from_a_cdn,
-             with_a_real_address]
+BREAKAGES = [
+    without_toggle,
+    toggle_open_on_load,
+    alt_is_image_path,
+    without_alt,
+    figure_drawn_too_wide,
+    blurry_figure,
+    answer_before_its_code_toggle_removed,
+    binder_on_master,
+    stylesheet_from_a_cdn,
+    with_a_real_address,
+]
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +135,9 @@ def broken_book(tmp_path_factory):
     html = page.read_text()
     for breakage in BREAKAGES:
         broken = breakage(html)
-        assert broken != html, f"{breakage.__name__} did not change the page: update it to the current HTML"
+        assert broken != html, (
+            f"{breakage.__name__} did not change the page: update it to the current HTML"
+        )
         page.with_name(f"{page.stem}-{breakage.__name__}.html").write_text(broken)
     with serve(root) as url:
         yield url
@@ -130,7 +154,9 @@ def test_a_reveal_without_its_hide_cell_toggle_fails_the_toggle_check(visit, bro
 
 
 def test_an_answer_shown_on_load_fails_the_toggle_check(visit, broken_book):
-    problems = hidden_cell_problems(broken_page(visit, broken_book, toggle_open_on_load).page, CHAPTER)
+    problems = hidden_cell_problems(
+        broken_page(visit, broken_book, toggle_open_on_load).page, CHAPTER
+    )
     assert any("visible before its toggle is clicked" in p for p in problems), problems
 
 
@@ -157,14 +183,18 @@ def test_a_binder_link_to_another_branch_fails_the_launch_check(visit, broken_bo
 
 
 def test_a_stylesheet_from_a_cdn_fails_the_offline_check(visit, broken_book):
-    visited = broken_page(visit, broken_book, stylesheet_from_a_cdn, offline=True, wait_until="networkidle")
+    visited = broken_page(
+        visit, broken_book, stylesheet_from_a_cdn, offline=True, wait_until="networkidle"
+    )
     problems = offline_rendering_problems(visited.page, visited.blocked)
     assert any("cdn.example.org" in p for p in problems), problems
 
 
 def test_a_figure_with_one_pixel_per_css_pixel_fails_the_sharpness_check(visit, broken_book):
     page = broken_page(visit, broken_book, blurry_figure).page
-    page.evaluate("document.querySelector('article .cell_output img').style.width = '300px'")  # 1 px per px
+    page.evaluate(
+        "document.querySelector('article .cell_output img').style.width = '300px'"
+    )  # 1 px per px
     problems = figure_sharpness_problems(page)
     assert any("blurry" in p for p in problems), problems
 
