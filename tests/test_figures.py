@@ -1,6 +1,9 @@
-"""Figures across the book: one colour-blind-safe palette, the same colour for the same head in every
-chapter, ``cividis`` for heatmaps, every figure drawn by ``mha.plots``, and every figure legible on a
-phone (the criterion at the top of ``mha/plots.py``)."""
+"""Figures across the book: one palette, one look, legible on a phone.
+
+One colour-blind-safe palette, the same colour for the same head in every chapter, ``cividis`` for
+heatmaps, every figure drawn by ``mha.plots``, and every figure legible on a phone (the criterion
+at the top of ``mha/plots.py``).
+"""
 
 import ast
 import inspect
@@ -34,8 +37,8 @@ from mha.plots import (
 )
 from test_bench import both_sweeps
 
-#: Okabe & Ito, "Color Universal Design" (2008): black, orange, sky blue, bluish green, yellow, blue,
-#: vermillion, reddish purple.
+#: Okabe & Ito, "Color Universal Design" (2008): black, orange, sky blue, bluish green, yellow,
+#: blue, vermillion, reddish purple.
 PUBLISHED_OKABE_ITO = {
     "#000000",
     "#E69F00",
@@ -60,8 +63,8 @@ COLOUR_ARGUMENTS = {
     "markeredgecolor",
     "markerfacecolor",
 }
-#: Besides the palette: text drawn on dark or light heatmap cells, "no fill", and greys for reference
-#: lines and annotations (no hue, so nothing for colour-blind readers to confuse).
+#: Besides the palette: text drawn on dark or light heatmap cells, "no fill", and greys for
+#: reference lines and annotations (no hue, so nothing for colour-blind readers to confuse).
 NEUTRALS = {"white", "black", "none", "grey", "gray", "dimgrey", "dimgray"}
 PLOTS = CHAPTERS / "mha" / "plots.py"
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
@@ -147,7 +150,8 @@ def test_chapters_draw_every_figure_through_mha_plots():
 # Every figure is legible on a phone
 # ---------------------------------------------------------------------------------------------
 
-#: The smallest text a phone reader is asked to read, in CSS px (tests/browser checks the built pages).
+#: The smallest text a phone reader is asked to read, in CSS px (tests/browser checks the built
+#: pages).
 MIN_PHONE_TEXT_PX = 9
 #: The book's column at a 390 px phone width, in CSS px.
 PHONE_COLUMN_PX = 342
@@ -156,7 +160,10 @@ MIN_CONTRAST = 4.5
 
 
 def chapter_figures():
-    """``{name: figure}``: every figure of ``mha.plots`` and ``mha.plots_bench``, as chapters call it."""
+    """``{name: figure}``: every figure of ``mha.plots`` and ``mha.plots_bench``.
+
+    Each figure is drawn as the chapters call it.
+    """
     batch = example_batch()  # (2, num_tokens, d_in)
     torch.manual_seed(123)
     wrapper = MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=3)
@@ -211,7 +218,10 @@ class DrawnText:
 
 
 def save_as_jupyter_does(fig, monkeypatch):
-    """Save ``fig`` as the inline backend does (PNG, its dpi, tight bounding box), recording every text drawn."""
+    """Save ``fig`` as the inline backend does, recording every text drawn.
+
+    The inline backend saves a PNG at the figure's dpi with a tight bounding box.
+    """
     texts = []
     draw_text = RendererAgg.draw_text
 
@@ -293,7 +303,11 @@ def test_no_text_in_any_figure_is_smaller_than_11_pt_tick_labels_and_cell_values
 def test_every_text_is_legible_on_its_background_and_none_is_written_in_a_light_head_colour(
     saved_figures,
 ):
-    """Text on white (no box) is black, white-on-a-dark-cell or grey; head labels are black on a light tint."""
+    """Every text is black, white or grey, and readable on what lies behind it.
+
+    Text on white (no box) is black, white-on-a-dark-cell or grey; head labels are black on a light
+    tint.
+    """
     head_colours = {to_rgb(c) for c in OKABE_ITO} - {to_rgb("black")}
     problems = []
     for name, f in saved_figures.items():
@@ -302,7 +316,8 @@ def test_every_text_is_legible_on_its_background_and_none_is_written_in_a_light_
                 problems.append(f"{name}: {t.text!r} is written in a head's colour")
             elif t.background is not None and contrast(t.colour, t.background) < MIN_CONTRAST:
                 problems.append(
-                    f"{name}: {t.text!r} has contrast {contrast(t.colour, t.background):.1f} on its box"
+                    f"{name}: {t.text!r} has contrast "
+                    f"{contrast(t.colour, t.background):.1f} on its box"
                 )
     assert not problems, "\n".join(problems)
 
@@ -316,11 +331,18 @@ def test_head_labels_are_framed_in_the_heads_colour_on_a_tint_of_it():
 
 
 def smallest_text_px(shown_width_px):
-    """CSS px of MIN_TEXT_PT in a figure of the largest allowed width, shown ``shown_width_px`` wide."""
+    """CSS px of MIN_TEXT_PT in a figure of the largest allowed width.
+
+    The figure is shown ``shown_width_px`` wide.
+    """
     return MIN_TEXT_PT / 72 * FIGURE_DPI * shown_width_px / (MAX_WIDTH_IN * FIGURE_DPI)
 
 
-def test_the_criterion_keeps_text_at_9_css_px_in_a_390_px_phones_column_and_when_figures_css_stops_shrinking():
+def test_the_criterion_keeps_text_at_9_css_px_on_a_phone():
+    """Text stays at 9 CSS px or more in a 390 px phone's column.
+
+    It does too at the width where figures.css stops shrinking figures.
+    """
     assert smallest_text_px(PHONE_COLUMN_PX) >= MIN_PHONE_TEXT_PX
     assert smallest_text_px(PHONE_MIN_WIDTH_PX) >= MIN_PHONE_TEXT_PX
     css = (CHAPTERS.parent / "_static" / "figures.css").read_text()

@@ -1,4 +1,7 @@
-"""Hygiene of the committed chapters: what strict nbval and the HTML build rely on but cannot see."""
+"""Hygiene of the committed chapters.
+
+What strict nbval and the HTML build rely on but cannot see.
+"""
 
 import ast
 import builtins
@@ -18,7 +21,8 @@ from conftest import CHAPTERS, ROOT
 
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
-# JupyterLab shows a collapsed cell's first line: it should say what the cell is, not give code away.
+# JupyterLab shows a collapsed cell's first line: it should say what the cell is, not give code
+# away.
 # The book shows it too, atop the code: it speaks to both readers (no "run this cell").
 FIRST_LINES = {
     "reveal": "# The answer: this cell computes it.",
@@ -101,7 +105,8 @@ def test_reveals_and_solutions_are_hidden_in_html_and_collapsed_in_jupyterlab(no
                 "source_hidden": True,
                 "outputs_hidden": True,
             }, (
-                f"{where} is not collapsed in JupyterLab (needs jupyter.source_hidden/outputs_hidden)"
+                f"{where} is not collapsed in JupyterLab "
+                "(needs jupyter.source_hidden/outputs_hidden)"
             )
             assert cell["metadata"]["mystnb"]["code_prompt_show"] == HIDDEN_KINDS[kind]
             assert source(cell).startswith(FIRST_LINES[kind] + "\n"), (
@@ -136,12 +141,16 @@ def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
 
 
 def test_hints_come_from_mha_checks_not_from_markdown(notebook):
-    """One presentation and one source for hints: an exercise's hint(n), never a <details> in prose."""
+    """One presentation and one source for hints.
+
+    Hints are an exercise's hint(n), never a <details> in prose.
+    """
     path, nb = notebook
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             assert "<details" not in source(cell), (
-                f"{path.name}: a markdown <details> ({source(cell)[:60]!r}); show hints with exercise.hint(n)"
+                f"{path.name}: a markdown <details> ({source(cell)[:60]!r}); "
+                "show hints with exercise.hint(n)"
             )
 
 
@@ -157,7 +166,10 @@ def printed_lines(cell):
 
 
 def test_no_code_line_or_printed_line_is_longer_than_a_desktop_column(notebook):
-    """The book's column shows about 80 characters; beyond that a line is cut off or scrolls away."""
+    """The book's column shows about 80 characters.
+
+    Beyond that, a line is cut off or scrolls away.
+    """
     path, nb = notebook
     long = []
     for cell in code_cells(nb):
@@ -263,7 +275,8 @@ def test_alt_text_is_only_given_to_cells_that_draw_a_figure(notebook):
     for cell in code_cells(nb):
         if cell["metadata"].get("mystnb", {}).get("image", {}).get("alt"):
             assert any("image/png" in out.get("data", {}) for out in cell["outputs"]), (
-                f"{path.name}: {source(cell)[:50]!r} has alt text but shows no figure (missing %matplotlib inline?)"
+                f"{path.name}: {source(cell)[:50]!r} has alt text but shows no figure "
+                "(missing %matplotlib inline?)"
             )
 
 
@@ -312,7 +325,8 @@ def test_code_shown_in_markdown_is_an_excerpt_of_the_mha_package(notebook):
             )
 
 
-#: Functions that return timings. Their results, and whatever is computed from them, differ from run to run.
+#: Functions that return timings. Their results, and whatever is computed from them, differ from
+#: run to run.
 TIMING_CALLS = {
     "run_sweep",
     "time_in_rounds",
@@ -338,7 +352,10 @@ def python_of(cell):
 
 
 def mentions(node, names):
-    """Whether ``node`` uses one of ``names`` (as a variable, or as a function or method called by name)."""
+    """Whether ``node`` uses one of ``names``.
+
+    It may use the name as a variable, or call a function or method by that name.
+    """
     return any(
         isinstance(n, ast.Name)
         and n.id in names
@@ -353,7 +370,10 @@ def bound_names(target):
 
 
 def timing_names(cells):
-    """The names the cells bind, in order, to timings or to values computed from them (functions included)."""
+    """The names the cells bind, in order, to timings or to values computed from them.
+
+    A function whose body uses a timing counts too.
+    """
     found = set(TIMING_CALLS)
     for cell in cells:
         nodes = list(ast.walk(ast.parse(python_of(cell))))
@@ -401,7 +421,8 @@ def test_only_cells_that_show_timings_skip_the_output_comparison(notebook):
                 continue
             timings = timing_names(cells[: i + 1])
             assert mentions(ast.parse(python_of(cell)), timings), (
-                f"{path.name}: {source(cell)[:60]!r} is excluded from nbval's comparison but uses no timing"
+                f"{path.name}: {source(cell)[:60]!r} is excluded from nbval's comparison "
+                "but uses no timing"
             )
 
 
@@ -460,7 +481,10 @@ def binds_and_loads(cell):
 
 
 def test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs(notebook):
-    """A reader who never opens a hidden cell (or skips running it) must still be able to run the rest."""
+    """A reader who never opens a hidden cell must still be able to run the rest.
+
+    The same holds for a reader who opens it but skips running it.
+    """
     path, nb = notebook
     visible, hidden_only = set(dir(builtins)) | {"get_ipython", "display"}, {}
     for cell in code_cells(nb):

@@ -55,7 +55,8 @@ DRAWING_WIDTH_IN = MAX_WIDTH_IN - 0.2
 #: The narrowest width ``_static/figures.css`` lets a figure shrink to, in CSS px.
 PHONE_MIN_WIDTH_PX = 330
 
-#: Every figure is built under these settings, so that text without an explicit size gets MIN_TEXT_PT.
+#: Every figure is built under these settings, so that text without an explicit size gets
+#: MIN_TEXT_PT.
 FIGURE_STYLE = {
     "figure.dpi": FIGURE_DPI,
     "font.size": MIN_TEXT_PT,
@@ -107,7 +108,10 @@ def head_colour(h):
 
 
 def head_label(h):
-    """Text settings for a label that names head ``h``: black on a tint of its colour, framed in it."""
+    """Text settings for a label that names head ``h``.
+
+    Black on a tint of the head's colour, framed in it.
+    """
     return {
         "color": "black",
         "fontweight": "bold",
@@ -126,7 +130,10 @@ def _tint(colour, amount=0.45):
 
 
 def _phone_legible(draw):
-    """Build the figure under ``FIGURE_STYLE``: 100 dpi, and MIN_TEXT_PT for any text not sized otherwise."""
+    """Build the figure under ``FIGURE_STYLE``.
+
+    That is 100 dpi, and MIN_TEXT_PT for any text not sized otherwise.
+    """
 
     @functools.wraps(draw)
     def build(*args, **kwargs):
@@ -137,7 +144,11 @@ def _phone_legible(draw):
 
 
 def _new_figure(width, height):
-    """A figure at most as wide as the criterion allows once saved with its 0.1 in padding on each side."""
+    """A new figure, no wider than the criterion allows.
+
+    The width is capped so that the figure still fits once saved with its 0.1 in padding on each
+    side.
+    """
     return Figure(
         figsize=(min(width, DRAWING_WIDTH_IN), height),
         dpi=FIGURE_DPI,
@@ -146,13 +157,19 @@ def _new_figure(width, height):
 
 
 def _wrap(text, fontsize=TITLE_PT, width_in=DRAWING_WIDTH_IN - 0.2):
-    """``text`` broken into lines that fit ``width_in`` at ``fontsize`` (about 0.55 em per character)."""
+    """``text`` broken into lines that fit ``width_in`` at ``fontsize``.
+
+    A character is taken to be about 0.55 em wide.
+    """
     chars = int(width_in * 72 / (0.55 * fontsize))
     return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
 
 
 def _cell_width(columns, reserved_in):
-    """The width of one heatmap cell when ``columns`` cells and ``reserved_in`` of labels share the drawing's width."""
+    """The width of one heatmap cell.
+
+    ``columns`` cells and ``reserved_in`` inches of labels share the drawing's width.
+    """
     return min(VALUE_CELL_IN, (DRAWING_WIDTH_IN - reserved_in) / columns)
 
 
@@ -162,7 +179,10 @@ def _values_fit(cell_width):
 
 
 def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, linewidth=3):
-    """Draw one coloured rectangle per head around its columns of a heatmap drawn with ``imshow``."""
+    """Draw one coloured rectangle per head around its columns.
+
+    The heatmap is one drawn with ``imshow``.
+    """
     for h in range(num_heads):
         left = h * block_width - 0.5
         inset = 0.06  # keeps neighbouring outlines from drawing over each other
@@ -191,7 +211,10 @@ def outline_head_blocks(ax, num_heads, block_width, num_rows, *, label=True, lin
 
 @_phone_legible
 def plot_concatenated_output(context, num_heads, tokens=TOKENS):
-    """Heatmap of one sequence's context vectors ``(num_tokens, num_heads * d_out)``, head blocks outlined."""
+    """Heatmap of one sequence's context vectors, head blocks outlined.
+
+    ``context`` has shape ``(num_tokens, num_heads * d_out)``.
+    """
     context = context.detach().cpu()
     num_tokens, width = context.shape
     block_width = width // num_heads
@@ -229,7 +252,10 @@ def _cells(matrix):
 
 
 def _annotated_heatmap(ax, matrix, *, write_values=True, **limits):
-    """``imshow`` a 2-D tensor in the heatmap colours, with each value written in its cell if ``write_values``."""
+    """``imshow`` a 2-D tensor in the heatmap colours.
+
+    Each value is written in its cell if ``write_values``.
+    """
     image = ax.imshow(matrix.numpy(), cmap=HEATMAP_CMAP, aspect="auto", **limits)
     low, high = image.get_clim()
     if write_values:
@@ -261,7 +287,8 @@ def plot_two_dim_context(context, tokens=TOKENS):
     if context.dim() != 2 or context.shape[1] != 2:
         raise ValueError(
             "plot_two_dim_context expects one sequence's context vectors, shape (num_tokens, 2), "
-            f"got {tuple(context.shape)}. Pass e.g. mha(batch)[0] from a wrapper with num_heads=2 and d_out=1."
+            f"got {tuple(context.shape)}. Pass e.g. mha(batch)[0] from a wrapper with "
+            "num_heads=2 and d_out=1."
         )
     fig = _new_figure(5.2, 5.0)
     ax = fig.subplots()
@@ -307,8 +334,9 @@ PANELS_PER_ROW = 3
 
 @_phone_legible
 def plot_combined_weight(weight, num_heads, name="W_query"):
-    """Heatmap of one combined projection as ``x @ W`` uses it, ``(d_in, d_out)``: one outlined column block per head.
+    """Heatmap of one combined projection, one outlined column block per head.
 
+    The weight is drawn as ``x @ W`` uses it, ``(d_in, d_out)``.
     Pass ``module.W_query.weight.T``: ``nn.Linear`` stores its weight as ``(d_out, d_in)``.
     """
     weight = weight.detach().cpu()
@@ -334,9 +362,10 @@ def plot_combined_weight(weight, num_heads, name="W_query"):
 
 @_phone_legible
 def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
-    """Each wrapper head's small ``(d_in, head_dim)`` matrix, above the column block it becomes in ``combined``.
+    """Each wrapper head's small matrix, above the column block it becomes in ``combined``.
 
-    ``head_weights[h]`` and ``combined`` are drawn as ``x @ W`` uses them (``.weight.T``), on one colour scale.
+    Each head's matrix is ``(d_in, head_dim)``. ``head_weights[h]`` and ``combined`` are drawn as
+    ``x @ W`` uses them (``.weight.T``), on one colour scale.
     """
     head_weights = [w.detach().cpu() for w in head_weights]
     combined = combined.detach().cpu()
@@ -384,8 +413,9 @@ def plot_heads_in_combined_weight(head_weights, combined, name="W_query"):
 
 
 def plot_split_heads(queries, num_heads, tokens=TOKENS):
-    """A ``(num_tokens, d_out)`` query matrix regrouped as ``view`` + ``transpose`` regroup it: ``(num_heads, num_tokens, head_dim)``.
+    """A query matrix regrouped as ``view`` + ``transpose`` regroup it.
 
+    The ``(num_tokens, d_out)`` matrix becomes ``(num_heads, num_tokens, head_dim)``.
     Each cell keeps the colour of the head whose columns it came from and names its token.
     """
     num_tokens, d_out = queries.shape
@@ -405,7 +435,11 @@ def plot_split_heads(queries, num_heads, tokens=TOKENS):
 
 
 def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
-    """The same query matrix viewed straight to ``(num_heads, num_tokens, head_dim)``: tokens and heads scrambled."""
+    """The same query matrix viewed straight to a new shape: tokens and heads scrambled.
+
+    The view goes from ``(num_tokens, d_out)`` to ``(num_heads, num_tokens, head_dim)`` without the
+    transpose.
+    """
     num_tokens, d_out = queries.shape
 
     def regroup(t):
@@ -424,8 +458,9 @@ def plot_split_heads_without_transpose(queries, num_heads, tokens=TOKENS):
 
 @_phone_legible
 def plot_attention_per_head(attn_weights, tokens=TOKENS):
-    """One heatmap of attention weights ``(num_tokens, num_tokens)`` per head, framed in the head's colour.
+    """One heatmap of attention weights per head, framed in the head's colour.
 
+    Each head's weights are ``(num_tokens, num_tokens)``.
     At most ``PANELS_PER_ROW`` heads share a row, and the colourbar lies below them to leave the
     width to the heatmaps. On a phone the cells are too small to hold their values: the colourbar
     gives the scale.
@@ -485,7 +520,9 @@ def _frame(ax, colour):
 
 @_phone_legible
 def _plot_regrouping(queries, num_heads, regroup, tokens, how, batch_note):
-    """Draw ``queries`` above ``regroup(queries)``, colouring every number by the head and token it came from.
+    """Draw ``queries`` above ``regroup(queries)``, each number marked with where it came from.
+
+    Every number is coloured by the head and token it came from.
 
     ``how`` names the regrouping as done on one sequence; ``batch_note`` says how it maps to the
     batched code, which has a batch axis in front.

@@ -1,1 +1,4 @@
-"""Browser tests of the built book (a package, so its conftest does not shadow tests/conftest.py)."""
+"""Browser tests of the built book.
+
+A package, so that its conftest does not shadow tests/conftest.py.
+"""

@@ -1,13 +1,15 @@
-"""The built book as a reader's browser meets it: its pages, a local server, and what to check on a page.
+"""The built book as a reader's browser meets it.
 
-Every check is a function that takes a Playwright page and returns a list of problems in plain words
-(empty when the page is right), so the same check runs on the real build and on a deliberately broken
-copy of it (``test_the_checks_catch_broken_pages.py``).
+Its pages, a local server, and what to check on a page.
+
+Every check is a function that takes a Playwright page and returns a list of problems in plain
+words (empty when the page is right), so the same check runs on the real build and on a
+deliberately broken copy of it (``test_the_checks_catch_broken_pages.py``).
 
 Chapter pages are discovered from ``_toc.yml``; a chapter follows the conventions in README
-"For authors": reveal cells are tagged ``reveal`` + ``hide-cell``, solutions ``solution`` + ``hide-cell``.
-myst-nb renders a cell's tags as classes ``tag_<name>`` on the cell's container and ``hide-cell`` as a
-``<details>`` toggle around the cell's input and output.
+"For authors": reveal cells are tagged ``reveal`` + ``hide-cell``, solutions ``solution`` +
+``hide-cell``. myst-nb renders a cell's tags as classes ``tag_<name>`` on the cell's container and
+``hide-cell`` as a ``<details>`` toggle around the cell's input and output.
 """
 
 import contextlib
@@ -39,8 +41,8 @@ PHONE = {"width": 390, "height": 844}
 NARROW_PHONE = {"width": 360, "height": 780}
 #: A figure's smallest text must show at least this tall on a phone (CSS px).
 MIN_FIGURE_TEXT_PX = 9
-#: What mha/plots.py promises (see its docstring): figures at most this wide, text at least this tall,
-#: both in the PNG's own pixels (FIGURE_DENSITY of them per pixel of the figure's size).
+#: What mha/plots.py promises (see its docstring): figures at most this wide, text at least this
+#: tall, both in the PNG's own pixels (FIGURE_DENSITY of them per pixel of the figure's size).
 MAX_FIGURE_WIDTH_PX = MAX_WIDTH_IN * FIGURE_DPI * FIGURE_DENSITY
 MIN_TEXT_PX_IN_PNG = MIN_TEXT_PT / 72 * FIGURE_DPI * FIGURE_DENSITY
 #: A figure is sharp when its PNG has at least this many pixels per CSS pixel it is shown at.
@@ -166,7 +168,8 @@ def hidden_cell_problems(page, chapter):
         toggle = cell.locator(":scope > details > summary")
         if toggle.count() != 1:
             problems.append(
-                f"{where} has no toggle: it is shown to every reader (is its hide-cell tag missing?)"
+                f"{where} has no toggle: it is shown to every reader "
+                "(is its hide-cell tag missing?)"
             )
             continue
         label = toggle.inner_text()
@@ -185,7 +188,10 @@ def hidden_cell_problems(page, chapter):
 
 
 def answer_first_problems(cell, where):
-    """An opened reveal leads with the answer box; the code that computed it waits behind a second toggle."""
+    """An opened reveal leads with the answer box.
+
+    The code that computed the answer waits behind a second toggle.
+    """
     problems = []
     first = cell.locator(".cell_output > *").first
     if not first.count() or not first.locator(".mha-reveal").count():
@@ -210,7 +216,8 @@ def figure_problems(page, chapter=None):
         shown = page.locator(OUTPUT_IMAGES).count()
         if shown != chapter.figures_in_notebook():
             problems.append(
-                f"the notebook outputs {chapter.figures_in_notebook()} figures, the page shows {shown}"
+                f"the notebook outputs {chapter.figures_in_notebook()} figures, "
+                f"the page shows {shown}"
             )
     for i in range(images.count()):
         image = images.nth(i)
@@ -226,7 +233,8 @@ def figure_problems(page, chapter=None):
             problems.append(f"{where}'s alt text is its file name: {alt!r}")
         elif len(alt.split()) < MIN_ALT_WORDS:
             problems.append(
-                f"{where}'s alt text has {len(alt.split())} words; say what the figure shows: {alt!r}"
+                f"{where}'s alt text has {len(alt.split())} words; "
+                f"say what the figure shows: {alt!r}"
             )
     return problems
 
@@ -285,8 +293,8 @@ def figure_sharpness_problems(page):
     return problems
 
 
-#: Every line of code and of printed output, as the page lays it out: wider than its box means cut off
-#: or scrolled out of view.
+#: Every line of code and of printed output, as the page lays it out: wider than its box means cut
+#: off or scrolled out of view.
 OVERFLOWING_TEXT = """blocks => blocks.filter(b => b.scrollWidth > b.clientWidth + 1)
     .map(b => [b.closest('.cell_output') ? 'output' : 'code', b.innerText.split('\\n')
         .reduce((a, line) => line.length > a.length ? line : a, '')])"""
@@ -302,13 +310,17 @@ def box_overflow_problems(page):
     """Every answer, check, hint and solution box wraps its text inside the column."""
     boxes = page.eval_on_selector_all(
         "article.bd-article .mha-box",
-        "boxes => boxes.filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText.slice(0, 70))",
+        "boxes => boxes.filter(b => b.scrollWidth > b.clientWidth + 1)"
+        ".map(b => b.innerText.slice(0, 70))",
     )
     return [f"a box's text runs past its edge: {text!r}" for text in boxes]
 
 
 def launch_link_problems(page, chapter):
-    """The Binder button opens this chapter from this repository's main branch; Colab, if offered, too."""
+    """The Binder button opens this chapter from this repository's main branch.
+
+    So does Colab, if the launch menu offers it.
+    """
     problems = []
     binder = sorted(set(page.eval_on_selector_all(f"{LAUNCH_MENU} a[href*='/v2/gh/']", HREFS)))
     expected = expected_binder_url(chapter)
@@ -358,18 +370,23 @@ def open_every_toggle(page):
 
 
 def wait_for_transitions(page):
-    """Wait until the theme's colour transitions have finished (mid-fade colours fail contrast checks)."""
+    """Wait until the theme's colour transitions have finished.
+
+    Colours caught mid-fade fail the contrast checks.
+    """
     page.wait_for_function(
         "document.getAnimations().every(a => a.playState !== 'running')", timeout=10_000
     )
 
 
-#: The right edge of what a reader sees of an image: a figure wider than its output box scrolls inside it.
+#: The right edge of what a reader sees of an image: a figure wider than its output box scrolls
+#: inside it.
 VISIBLE_RIGHT = """images => images.map(img => {
     const box = img.closest('.cell_output');
     const scrolls = box && ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
     const right = img.getBoundingClientRect().right;
-    return [img.getAttribute('src'), scrolls ? Math.min(right, box.getBoundingClientRect().right) : right];
+    const shown = scrolls ? Math.min(right, box.getBoundingClientRect().right) : right;
+    return [img.getAttribute('src'), shown];
 })"""
 
 
@@ -387,6 +404,7 @@ def horizontal_overflow_problems(page):
     for src, right in page.eval_on_selector_all(CONTENT_IMAGES, VISIBLE_RIGHT):
         if right > width + 0.5:
             problems.append(
-                f"figure {PurePosixPath(src).name} runs {right - width:.0f}px past the window's edge"
+                f"figure {PurePosixPath(src).name} runs {right - width:.0f}px "
+                "past the window's edge"
             )
     return problems

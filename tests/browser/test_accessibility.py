@@ -1,7 +1,8 @@
-"""axe-core, run inside every page of the book, finds no serious or critical accessibility violations.
+"""axe-core finds no serious or critical accessibility violations on any page of the book.
 
-Pages are checked with every reveal and solution open (hidden content is content too), in the light and
-the dark colour scheme: the book follows the reader's system setting (``default_mode: auto``).
+axe-core runs inside every page. Pages are checked with every reveal and solution open (hidden
+content is content too), in the light and the dark colour scheme: the book follows the reader's
+system setting (``default_mode: auto``).
 """
 
 import pytest
@@ -12,9 +13,9 @@ from .book_site import chapters, landing_page, open_every_toggle, wait_for_trans
 PAGES = [landing_page()] + [c.url_path for c in chapters()]
 BLOCKING_IMPACTS = ("serious", "critical")
 
-#: axe rule id -> why a violation of it belongs to sphinx-book-theme rather than to the book. Such a
-#: violation is allowed only on the theme's own elements (outside the article); inside the article it
-#: still fails. Empty: with the book's _config.yml, the theme passes too.
+#: axe rule id -> why a violation of it belongs to sphinx-book-theme rather than to the book. Such
+#: a violation is allowed only on the theme's own elements (outside the article); inside the
+#: article it still fails. Empty: with the book's _config.yml, the theme passes too.
 THEME_RULES = {}
 
 
@@ -27,8 +28,8 @@ def describe(violation, nodes):
     node = nodes[0]
     summary = node.get("failureSummary", "").replace("\n", " ")
     return (
-        f"{violation['id']} ({violation['impact']}): {violation['help']} — {len(nodes)} element(s), "
-        f"e.g. {node['target'][0]}: {summary}"
+        f"{violation['id']} ({violation['impact']}): {violation['help']} — "
+        f"{len(nodes)} element(s), e.g. {node['target'][0]}: {summary}"
     )
 
 

@@ -1,4 +1,7 @@
-"""Every chapter page as a reader meets it in a browser: toggles, figures, launch button, errors, offline."""
+"""Every chapter page as a reader meets it in a browser.
+
+Checked: toggles, figures, the launch button, errors, and reading offline.
+"""
 
 import pytest
 

@@ -1,4 +1,7 @@
-"""The landing page: the book's address opens it, it names the book, and it leads to every chapter."""
+"""The landing page: the book's address opens it.
+
+It names the book, and it leads to every chapter.
+"""
 
 from urllib.parse import urljoin
 

@@ -1,7 +1,7 @@
 """Every page fits a phone's width, and screenshots at desktop and phone width are saved for review.
 
-Screenshots go to ``_build/screenshots/``: ``NAME-desktop.png`` and ``NAME-phone.png`` as a reader first
-sees the page, and ``NAME-phone-open.png`` with every reveal and solution open.
+Screenshots go to ``_build/screenshots/``: ``NAME-desktop.png`` and ``NAME-phone.png`` as a reader
+first sees the page, and ``NAME-phone-open.png`` with every reveal and solution open.
 """
 
 from pathlib import PurePosixPath

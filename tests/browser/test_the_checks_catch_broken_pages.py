@@ -1,8 +1,10 @@
-"""The page checks bite: each runs on a copy of a built chapter page broken in the way it guards against.
+"""The page checks bite.
 
-The breakages are what a slip in a notebook or in ``_config.yml`` produces in the HTML: a reveal cell
-without its ``hide-cell`` tag (no ``<details>`` toggle) or shown open, a figure without alt text (Sphinx
-then writes the image's path as its alt) or drawn too wide for a phone, a launch link to the wrong branch, a stylesheet from a CDN.
+Each check runs on a copy of a built chapter page broken in the way it guards against. The
+breakages are what a slip in a notebook or in ``_config.yml`` produces in the HTML: a reveal cell
+without its ``hide-cell`` tag (no ``<details>`` toggle) or shown open, a figure without alt text
+(Sphinx then writes the image's path as its alt) or drawn too wide for a phone, a launch link to
+the wrong branch, a stylesheet from a CDN.
 """
 
 import base64
@@ -38,7 +40,10 @@ OUTPUT_IMAGE_ALT = re.compile(r'(<div class="cell_output.*?<img )alt="[^"]*" src
 
 
 def without_toggle(html):
-    """The first reveal/solution cell as myst-nb renders it without ``hide-cell``: no ``<details>``."""
+    """The first reveal/solution cell as myst-nb renders it without ``hide-cell``.
+
+    That is, with no ``<details>`` toggle.
+    """
     cell = HIDDEN_CELL.search(html)
     classes = " ".join(c for c in cell.group(1).split() if c != "tag_hide-cell")
     details = html.index("<details", cell.end())
@@ -60,7 +65,10 @@ def toggle_open_on_load(html):
 
 
 def alt_is_image_path(html):
-    """The first figure as Sphinx renders it when the cell has no alt text: the alt is the image's path."""
+    """The first figure as Sphinx renders it when the cell has no alt text.
+
+    Sphinx then uses the image's path as the alt.
+    """
     return OUTPUT_IMAGE_ALT.sub(r'\1alt="\2" src="\2"', html, count=1)
 
 
@@ -81,7 +89,10 @@ def with_first_figure(html, uri):
 
 
 def figure_drawn_too_wide(html):
-    """The first figure as an 11-inch-wide drawing (2200 px at 100 dpi, 2x) that a phone shrinks to a third."""
+    """The first figure as an 11-inch-wide drawing, which a phone shrinks to a third.
+
+    That is 2200 px at 100 dpi, 2x.
+    """
     return with_first_figure(html, png_uri(2200, 800))
 
 
@@ -91,7 +102,10 @@ def blurry_figure(html):
 
 
 def answer_before_its_code_toggle_removed(html):
-    """The page without the script that puts a revealed answer first and its code behind a second toggle."""
+    """The page without the script that reorders an opened reveal.
+
+    That script puts a revealed answer first and its code behind a second toggle.
+    """
     return html.replace('src="../_static/reveal.js', 'data-removed="../_static/reveal.js')
 
 
@@ -126,7 +140,10 @@ BREAKAGES = [
 
 @pytest.fixture(scope="module")
 def broken_book(tmp_path_factory):
-    """A copy of the built book with one broken copy of the chapter page per breakage, served locally."""
+    """A copy of the built book, served locally.
+
+    It holds one broken copy of the chapter page per breakage.
+    """
     if not (BUILD / CHAPTER.url_path).exists():
         pytest.fail(f"No built book in {BUILD}: run `make html` first.")
     root = tmp_path_factory.mktemp("broken") / "html"
