@@ -13,35 +13,38 @@ import torch
 from torch.utils.benchmark import Measurement
 from torch.utils.flop_counter import FlopCounterMode
 
-import mha.bench as bench
-from conftest import CHAPTERS
 from mha.bench import (
     CSV_COLUMNS,
     HEAD_COUNTS,
+    QUICK,
+    TARGETS,
     TIMED,
     FastPathOff,
     Row,
     Sweep,
     Timing,
+    compare,
     flop_breakdown,
     forward_flops,
+    markdown,
     measure,
-    pass_flops,
-    time_in_rounds,
-    timed_modules,
-    write_csv,
-)
-from mha.bench_compare import (
-    TARGETS,
-    compare,
+    method_note,
     overhead_crossover,
     part_of_whole,
+    pass_flops,
     ratios,
     report_targets,
+    run_sweep,
+    summary,
     target_verdict,
+    time_in_rounds,
+    timed_modules,
+    timing_tables,
     verdicts,
+    write_csv,
 )
-from mha.bench_report import markdown, method_note, summary, timing_tables
+from mha.bench import __main__ as cli
+from mha.bench import timing as timing_module
 from mha.counting import matmul_sizes
 from mha.plots import IMPLEMENTATION_STYLES, implementation_colour
 from mha.plots_bench import plot_benchmark, plot_split_speedup, plot_throughput, plot_time_vs_heads
@@ -79,7 +82,7 @@ class FakeTimer:
 def fake_timer(monkeypatch, script, log=None):
     log = [] if log is None else log
     monkeypatch.setattr(
-        bench, "_timer", lambda stmt, label, **values: FakeTimer(label, script, log)
+        timing_module, "_timer", lambda stmt, label, **values: FakeTimer(label, script, log)
     )
     return log
 
@@ -253,8 +256,8 @@ def test_once_the_budget_is_spent_no_round_starts_and_nothing_is_retried(monkeyp
 
 def test_the_sweep_times_every_implementation_at_every_configuration(monkeypatch):
     fake_timer(monkeypatch, {name: [0.001] * 3 for name in TIMED})
-    monkeypatch.setattr(bench, "matmul_ceiling", lambda *args: 100.0)
-    rows = bench.run_sweep(TINY)
+    monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
+    rows = run_sweep(TINY)
     expected = [(s, t, h, name) for s, t, h in TINY.configurations() for name in TIMED]
     assert [(r.sweep, r.num_tokens, r.num_heads, r.implementation) for r in rows] == expected
     assert all(r.median_ms == 1.0 and r.blocks == 3 and r.minor_faults >= 0 for r in rows)
@@ -276,8 +279,8 @@ def test_the_sweep_times_every_implementation_at_every_configuration(monkeypatch
 
 def test_a_backward_sweep_counts_three_times_the_flops(monkeypatch):
     fake_timer(monkeypatch, {name: [0.001] * 3 for name in TIMED})
-    monkeypatch.setattr(bench, "matmul_ceiling", lambda *args: 100.0)
-    rows = bench.run_sweep(TINY, implementations=("wrapper", "split"), backward=True)
+    monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
+    rows = run_sweep(TINY, implementations=("wrapper", "split"), backward=True)
     assert {r.timed for r in rows} == {"forward+backward"}
     assert all(r.flops == 3 * forward_flops(r.implementation, 2, r.num_tokens, 8, 8) for r in rows)
 
@@ -346,7 +349,7 @@ def test_targets_on_the_command_line_time_both_paths_with_a_fake_timer(monkeypat
     fake_timer(monkeypatch, script)
     threads = torch.get_num_threads()
     try:
-        assert bench.main(["--targets"]) == 0
+        assert cli.main(["--targets"]) == 0
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
@@ -356,7 +359,7 @@ def test_targets_on_the_command_line_time_both_paths_with_a_fake_timer(monkeypat
     script["fused"] = [2.0] * 5
     fake_timer(monkeypatch, script)
     try:
-        assert bench.main(["--targets"]) == 1
+        assert cli.main(["--targets"]) == 1
     finally:
         torch.set_num_threads(threads)
     assert "FAIL  FusedMultiHeadAttention" in capsys.readouterr().out
@@ -429,20 +432,20 @@ def test_the_figures_draw_each_implementation_in_the_books_colour():
 def test_quick_run_writes_its_csv_and_png_and_prints_a_summary(monkeypatch, tmp_path, capsys):
     swept = []
     monkeypatch.setattr(
-        bench, "run_sweep", lambda sweep, **kwargs: swept.append((sweep, kwargs)) or both_sweeps()
+        cli, "run_sweep", lambda sweep, **kwargs: swept.append((sweep, kwargs)) or both_sweeps()
     )
-    assert bench.main(["--quick", "--backward", "--device", "cpu", "--out", str(tmp_path)]) == 0
-    assert swept[0][0] == bench.QUICK and swept[0][1]["backward"]
+    assert cli.main(["--quick", "--backward", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert swept[0][0] == QUICK and swept[0][1]["backward"]
     out = capsys.readouterr().out
     assert "wrapper time / split time" in out and "matmul ceiling" in out
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "bench.csv").exists()
 
 
-def test_the_command_line_help_lists_every_option():
+def test_the_command_line_runs_from_any_directory_and_its_help_lists_every_option(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mha.bench", "--help"],
-        cwd=CHAPTERS,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
@@ -468,21 +471,12 @@ def test_the_command_line_help_lists_every_option():
 )
 def test_bad_command_line_arguments_exit_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bench.parse_args(argv)
+        cli.parse_args(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_a_gpu_says_so(capsys):
     with pytest.raises(SystemExit):
-        bench.parse_args(["--device", "cuda"])
+        cli.parse_args(["--device", "cuda"])
     assert "no CUDA device is available" in capsys.readouterr().err
-
-
-def test_bench_imports_no_plotting_at_module_level():
-    """plots_bench imports bench; bench imports it only inside main(), so there is no cycle."""
-    import ast
-
-    tree = ast.parse((CHAPTERS / "mha" / "bench.py").read_text())
-    top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    assert not any("plots" in (getattr(node, "module", "") or "") for node in top_level)

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from mha.bench_faults import (
+from mha.bench import (
     KEEP_FREED_MEMORY,
     SETTINGS,
     Probe,

@@ -22,7 +22,7 @@ from PIL import Image
 
 from conftest import CHAPTERS
 from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots, plots_bench
-from mha.bench_compare import overhead_crossover
+from mha.bench import overhead_crossover
 from mha.plots import (
     FIGURE_DENSITY,
     FIGURE_DPI,

@@ -2,15 +2,16 @@
 
 They follow the rules at the top of ``mha.plots``: phone-legible, and implementations in black
 and greys, told apart by marker and line style (``plots.IMPLEMENTATION_STYLES``), so that no
-implementation is taken for a head. This module imports ``mha.bench``; ``mha.bench`` imports it
-only inside its command line's ``main``, so there is no import cycle.
+implementation is taken for a head. This module imports ``mha.bench``'s ``timing`` and
+``comparison``; of the benchmark package only the command line (``mha.bench.__main__``) imports
+it, so imports run one way.
 """
 
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from . import plots
-from .bench import LABELS, TIMED
-from .bench_compare import ratios, select
+from .bench.comparison import ratios, select
+from .bench.timing import LABELS, TIMED
 
 #: Width and height of one benchmark plot, with its legend below it.
 PLOT_SIZE_IN = (plots.DRAWING_WIDTH_IN, 5.4)

@@ -1,86 +1,37 @@
-"""Where a forward pass spends CPU time outside its own code: the kernel and page faults.
+"""The allocator experiment: do a module's page faults and system time cost it its speed?
 
-``resource_use`` reads ``resource.getrusage`` around a module's calls: CPU time in user mode,
-CPU time in the kernel (system time) and minor page faults, per call. A minor page fault is the
-kernel handing the process a page of memory it touches for the first time: a fresh, zero-filled
-page of a region just mapped.
-
-``allocator_experiment`` re-runs the same measurements in two fresh Python processes that differ
-only in glibc's malloc settings: the default, and ``KEEP_FREED_MEMORY``, which tells glibc to
-serve every block from its heap (never from a fresh ``mmap``) and to keep freed memory instead
-of returning it to the kernel. If a module's page faults and system time come from large
-blocks mapped and unmapped on every call, they vanish under ``KEEP_FREED_MEMORY``. Running it
-in subprocesses leaves the reader's own process alone.
+``allocator_experiment`` re-runs ``usage.resource_use``'s measurements in two fresh Python
+processes that differ only in glibc's malloc settings: the default, and ``KEEP_FREED_MEMORY``,
+which tells glibc to serve every block from its heap (never from a fresh ``mmap``) and to keep
+freed memory instead of returning it to the kernel. If a module's page faults and system time
+come from large blocks mapped and unmapped on every call, they vanish under
+``KEEP_FREED_MEMORY``. Running it in subprocesses leaves the reader's own process alone.
+``allocator_table`` and ``allocator_verdict`` say what the two processes measured.
 """
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-try:
-    import resource
-except ImportError:  # Windows: no getrusage, so no page-fault counts
-    resource = None
+from .comparison import compare
+from .timing import prepare
+from .usage import resource_use
 
 #: glibc's malloc: never serve a block with mmap, and never give freed memory back (trim) below
 #: 100 GB. Each name is read once, when a process starts, so it must be set before Python runs.
 KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}
 SETTINGS = ("default", "keep freed memory")
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Per call: wall-clock time, CPU time in user mode and in the kernel, minor page faults.
-
-    CPU times add up over all threads, so with several threads they can exceed the wall time.
-    Without ``resource`` (Windows) all but the wall time are ``nan``.
-    """
-
-    wall_ms: float
-    user_ms: float
-    sys_ms: float
-    minor_faults: float
-
-
-def _run(module, x, grad):
-    out = module(x)  # (b, num_tokens, d_out)
-    if grad is not None:
-        out.backward(grad)
-
-
-def resource_use(module, x, runs, *, grad=None):
-    """``Usage`` per call of ``module(x)`` (and ``.backward(grad)``), averaged over ``runs`` calls.
-
-    One untimed call comes first, so that memory the module keeps from call to call is in
-    place. Without ``grad`` the calls run under ``torch.no_grad()``.
-    """
-    context = torch.no_grad() if grad is None else torch.enable_grad()
-    with context:
-        _run(module, x, grad)
-        before = resource.getrusage(resource.RUSAGE_SELF) if resource else None
-        start = time.perf_counter()
-        for _ in range(runs):
-            _run(module, x, grad)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_SELF) if resource else None
-    if resource is None:
-        return Usage(wall / runs * 1e3, math.nan, math.nan, math.nan)
-    return Usage(
-        wall_ms=wall / runs * 1e3,
-        user_ms=(after.ru_utime - before.ru_utime) / runs * 1e3,
-        sys_ms=(after.ru_stime - before.ru_stime) / runs * 1e3,
-        minor_faults=(after.ru_minflt - before.ru_minflt) / runs,
-    )
+#: What each process of the experiment runs (``main`` reads the options that follow it). Not
+#: ``-m mha.bench.faults``: the package imports this module before ``-m`` would run it again.
+PROBE_COMMAND = "from mha.bench.faults import main; raise SystemExit(main())"
 
 
 @dataclass(frozen=True)
@@ -108,8 +59,6 @@ def probe(names, tokens, num_heads, d_out, repeats):
 
     The calls interleave: each repeat visits every length and every module once.
     """
-    from .bench import prepare  # here, not at the top: bench imports this module
-
     cases = {t: prepare(names, 1, t, d_out, num_heads) for t in tokens}
     samples = {(n, t): [] for t in tokens for n in names}
     for _ in range(repeats):
@@ -143,13 +92,13 @@ def allocator_experiment(
     time: on a machine with two free cores neither slows the other much, and a burst of load
     from elsewhere slows both. The second has ``KEEP_FREED_MEMORY`` in its environment.
     """
-    chapters = Path(__file__).resolve().parents[1]
+    chapters = Path(__file__).resolve().parents[2]
     base = {k: v for k, v in os.environ.items() if k not in KEEP_FREED_MEMORY}
     base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(chapters), base.get("PYTHONPATH")]))
     argv = [
         sys.executable,
-        "-m",
-        "mha.bench_faults",
+        "-c",
+        PROBE_COMMAND,
         "--names",
         *names,
         "--tokens",
@@ -200,11 +149,9 @@ def allocator_verdict(results, name="split", reference="wrapper"):
     """The experiment's conclusion for ``name`` at each length, in sentences of at most 79 chars.
 
     Noise-aware: a time difference counts only when the quartile ranges do not overlap
-    (``bench.compare``); the reference is timed in the same process. The conclusion is drawn
+    (``comparison.compare``); the reference is timed in the same process. The conclusion is drawn
     from what this run measured, whatever that is.
     """
-    from .bench_compare import compare
-
     default, kept = (results[s] for s in SETTINGS)
     paragraphs = []
     for (n, t), before in default.items():
@@ -245,7 +192,7 @@ def allocator_verdict(results, name="split", reference="wrapper"):
 
 def main(argv=None):
     """Print ``probe``'s results as JSON: what ``allocator_experiment`` runs in each process."""
-    parser = argparse.ArgumentParser(prog="python -m mha.bench_faults", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="mha.bench.faults", description=main.__doc__)
     parser.add_argument("--names", nargs="+", required=True)
     parser.add_argument("--tokens", nargs="+", type=int, required=True)
     parser.add_argument("--heads", type=int, required=True)
@@ -258,7 +205,3 @@ def main(argv=None):
     probes = probe(args.names, args.tokens, args.heads, args.d_out, args.repeats)
     print(json.dumps([p.__dict__ for p in probes]))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

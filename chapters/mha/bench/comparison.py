@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bench import LABELS, prepare, time_in_rounds
+from .timing import LABELS, prepare, time_in_rounds
 
 
 class Attention(nn.Module):

@@ -1,30 +1,28 @@
-"""Time the book's attention implementations side by side, and judge the differences honestly.
+"""Time the book's attention implementations side by side: the measuring half of the benchmark.
 
-Run from ``chapters/``: ``python -m mha.bench --quick`` (``--help`` lists the options). Chapter 5
-imports the same functions, so the chapter and the command measure the same way:
+Chapter 5 imports these functions and ``python -m mha.bench`` (``__main__``) runs them, so the
+chapter and the command measure the same way:
 
 - times come from ``torch.utils.benchmark.Timer.blocked_autorange`` (warm-up, blocks of runs,
   CUDA synchronisation), given time for at least a few blocks, with a cap on the time one
   measurement may take (``measure``), and taken in rounds that interleave implementations and
   configurations; each reported time is the median of a module's quietest round, with that
   round's quartiles as its spread (``time_in_rounds``);
-- a verdict between two times is "faster", "slower" or "inconclusive": only spreads that do not
-  overlap decide (``bench_compare.compare``);
 - every implementation of one configuration gets the same weights (``variants.equivalent_modules``)
   and the same input, so each timing compares the same function;
 - ``nn.MultiheadAttention`` is timed twice: as called (its fast path allowed) and with the fast
   path switched off (``FastPathOff``);
 - FLOPs come from the shapes (``forward_flops``), operator calls from ``mha.counting``, CPU time
-  and page faults per forward from ``mha.bench_faults``.
+  and page faults per forward from ``usage.resource_use``; ``write_csv`` keeps the ``Row``s.
+
+Judging the times (``comparison``), the text reports (``report``) and the allocator experiment
+(``faults``) build on this module; it imports none of them.
 """
 
-import argparse
 import contextlib
 import csv
 import dataclasses
 import math
-import platform
-import sys
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -35,11 +33,9 @@ from torch import nn
 from torch.utils.benchmark import Timer
 from tqdm import tqdm
 
-from .bench_faults import resource_use
-from .counting import operator_counts
-from .variants import IMPLEMENTATIONS, equivalent_modules
-
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "bench-results"
+from ..counting import operator_counts
+from ..variants import IMPLEMENTATIONS, equivalent_modules
+from .usage import resource_use
 
 #: Everything the benchmark times: the book's implementations, and nn.MultiheadAttention once
 #: more with its fast path switched off.
@@ -148,7 +144,7 @@ class Row:
     runs: int  # passes timed in that round
     capped: bool  # a measurement hit the time cap before it had min_blocks blocks
     rounds: int  # rounds measured (fewer than asked when the budget ran out)
-    user_ms: float  # CPU time in user mode per pass, all threads (bench_faults)
+    user_ms: float  # CPU time in user mode per pass, all threads (usage.resource_use)
     sys_ms: float  # CPU time in the kernel per pass, all threads
     minor_faults: float  # minor page faults per pass
     flops: int  # per pass, from forward_flops (× 3 with the backward pass)
@@ -390,7 +386,7 @@ def matmul_ceiling(device="cpu", size=1024, min_run_time=0.2, rounds=3):
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
-    After the timings, each module runs once more for ``bench_faults.resource_use`` (CPU time
+    After the timings, each module runs once more for ``usage.resource_use`` (CPU time
     and page faults per pass) and once for the operator count.
     """
     ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1), sweep.rounds)
@@ -455,21 +451,6 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
     return rows
 
 
-# ---------------------------------------------------------------------------------------------
-# The command line
-# ---------------------------------------------------------------------------------------------
-
-
-def cpu_name():
-    """The CPU model from ``/proc/cpuinfo`` where there is one, else what ``platform`` knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def write_csv(rows, path):
     """Write ``rows`` with a header of ``CSV_COLUMNS``; return the path."""
     path = Path(path)
@@ -479,99 +460,3 @@ def write_csv(rows, path):
         writer.writeheader()
         writer.writerows(dataclasses.asdict(r) for r in rows)
     return path
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m mha.bench",
-        description="Time the book's multi-head attention implementations side by side "
-        "(wrapper, split, combined QKV, fused SDPA, nn.MultiheadAttention with its "
-        "fast path on and off), write a CSV and a PNG of the plots, and print a "
-        "summary.",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"small sweep (d_out {QUICK.d_out}, short timings); the default is "
-        f"the full sweep (d_out {FULL.d_out})",
-    )
-    parser.add_argument(
-        "--backward",
-        action="store_true",
-        help="time a training step (forward and backward) instead of a forward",
-    )
-    parser.add_argument(
-        "--device",
-        default="auto",
-        choices=("auto", "cpu", "cuda"),
-        help="where to run: auto picks cuda when available, else cpu",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch (default: torch's own choice)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help=f"folder for bench.csv and bench.png (default: {DEFAULT_OUT})",
-    )
-    parser.add_argument(
-        "--markdown",
-        action="store_true",
-        help="print the results as the README's Markdown section, not as text",
-    )
-    parser.add_argument(
-        "--targets",
-        action="store_true",
-        help="instead of the sweep, check the book's performance targets "
-        "(2 CPU threads unless --threads); exit 1 unless all pass",
-    )
-    args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is available; use --device cpu.")
-    if args.threads is not None and args.threads < 1:
-        parser.error(f"--threads must be a positive integer, got {args.threads}.")
-    return args
-
-
-def main(argv=None):
-    from .bench_compare import check_targets, overhead_crossover, report_targets, target_verdict
-    from .bench_report import markdown, summary
-
-    args = parse_args(argv)
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.threads or args.targets:
-        torch.set_num_threads(args.threads or 2)
-    machine = (
-        f"torch {torch.__version__}, {cpu_name()}, device {device}, "
-        f"threads: {torch.get_num_threads()}"
-    )
-    if args.targets:
-        print(machine)
-        results = check_targets(device=device)
-        print(report_targets(results))
-        return 0 if all(target_verdict(*r)[0] == "PASS" for r in results) else 1
-
-    from .plots_bench import plot_benchmark
-
-    sweep = QUICK if args.quick else FULL
-    rows = run_sweep(sweep, device=device, backward=args.backward, progress=True)
-    csv_path = write_csv(rows, args.out / "bench.csv")
-    png_path = args.out / "bench.png"
-    plot_benchmark(rows, overhead_crossover(rows)).savefig(png_path, dpi=120)
-    if args.markdown:
-        print(markdown(rows, sweep, machine, argv if argv is not None else sys.argv[1:]))
-    else:
-        print(machine)
-        print(summary(rows))
-        print(f"\nwrote {csv_path}\nwrote {png_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

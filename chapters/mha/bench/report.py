@@ -4,8 +4,8 @@ README. Every line is at most 79 characters, so that it reads on a phone."""
 import datetime
 import textwrap
 
-from .bench import COLUMNS, TIMED
-from .bench_compare import overhead_crossover, ratios, select, verdicts
+from .comparison import overhead_crossover, ratios, select, verdicts
+from .timing import COLUMNS, TIMED
 
 WIDTH = 79
 

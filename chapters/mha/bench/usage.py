@@ -1,0 +1,64 @@
+"""CPU time and page faults of a module's calls, read from ``resource.getrusage``.
+
+``resource_use`` reads the process's resource usage around a module's calls: CPU time in user
+mode, CPU time in the kernel (system time) and minor page faults, per call. A minor page fault is
+the kernel handing the process a page of memory it touches for the first time: a fresh,
+zero-filled page of a region just mapped. The sweep (``timing.run_sweep``) reports these next to
+each time, and the allocator experiment (``faults``) compares them across malloc settings.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+try:
+    import resource
+except ImportError:  # Windows: no getrusage, so no page-fault counts
+    resource = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Per call: wall-clock time, CPU time in user mode and in the kernel, minor page faults.
+
+    CPU times add up over all threads, so with several threads they can exceed the wall time.
+    Without ``resource`` (Windows) all but the wall time are ``nan``.
+    """
+
+    wall_ms: float
+    user_ms: float
+    sys_ms: float
+    minor_faults: float
+
+
+def _run(module, x, grad):
+    out = module(x)  # (b, num_tokens, d_out)
+    if grad is not None:
+        out.backward(grad)
+
+
+def resource_use(module, x, runs, *, grad=None):
+    """``Usage`` per call of ``module(x)`` (and ``.backward(grad)``), averaged over ``runs`` calls.
+
+    One untimed call comes first, so that memory the module keeps from call to call is in
+    place. Without ``grad`` the calls run under ``torch.no_grad()``.
+    """
+    context = torch.no_grad() if grad is None else torch.enable_grad()
+    with context:
+        _run(module, x, grad)
+        before = resource.getrusage(resource.RUSAGE_SELF) if resource else None
+        start = time.perf_counter()
+        for _ in range(runs):
+            _run(module, x, grad)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_SELF) if resource else None
+    if resource is None:
+        return Usage(wall / runs * 1e3, math.nan, math.nan, math.nan)
+    return Usage(
+        wall_ms=wall / runs * 1e3,
+        user_ms=(after.ru_utime - before.ru_utime) / runs * 1e3,
+        sys_ms=(after.ru_stime - before.ru_stime) / runs * 1e3,
+        minor_faults=(after.ru_minflt - before.ru_minflt) / runs,
+    )
