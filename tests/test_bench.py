@@ -46,8 +46,14 @@ from mha.bench import (
 from mha.bench import __main__ as cli
 from mha.bench import timing as timing_module
 from mha.counting import matmul_sizes
-from mha.plots import IMPLEMENTATION_STYLES, implementation_colour
-from mha.plots_bench import plot_benchmark, plot_split_speedup, plot_throughput, plot_time_vs_heads
+from mha.plots_bench import (
+    IMPLEMENTATION_STYLES,
+    implementation_colour,
+    plot_benchmark,
+    plot_split_speedup,
+    plot_throughput,
+    plot_time_vs_heads,
+)
 from mha.variants import equivalent_modules
 
 TINY = Sweep(

@@ -28,7 +28,6 @@ from mha.plots import (
     FIGURE_DPI,
     HEAD_COLOURS,
     HEATMAP_CMAP,
-    IMPLEMENTATION_STYLES,
     MAX_WIDTH_IN,
     MIN_TEXT_PT,
     OKABE_ITO,
@@ -66,7 +65,8 @@ COLOUR_ARGUMENTS = {
 #: Besides the palette: text drawn on dark or light heatmap cells, "no fill", and greys for
 #: reference lines and annotations (no hue, so nothing for colour-blind readers to confuse).
 NEUTRALS = {"white", "black", "none", "grey", "gray", "dimgrey", "dimgray"}
-PLOTS = CHAPTERS / "mha" / "plots.py"
+#: Every module that draws: the shared one and each chapter's own.
+PLOTS = sorted((CHAPTERS / "mha").glob("plots*.py"))
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 
 
@@ -101,29 +101,32 @@ def test_head_h_is_the_palettes_hth_hue_and_the_first_seven_heads_all_differ():
 
 def test_implementations_never_share_a_colour_with_a_head_and_each_has_its_own_look():
     head_rgbs = {to_rgb(c) for c in HEAD_COLOURS}
-    styles = IMPLEMENTATION_STYLES
+    styles = plots_bench.IMPLEMENTATION_STYLES
     assert not {name for name, (colour, _) in styles.items() if to_rgb(colour) in head_rgbs}
     looks = [
-        (to_rgb(colour), marker, str(plots.IMPLEMENTATION_LINESTYLES[name]))
+        (to_rgb(colour), marker, str(plots_bench.IMPLEMENTATION_LINESTYLES[name]))
         for name, (colour, marker) in styles.items()
     ]
     assert len({look[1] for look in looks}) == len(looks), "each implementation needs its marker"
     assert len({(look[0], look[2]) for look in looks}) == len(looks), "and its colour and line"
-    assert all(plots.implementation_colour(name) == style[0] for name, style in styles.items())
+    assert all(
+        plots_bench.implementation_colour(name) == style[0] for name, style in styles.items()
+    )
 
 
 def test_heatmaps_use_cividis():
     assert HEATMAP_CMAP == "cividis"
 
 
-def test_the_plots_use_no_colour_outside_the_palette():
-    source = PLOTS.read_text()
+@pytest.mark.parametrize("module", PLOTS, ids=lambda p: p.name)
+def test_the_plots_use_no_colour_outside_the_palette(module):
+    source = module.read_text()
     hex_codes = set(re.findall(r"#[0-9A-Fa-f]{6}\b", source))
     assert {c.upper() for c in hex_codes} <= PUBLISHED_OKABE_ITO, (
         f"colours outside Okabe–Ito: {hex_codes}"
     )
     stray = [(line, c) for line, c in colour_strings(ast.parse(source)) if not allowed(c)]
-    assert not stray, f"plots.py draws with colours outside the palette (line, colour): {stray}"
+    assert not stray, f"{module.name} draws outside the palette (line, colour): {stray}"
 
 
 def code_cells(path):

@@ -577,33 +577,3 @@ def _tinted_cells(ax, values, token_of, head_of, tokens, *, show_token):
         label = f"{value:.2f}\n{tokens[int(token_of[r, c])]}" if show_token else f"{value:.2f}"
         ax.text(c, r, label, ha="center", va="center", linespacing=1.1)
     ax.set_xticks([])
-
-
-# ---------------------------------------------------------------------------------------------
-# Chapter 4 figures
-# ---------------------------------------------------------------------------------------------
-
-#: One colour, marker and line style per implementation, the same in every figure of the book.
-#: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
-#: by marker and line style: a reader never takes an implementation for a head.
-IMPLEMENTATION_STYLES = {
-    "wrapper": ("black", "o"),
-    "split": ("black", "s"),
-    "combined_qkv": ("dimgrey", "^"),
-    "fused": ("dimgrey", "D"),
-    "torch_mha": ("grey", "x"),
-    "torch_mha_nofast": ("grey", "+"),
-}
-IMPLEMENTATION_LINESTYLES = {
-    "wrapper": "solid",
-    "split": "dashed",
-    "combined_qkv": "dotted",
-    "fused": "dashdot",
-    "torch_mha": (0, (6, 2)),
-    "torch_mha_nofast": (0, (1, 3)),
-}
-
-
-def implementation_colour(name):
-    """The colour of implementation ``name`` (a name in ``mha.bench.TIMED``) in every figure."""
-    return IMPLEMENTATION_STYLES[name][0]

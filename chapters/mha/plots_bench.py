@@ -1,7 +1,7 @@
 """The benchmark's figures: chapter 5's plots and the PNG that ``python -m mha.bench`` saves.
 
 They follow the rules at the top of ``mha.plots``: phone-legible, and implementations in black
-and greys, told apart by marker and line style (``plots.IMPLEMENTATION_STYLES``), so that no
+and greys, told apart by marker and line style (``IMPLEMENTATION_STYLES``), so that no
 implementation is taken for a head. This module imports ``mha.bench``'s ``timing`` and
 ``comparison``; of the benchmark package only the command line (``mha.bench.__main__``) imports
 it, so imports run one way.
@@ -13,6 +13,32 @@ from . import plots
 from .bench.comparison import ratios, select
 from .bench.timing import LABELS, TIMED
 
+#: One colour, marker and line style per implementation, the same in every figure of the book.
+#: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
+#: by marker and line style: a reader never takes an implementation for a head.
+IMPLEMENTATION_STYLES = {
+    "wrapper": ("black", "o"),
+    "split": ("black", "s"),
+    "combined_qkv": ("dimgrey", "^"),
+    "fused": ("dimgrey", "D"),
+    "torch_mha": ("grey", "x"),
+    "torch_mha_nofast": ("grey", "+"),
+}
+IMPLEMENTATION_LINESTYLES = {
+    "wrapper": "solid",
+    "split": "dashed",
+    "combined_qkv": "dotted",
+    "fused": "dashdot",
+    "torch_mha": (0, (6, 2)),
+    "torch_mha_nofast": (0, (1, 3)),
+}
+
+
+def implementation_colour(name):
+    """The colour of implementation ``name`` (a name in ``mha.bench.TIMED``) in every figure."""
+    return IMPLEMENTATION_STYLES[name][0]
+
+
 #: Width and height of one benchmark plot, with its legend below it.
 PLOT_SIZE_IN = (plots.DRAWING_WIDTH_IN, 5.4)
 
@@ -21,9 +47,9 @@ def _implementation_line(ax, name, xs, ys):
     ax.plot(
         xs,
         ys,
-        color=plots.implementation_colour(name),
-        marker=plots.IMPLEMENTATION_STYLES[name][1],
-        linestyle=plots.IMPLEMENTATION_LINESTYLES[name],
+        color=implementation_colour(name),
+        marker=IMPLEMENTATION_STYLES[name][1],
+        linestyle=IMPLEMENTATION_LINESTYLES[name],
         label=LABELS[name],
         linewidth=2,
     )
