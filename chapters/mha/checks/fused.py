@@ -558,8 +558,8 @@ fused_attention = Exercise(
         class MyFusedAttention(FusedAttentionStart):
             def forward(self, x):
                 b, num_tokens, _ = x.shape
-                qkv = self.qkv(x).view(b, num_tokens, 3, self.num_heads, self.head_dim)
-                # qkv: (b, num_tokens, 3, num_heads, head_dim)
+                qkv = self.qkv(x)  # (b, num_tokens, 3 * d_out)
+                qkv = qkv.view(b, num_tokens, 3, self.num_heads, self.head_dim)
                 queries, keys, values = qkv.permute(2, 0, 3, 1, 4)
                 # each (b, num_heads, num_tokens, head_dim)
                 dropout_p = self.dropout_p if self.training else 0.0
