@@ -1,4 +1,4 @@
-"""Every exercise of the book, whatever its chapter, shows a solution a phone or desktop can hold."""
+"""Every exercise of the book shows a solution that fits the column on a desktop."""
 
 import importlib
 import pkgutil
