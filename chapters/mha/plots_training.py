@@ -8,10 +8,14 @@ under 11 pt. The private helpers imported below are ``mha.plots``' own
 building blocks for that criterion.
 """
 
+from matplotlib.patches import Rectangle
+
 from .plots import (
     DRAWING_WIDTH_IN,
     HEATMAP_CMAP,
+    MASKED_STYLE,
     _frame,
+    _hatch_masked,
     _new_figure,
     _phone_legible,
     _wrap,
@@ -44,6 +48,7 @@ def plot_attention_maps(maps):
                 ax.set_visible(False)
                 continue
             image = ax.imshow(weights[h].numpy(), cmap=HEATMAP_CMAP, vmin=0.0, vmax=1.0)
+            _hatch_masked(ax, weights[h] == 0)  # only the causal mask gives exactly 0
             _frame(ax, head_colour(h))
             ax.set_title(f"head {h + 1}", pad=6, **head_label(h))
             ax.set_xticks(ticks, [str(t) for t in ticks])
@@ -56,6 +61,12 @@ def plot_attention_maps(maps):
         shrink=0.8,
         aspect=30,
         label="attention weight\n(row: query position, column: key position)",
+    )
+    fig.legend(
+        [Rectangle((0, 0), 1, 1, **MASKED_STYLE)],
+        ["masked: a later token"],
+        loc="outside lower center",
+        frameon=False,
     )
     fig.suptitle(_wrap("Where each trained head looks, averaged over the evaluation sequences"))
     return fig
