@@ -265,6 +265,23 @@ class EmptySubclass(FusedAttentionStart):
     pass
 
 
+class AssignsTheBooksForward(FusedAttentionStart):
+    forward = FusedMultiHeadAttention.forward
+
+
+_SAVED_BOOK_FORWARD = FusedMultiHeadAttention.forward
+
+
+class CallsASavedBookForward(FusedAttentionStart):
+    def forward(self, x):
+        return _SAVED_BOOK_FORWARD(self, x)
+
+
+def test_a_saved_reference_to_the_books_forward_is_a_delegation():
+    result = check_fused_attention(CallsASavedBookForward)
+    assert not result.passed and "FusedMultiHeadAttention" in result.feedback
+
+
 @pytest.mark.parametrize(
     "answer, name",
     [
@@ -278,6 +295,7 @@ class EmptySubclass(FusedAttentionStart):
         (torch.nn.Linear, "not from the starting point"),
         (FusedAttentionStart, "the starting forward"),
         (EmptySubclass, "the starting forward"),
+        (AssignsTheBooksForward, "a book forward assigned"),
     ],
 )
 def test_shortcuts_and_wrong_objects_fail_with_their_own_message(answer, name):

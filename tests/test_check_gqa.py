@@ -382,6 +382,13 @@ def out_proj_forgotten(self, x):
     return merge(self, causal_softmax(self, queries @ keys.mT) @ values)
 
 
+def merged_without_transposing_back(self, x):
+    queries, keys, values = split(self, x)
+    keys, values = interleave(self, keys), interleave(self, values)
+    context = causal_softmax(self, queries @ keys.mT) @ values  # (b, H, T, hd)
+    return self.out_proj(context.reshape(x.shape[0], x.shape[1], -1))
+
+
 def sdpa_without_out_proj(self, x):
     queries, keys, values = split(self, x)
     return merge(
@@ -446,6 +453,7 @@ MISTAKEN = [
     (mask_after_softmax, "mask after softmax", "after the softmax"),
     (mask_not_sliced, "mask not sliced", "self.mask[:num_tokens, :num_tokens]"),
     (softmax_over_queries, "softmax over the wrong axis", "dim=-1"),
+    (merged_without_transposing_back, "heads merged without transposing back", ".transpose(1, 2)"),
     (out_proj_forgotten, "out_proj not applied", "self.out_proj(context)"),
     (sdpa_without_out_proj, "out_proj not applied", "self.out_proj(context)"),
     (dropout_on_in_eval_mode, "dropout in eval mode", "self.dropout(attn_weights)"),

@@ -880,7 +880,7 @@ def test_the_check_leaves_the_readers_random_state_alone():
 @pytest.mark.parametrize("cls", [with_forward(not_written_yet), EmptySubclass, WeightSplitSkeleton])
 def test_feedback_on_the_starting_code_asks_instead_of_telling(cls):
     feedback = check_weight_split(cls).feedback
-    assert "starting code" in feedback and "?" in feedback and "hint(1)" in feedback
+    assert "starting code" in feedback and "?" in feedback and "first hint" in feedback
     for fix in ("view(", "transpose(", "softmax", "masked_fill", "out_proj("):
         assert fix not in feedback
 

@@ -225,6 +225,13 @@ def calls_super(self, x):
     return super(type(self), self).forward(x)
 
 
+_SAVED_BOOK_FORWARD = MultiHeadAttentionWrapper.forward
+
+
+def calls_a_saved_book_forward(self, x):
+    return _SAVED_BOOK_FORWARD(self, x)
+
+
 def builds_a_book_wrapper(self, x):
     book = MultiHeadAttentionWrapper(x.shape[-1], 2, 6, 0.0, len(self.heads))
     book.heads = self.heads
@@ -247,6 +254,7 @@ def through_the_weight_split(self, x):
         (BookSubclass, "MultiHeadAttentionWrapper.forward, the book's own"),
         (with_forward(calls_super, MultiHeadAttentionWrapper), "hands its work to the book's"),
         (with_forward(builds_a_book_wrapper), "hands its work to the book's"),
+        (with_forward(calls_a_saved_book_forward), "hands its work to the book's"),
         (with_forward(through_the_weight_split), "MultiHeadAttention"),
         (Empty, "NotImplementedError"),
         (WrapperSkeleton, "NotImplementedError"),
@@ -256,6 +264,7 @@ def through_the_weight_split(self, x):
         "book subclass",
         "super().forward",
         "book module inside",
+        "saved book forward",
         "weight split",
         "empty",
         "skeleton",
@@ -268,7 +277,7 @@ def test_shortcuts_fail_with_feedback_that_names_them(cls, phrase):
 
 def test_feedback_on_the_starting_code_asks_instead_of_telling():
     feedback = check_wrapper(WrapperSkeleton).feedback
-    assert "?" in feedback and "hint(1)" in feedback
+    assert "?" in feedback and "first hint" in feedback
     for fix in ("torch.cat", "dim=-1", "head(x)", "for head in"):
         assert fix not in feedback
 

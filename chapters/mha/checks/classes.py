@@ -7,12 +7,13 @@ Such a practice must not pass without the skill, so the checks here recognise
 * something that is not a module class at all (``None``, an instance, a function);
 * the skeleton untouched, or subclassed with nothing written (its placeholder still raises);
 * a class whose ``forward`` *is* one of the book's own, or only hands the work to one
-  (``super().forward(x)`` in a subclass of a book class, or a book module built inside).
+  (``super().forward(x)`` in a subclass of a book class, a saved reference to a book
+  ``forward``, or a book module built inside).
 """
 
 import contextlib
-import functools
 import inspect
+import sys
 
 import torch
 
@@ -52,28 +53,28 @@ def book_forward_of(cls, allowed=()):
 def watching_book_forwards(allowed=()):
     """Record the name of every book class whose ``forward`` runs inside the block.
 
-    Each book ``forward`` is wrapped for the duration (and restored afterwards, whatever
-    happens), so a reader's ``forward`` that calls one, directly, through ``super()`` or
-    through a book module it built, leaves its trace in the yielded list.
+    A profiler compares the code of every Python call that starts with the book forwards'
+    code, so a reader's ``forward`` that reaches one by any route (directly, through
+    ``super()``, through a reference saved beforehand, or through a book module it built)
+    leaves its trace in the yielded list.
     """
     called = []
-    originals = [(book, vars(book)["forward"]) for book in book_classes() if book not in allowed]
+    code = {
+        vars(book)["forward"].__code__: book.__name__
+        for book in book_classes()
+        if book not in allowed
+    }
 
-    def watched(book, forward):
-        @functools.wraps(forward)
-        def run(*args, **kwargs):
-            called.append(book.__name__)
-            return forward(*args, **kwargs)
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in code:
+            called.append(code[frame.f_code])
 
-        return run
-
+    previous = sys.getprofile()
+    sys.setprofile(profile)
     try:
-        for book, forward in originals:
-            book.forward = watched(book, forward)
         yield called
     finally:
-        for book, forward in originals:
-            book.forward = forward
+        sys.setprofile(previous)
 
 
 def untouched(cls, skeleton):

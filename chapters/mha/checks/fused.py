@@ -8,7 +8,6 @@ recognises: a missing or inverted causal mask, the heads in the wrong axis, drop
 evaluation mode or none in training, and shortcuts that hand in the book's own module.
 """
 
-import contextlib
 import textwrap
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from ..variants import (
     MultiHeadAttentionCombinedQKV,
     TorchMultiheadAttentionAdapter,
 )
+from .classes import book_forward_of, watching_book_forwards
 from .core import (
     CheckResult,
     Exercise,
@@ -184,27 +184,6 @@ def _same(output, expected):
     )
 
 
-@contextlib.contextmanager
-def _watching_book_modules(calls):
-    """Record in ``calls`` every book module whose ``forward`` runs meanwhile."""
-    originals = {cls: cls.forward for cls in BOOK_MODULES}
-
-    def spy(cls, original):
-        def forward(self, *args, **kwargs):
-            calls.append(cls.__name__)
-            return original(self, *args, **kwargs)
-
-        return forward
-
-    try:
-        for cls, original in originals.items():
-            cls.forward = spy(cls, original)
-        yield calls
-    finally:
-        for cls, original in originals.items():
-            cls.forward = original
-
-
 class FusedTrial:
     """The reader's class on one configuration: what it built, returned, raised and called."""
 
@@ -218,7 +197,7 @@ class FusedTrial:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-                with evaluating(self.module), _watching_book_modules(self.book_calls):
+                with evaluating(self.module), watching_book_forwards() as self.book_calls:
                     self.output = self.module(self.x)
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
@@ -332,9 +311,16 @@ NOT_A_CLASS_MISTAKES = (
         lambda answer: not issubclass(answer, FusedAttentionStart),
     ),
     Mistake(
+        "a book forward assigned",
+        "{name}.forward is the book's own forward, taken from another class. This exercise "
+        "asks for your own: write def forward(self, x): in {name}, with the steps from "
+        "self.qkv(x) to self.out_proj.",
+        lambda answer: book_forward_of(answer) is not None,
+    ),
+    Mistake(
         "the starting forward",
-        "{name} has no forward of its own yet: the one it inherits from "
-        "FusedAttentionStart only raises. What are the steps from x to the output? "
+        "{name} has no forward of its own yet: FusedAttentionStart's forward only "
+        "raises. Subclass it and write forward: what are the steps from x to the output? "
         "fused_attention.hint(1) gives a first nudge.",
         lambda answer: answer.forward is FusedAttentionStart.forward,
     ),

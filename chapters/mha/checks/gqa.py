@@ -157,7 +157,7 @@ GQA_FORWARD_MISTAKES = (
     Mistake(
         "the skeleton untouched",
         "Your forward still raises NotImplementedError, as the skeleton does: replace the raise "
-        "line with the pass itself. hint(1) shows where to start.",
+        "line with the pass itself. The first hint, just below the check, shows where to start.",
         lambda t: t.stage == "forward" and isinstance(t.error, NotImplementedError),
     ),
     Mistake(
@@ -320,6 +320,13 @@ GQA_FORWARD_MISTAKES = (
         "The softmax runs over the wrong axis. Each query's weights over the keys must sum to 1: "
         "torch.softmax(..., dim=-1) on scores of shape (b, num_heads, num_tokens, num_tokens).",
         _output_follows(*(GroupRecipe(softmax_dim=dim) for dim in (-2, 1, 0))),
+    ),
+    Mistake(
+        "heads merged without transposing back",
+        "The heads were merged straight from (b, num_heads, num_tokens, head_dim), so "
+        "one head's rows land where other tokens belong. Bring the heads back behind "
+        "the tokens with .transpose(1, 2) first, then reshape to (b, num_tokens, d_out).",
+        _output_follows(GroupRecipe(transpose_back=False)),
     ),
     Mistake(
         "out_proj not applied",

@@ -91,6 +91,7 @@ class GroupRecipe:
     scale_by: str = "head_dim"  # or "kv_width", "d_out", "group_size", "nothing"
     causal_mask: str = "-inf before softmax"  # or "none", "0 before softmax", "... after softmax"
     softmax_dim: int = -1
+    transpose_back: bool = True  # heads back behind the tokens before the merge
     out_proj: bool = True
 
 
@@ -130,7 +131,10 @@ def grouped_attention(module, x, num_heads, num_kv_groups, recipe=CORRECT_RECIPE
     attn_weights = torch.softmax(attn_scores / scale, dim=recipe.softmax_dim)
     if recipe.causal_mask.endswith("after softmax"):
         attn_weights = attn_weights.masked_fill(future, fill)
-    context = (attn_weights @ values).transpose(1, 2).reshape(b, num_tokens, -1)
+    context = attn_weights @ values  # (b, num_heads, T, head_dim)
+    if recipe.transpose_back:
+        context = context.transpose(1, 2)  # (b, T, num_heads, head_dim)
+    context = context.reshape(b, num_tokens, -1)  # (b, T, d_out)
     return module.out_proj(context) if recipe.out_proj else context
 
 

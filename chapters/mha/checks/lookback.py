@@ -58,8 +58,7 @@ NOT_A_MODEL_MISTAKES = (
     ),
     Mistake(
         "not a LookbackModel",
-        "check_lookback_model expects a LookbackModel, but got {kind}. "
-        f"Build one: my_model = {BUILD}.",
+        f"The check expects a LookbackModel, but got {{kind}}. Build one: my_model = {BUILD}.",
         lambda answer: not isinstance(answer, LookbackModel),
     ),
 )
@@ -75,9 +74,10 @@ MODEL_MISTAKES = (
     Mistake(
         "another task",
         "Your model is built for a task that looks back {m.task.offsets} "
-        "(or differs from the variant in another setting). Build it for "
-        f"the variant itself, which looks back {VARIANT.offsets}: pass "
-        "variant as the first argument.",
+        "(or differs from the variant in another setting, such as the order "
+        "of its offsets, which decides which readout answers which). Build "
+        f"it for the variant itself, which looks back {VARIANT.offsets}: "
+        "pass variant as the first argument.",
         lambda m: m.task != VARIANT,
     ),
     Mistake(

@@ -73,7 +73,7 @@ WEIGHT_SPLIT_MISTAKES = (
         "the starting code",
         "Your forward still raises NotImplementedError: this is the starting code, and the "
         "forward pass is yours to write. What does each head need from W_query, W_key and "
-        "W_value, and in which shape? The first hint, hint(1), starts from there.",
+        "W_value, and in which shape? The first hint, just below the check, starts from there.",
         lambda t: isinstance(t.error, NotImplementedError),
     ),
     Mistake(

@@ -144,7 +144,7 @@ WRAPPER_MISTAKES = (
         "the starting code",
         "Your forward still raises NotImplementedError: this is the starting code, and the "
         "forward pass is yours to write. What should each head be given, and what becomes of "
-        "the heads' outputs? The first hint, hint(1), starts from there.",
+        "the heads' outputs? The first hint, just below the check, starts from there.",
         lambda t: isinstance(t.error, NotImplementedError),
     ),
     Mistake(
