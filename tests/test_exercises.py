@@ -1,11 +1,14 @@
 """Every exercise of the book shows a solution that fits the column on a desktop."""
 
 import importlib
+import json
 import pkgutil
+import re
 
 import pytest
 
 import mha.checks
+from conftest import CHAPTERS
 from mha.checks import Exercise
 
 #: The book's column shows about 80 characters of code (tests/test_notebooks.py's MAX_LINE).
@@ -34,3 +37,14 @@ def test_the_solution_code_fits_the_column(name):
     solution = EXERCISES[name].solution()
     long = [line for line in solution.text.splitlines() if len(line) > MAX_LINE]
     assert not long, f"{name}'s solution has lines over {MAX_LINE} characters: {long}"
+
+
+@pytest.mark.parametrize("path", sorted(CHAPTERS.glob("[0-9]*.ipynb")), ids=lambda p: p.stem)
+def test_every_solution_cell_shows_the_exercises_one_copy(path):
+    """A solution typed into a cell would be a second copy that can drift from the tested one."""
+    cells = json.loads(path.read_text())["cells"]
+    solutions = [c for c in cells if "solution" in c["metadata"].get("tags", [])]
+    assert solutions, f"{path.name} has no solution cell"
+    for cell in solutions:
+        code = "".join(cell["source"]).splitlines()[1:]  # after the first line, a comment
+        assert len(code) == 1 and re.fullmatch(r"\w+\.solution\(\)", code[0]), code
