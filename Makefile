@@ -45,8 +45,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check --line-length 79 $(SHOWN)
 	$(VENV)/bin/ruff format --check --line-length 79 $(SHOWN)
 
+# Two workers, one thread each: torch's own threads would only make the workers compete.
 unit: $(STAMP)
-	$(PY) -m pytest tests --ignore=tests/browser -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests --ignore=tests/browser -q -n 2
 
 nbval: $(STAMP)
 	$(PY) -m pytest --nbval --nbval-current-env -p no:cacheprovider -q $(CHAPTERS)
