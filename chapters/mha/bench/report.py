@@ -55,8 +55,8 @@ def method_note(rows, sweep):
         text += (
             f"{len(capped)} of {len(rows)} measurements stopped at a cap "
             f"({sweep.max_run_time:g}"
-            " s per measurement, or the budget) before they had the blocks they aimed for: "
-            "the machine was busy, and their medians rest on fewer samples than planned."
+            " s per measurement, or the budget) before they had the blocks they aimed for, "
+            "so their medians rest on fewer samples than planned."
         )
     else:
         text += (
