@@ -50,20 +50,14 @@ def book_forward_of(cls, allowed=()):
 
 
 @contextlib.contextmanager
-def watching_book_forwards(allowed=()):
-    """Record the name of every book class whose ``forward`` runs inside the block.
+def watching_calls(code):
+    """Record the name of every function of ``code`` (``{code object: name}``) that runs.
 
-    A profiler compares the code of every Python call that starts with the book forwards'
-    code, so a reader's ``forward`` that reaches one by any route (directly, through
-    ``super()``, through a reference saved beforehand, or through a book module it built)
-    leaves its trace in the yielded list.
+    A profiler compares the code of every Python call that starts with ``code``, so a call
+    is seen whatever route it took: directly, through ``super()``, through a reference saved
+    beforehand, or through a module built inside the block. The names go to the yielded list.
     """
     called = []
-    code = {
-        vars(book)["forward"].__code__: book.__name__
-        for book in book_classes()
-        if book not in allowed
-    }
 
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in code:
@@ -75,6 +69,17 @@ def watching_book_forwards(allowed=()):
         yield called
     finally:
         sys.setprofile(previous)
+
+
+def watching_book_forwards(allowed=()):
+    """:func:`watching_calls` for the ``forward`` of every book class not in ``allowed``."""
+    return watching_calls(
+        {
+            vars(book)["forward"].__code__: book.__name__
+            for book in book_classes()
+            if book not in allowed
+        }
+    )
 
 
 def untouched(cls, skeleton):

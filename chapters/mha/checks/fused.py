@@ -23,6 +23,7 @@ from ..variants import (
     TorchMultiheadAttentionAdapter,
 )
 from .classes import book_forward_of, watching_book_forwards
+from .config import TrialConfig
 from .core import (
     CheckResult,
     Exercise,
@@ -68,56 +69,16 @@ class FusedAttentionStart(nn.Module):
         raise NotImplementedError("This is the starting point: write forward in your own class.")
 
 
-@dataclass(frozen=True)
-class FusedConfig:
-    """One way the check builds the reader's class and calls it."""
-
-    d_in: int
-    d_out: int
-    context_length: int
-    num_heads: int
-    num_tokens: int
-    qkv_bias: bool = False
-    dropout: float = 0.0
-    batch: int = 2
-    seed: int = 0
-
-    @property
-    def kwargs(self):
-        return dict(
-            d_in=self.d_in,
-            d_out=self.d_out,
-            context_length=self.context_length,
-            dropout=self.dropout,
-            num_heads=self.num_heads,
-            qkv_bias=self.qkv_bias,
-        )
-
-    @property
-    def head_dim(self):
-        return self.d_out // self.num_heads
-
-    def call(self, cls):
-        """How the check builds ``cls``, written as the reader would type it."""
-        arguments = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
-        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
-
-    def input(self):
-        """A seeded input, drawn without touching the reader's random state."""
-        generator = torch.Generator().manual_seed(2000 + self.seed)
-        return torch.randn(self.batch, self.num_tokens, self.d_in, generator=generator)
-
-
 #: Several heads and a full-length input first, where most mistakes show; then a shorter input
 #: than the mask with biases, one head, and a dropout probability (the output in evaluation
 #: mode must not change).
 FUSED_CONFIGS = (
-    FusedConfig(d_in=6, d_out=8, context_length=6, num_heads=2, num_tokens=6, seed=1),
-    FusedConfig(
+    TrialConfig(d_in=6, d_out=8, context_length=6, num_heads=2, num_tokens=6, seed=1),
+    TrialConfig(
         d_in=5, d_out=12, context_length=8, num_heads=3, num_tokens=5, qkv_bias=True, seed=2
     ),
-    FusedConfig(d_in=4, d_out=4, context_length=4, num_heads=1, num_tokens=4, seed=3),
-    FusedConfig(d_in=8, d_out=8, context_length=7, num_heads=4, num_tokens=7, dropout=0.5, seed=4),
+    TrialConfig(d_in=4, d_out=4, context_length=4, num_heads=1, num_tokens=4, seed=3),
+    TrialConfig(d_in=8, d_out=8, context_length=7, num_heads=4, num_tokens=7, dropout=0.5, seed=4),
 )
 
 

@@ -11,8 +11,6 @@ follows. The properties of ``GroupTrial`` are the facts the catalogue of
 mistakes in ``mha.checks.gqa`` tests.
 """
 
-import contextlib
-import sys
 import traceback
 from dataclasses import dataclass, replace
 
@@ -20,29 +18,18 @@ import torch
 
 from .. import attention, variants
 from .. import gqa as book
+from .classes import watching_calls
+from .config import TrialConfig
 from .core import describe_error, evaluating
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
 
 @dataclass(frozen=True)
-class GroupConfig:
-    """One way the check builds the reader's class and calls it."""
+class GroupConfig(TrialConfig):
+    """A configuration of chapter 6's check: a :class:`.config.TrialConfig` with groups."""
 
-    d_in: int
-    d_out: int
-    context_length: int
-    num_heads: int
-    num_kv_groups: int
-    num_tokens: int
-    qkv_bias: bool = False
-    dropout: float = 0.0
-    batch: int = 2
-    seed: int = 0
-
-    @property
-    def head_dim(self):
-        return self.d_out // self.num_heads
+    num_kv_groups: int = 1
 
     @property
     def group_size(self):
@@ -54,29 +41,10 @@ class GroupConfig:
 
     @property
     def kwargs(self):
-        return dict(
-            d_in=self.d_in,
-            d_out=self.d_out,
-            context_length=self.context_length,
-            dropout=self.dropout,
-            num_heads=self.num_heads,
-            num_kv_groups=self.num_kv_groups,
-            qkv_bias=self.qkv_bias,
-        )
-
-    @property
-    def input_shape(self):
-        return (self.batch, self.num_tokens, self.d_in)
-
-    def call(self, cls):
-        """How the check builds ``cls``, written as the reader would type it."""
-        arguments = ", ".join(f"{name}={value!r}" for name, value in self.kwargs.items())
-        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
-
-    def input(self):
-        """A seeded input, drawn without touching the reader's random state."""
-        generator = torch.Generator().manual_seed(1000 + self.seed)
-        return torch.randn(*self.input_shape, generator=generator)  # (b, T, d_in)
+        kwargs = dict(super().kwargs)
+        bias = kwargs.pop("qkv_bias", False)
+        kwargs["num_kv_groups"] = self.num_kv_groups
+        return {**kwargs, "qkv_bias": True} if bias else kwargs
 
 
 @dataclass(frozen=True)
@@ -175,22 +143,6 @@ def _book_code():
 BOOK_CODE = _book_code()
 
 
-@contextlib.contextmanager
-def watching_book_code(calls):
-    """Record in ``calls`` the name of every piece of ``BOOK_CODE`` that runs inside the block."""
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code in BOOK_CODE:
-            calls.append(BOOK_CODE[frame.f_code])
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield calls
-    finally:
-        sys.setprofile(previous)
-
-
 class GroupTrial:
     """One run of the reader's class on one configuration: what it built, and what it returned
     or raised, and whether it ran the book's own code."""
@@ -206,7 +158,7 @@ class GroupTrial:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-                with evaluating(self.module), watching_book_code(self.book_calls):
+                with evaluating(self.module), watching_calls(BOOK_CODE) as self.book_calls:
                     self.output = self.module(self.x)
                     self.second_output = self.module(self.x)
         except Exception as error:

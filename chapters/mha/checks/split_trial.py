@@ -6,79 +6,26 @@ and answers the questions the mistake catalogue of :mod:`.weight_split` asks.
 """
 
 import itertools
-from dataclasses import dataclass, replace
 
 import torch
 
+from .config import TrialConfig
 from .core import describe_error, evaluating, kind_of, listed
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
-
-
-@dataclass(frozen=True)
-class SplitConfig:
-    """One way the check builds the reader's class and calls it."""
-
-    d_in: int
-    d_out: int
-    context_length: int
-    num_heads: int
-    num_tokens: int
-    qkv_bias: bool = False
-    dropout: float = 0.0
-    batch: int = 2
-    seed: int = 0
-
-    @property
-    def head_dim(self):
-        return self.d_out // self.num_heads
-
-    @property
-    def kwargs(self):
-        kwargs = dict(
-            d_in=self.d_in,
-            d_out=self.d_out,
-            context_length=self.context_length,
-            dropout=self.dropout,
-            num_heads=self.num_heads,
-        )
-        return {**kwargs, "qkv_bias": True} if self.qkv_bias else kwargs
-
-    @property
-    def input_shape(self):
-        return (self.batch, self.num_tokens, self.d_in)
-
-    def call(self, cls):
-        """How the check builds ``cls``, written as the reader would type it."""
-        arguments = ", ".join(f"{name}={value!r}" for name, value in self.kwargs.items())
-        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
-
-    def input(self):
-        """A seeded random input, drawn without touching the reader's global random state."""
-        generator = torch.Generator().manual_seed(1000 + self.seed)
-        return torch.randn(*self.input_shape, generator=generator)  # (batch, num_tokens, d_in)
-
-    def full_length(self):
-        """The same configuration with an input exactly ``context_length`` tokens long."""
-        return replace(self, num_tokens=self.context_length)
-
-    def with_heads(self, num_heads):
-        """The same configuration with another head count and the same ``head_dim``."""
-        return replace(self, d_out=num_heads * self.head_dim, num_heads=num_heads)
-
 
 #: The configurations the check runs, in order. The first has several heads and a full-length
 #: input, so most mistakes show there; the others add a shorter input than the mask, one head,
 #: d_in larger than d_out, head_dim 1, biases in the projections, and dropout (off in eval mode).
 WEIGHT_SPLIT_CONFIGS = (
-    SplitConfig(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
-    SplitConfig(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
-    SplitConfig(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
-    SplitConfig(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
-    SplitConfig(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
-    SplitConfig(
+    TrialConfig(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
+    TrialConfig(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
+    TrialConfig(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
+    TrialConfig(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
+    TrialConfig(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
+    TrialConfig(
         d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6
     ),
-    SplitConfig(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
+    TrialConfig(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
 )
 
 #: Every way of taking the queries, keys and values from the three projections but the right one.

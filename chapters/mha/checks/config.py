@@ -1,0 +1,63 @@
+"""How a check builds the reader's class: one configuration of sizes, seed and input.
+
+Chapters 3, 5 and 6 check a class the reader wrote by building it several times, with
+different sizes, and calling it on a seeded input of the check's own. :class:`TrialConfig`
+holds one such configuration; chapter 6 adds its group count in a subclass.
+"""
+
+from dataclasses import dataclass, replace
+
+import torch
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """One way the check builds the reader's class and calls it."""
+
+    d_in: int
+    d_out: int
+    context_length: int
+    num_heads: int
+    num_tokens: int
+    qkv_bias: bool = False
+    dropout: float = 0.0
+    batch: int = 2
+    seed: int = 0
+
+    @property
+    def head_dim(self):
+        return self.d_out // self.num_heads
+
+    @property
+    def kwargs(self):
+        """The constructor's arguments; ``qkv_bias`` only when it is on, as a reader writes it."""
+        kwargs = dict(
+            d_in=self.d_in,
+            d_out=self.d_out,
+            context_length=self.context_length,
+            dropout=self.dropout,
+            num_heads=self.num_heads,
+        )
+        return {**kwargs, "qkv_bias": True} if self.qkv_bias else kwargs
+
+    @property
+    def input_shape(self):
+        return (self.batch, self.num_tokens, self.d_in)
+
+    def call(self, cls):
+        """How the check builds ``cls``, written as the reader would type it."""
+        arguments = ", ".join(f"{name}={value!r}" for name, value in self.kwargs.items())
+        return f"{getattr(cls, '__name__', 'cls')}({arguments})"
+
+    def input(self):
+        """A seeded random input, drawn without touching the reader's global random state."""
+        generator = torch.Generator().manual_seed(1000 + self.seed)
+        return torch.randn(*self.input_shape, generator=generator)  # (batch, num_tokens, d_in)
+
+    def full_length(self):
+        """The same configuration with an input exactly ``context_length`` tokens long."""
+        return replace(self, num_tokens=self.context_length)
+
+    def with_heads(self, num_heads):
+        """The same configuration with another head count and the same ``head_dim``."""
+        return replace(self, d_out=num_heads * self.head_dim, num_heads=num_heads)
