@@ -231,12 +231,13 @@ def test_a_head_count_that_is_not_a_positive_integer_is_refused(cls, num_heads):
     [c for c in IMPLEMENTATIONS.values() if c is not MultiHeadAttentionWrapper],
     ids=lambda c: c.__name__,
 )
-def test_heads_that_do_not_divide_d_out_are_refused_with_a_width_that_works(cls):
+def test_heads_that_do_not_divide_d_out_are_refused_with_head_counts_and_widths_that_work(cls):
     with pytest.raises(ValueError) as error:
         cls(6, 6, 8, 0.0, num_heads=4)
     assert str(error.value) == (
         f"{cls.__name__}: d_out=6 is not divisible by num_heads=4, so the heads cannot split it "
-        "evenly. Choose d_out as a multiple of num_heads (e.g. 4)."
+        "evenly. Choose num_heads among 1, 2, 3, 6, or d_out as a multiple of num_heads "
+        "(e.g. 4)."
     )
 
 

@@ -41,10 +41,12 @@ def check_heads_divide(owner, d_out, num_heads):
     """Raise ``ValueError`` unless ``num_heads`` equal blocks fill d_out."""
     if d_out % num_heads != 0:
         multiple = num_heads * max(1, d_out // num_heads)
+        divisors = [n for n in range(1, d_out + 1) if d_out % n == 0]
         raise invalid(
             owner,
             f"d_out={d_out} is not divisible by num_heads={num_heads}, so the "
-            "heads cannot split it evenly. Choose d_out as a multiple of "
+            "heads cannot split it evenly. Choose num_heads among "
+            f"{', '.join(map(str, divisors))}, or d_out as a multiple of "
             f"num_heads (e.g. {multiple}).",
         )
 
