@@ -84,7 +84,7 @@ def test_every_wrong_answer_fails_with_the_message_for_its_mistake(answer, mista
     result = check_lookback_model(answer)
     assert not result.passed
     assert starts_like(result, mistake), result.feedback
-    assert all(len(line) <= 68 for line in result.feedback.splitlines())
+    assert all(len(line) <= 79 for line in str(result).splitlines())
     assert "{" not in result.feedback, "a field of the message was not filled in"
 
 

@@ -414,13 +414,6 @@ AFTER_MATCH_MISTAKES = (
 )
 
 
-def _wrapped(text, first_line_taken=11):
-    """``text`` in lines of at most 79 characters; the first leaves room for "✗ Not yet. "."""
-    paragraphs = text.split("\n")
-    lines = [textwrap.fill(paragraphs[0], 79, initial_indent=" " * first_line_taken).lstrip()]
-    return "\n".join(lines + [textwrap.fill(p, 79) for p in paragraphs[1:]])
-
-
 def _kind(value):
     if value is None:
         return "None"
@@ -443,7 +436,7 @@ def _check(cls):
     problem = first_mistake(NOT_A_CLASS_MISTAKES, cls)
     if problem:
         name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
-        return CheckResult(False, _wrapped(problem.message.format(name=name, kind=_kind(cls))))
+        return CheckResult(False, problem.message.format(name=name, kind=_kind(cls)))
     for config in FUSED_CONFIGS:
         trial = FusedTrial(cls, config)
         if trial.error is None and trial.matches_book:
@@ -451,19 +444,16 @@ def _check(cls):
         else:
             mistake = first_mistake(FUSED_MISTAKES, trial)
             if mistake is None:
-                return CheckResult(False, _wrapped(_unexplained(trial)))
+                return CheckResult(False, _unexplained(trial))
         if mistake is not None:
             message = mistake.message.format(t=trial, kind=_kind(trial.output))
             seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
-            return CheckResult(False, _wrapped(message + seen))
+            return CheckResult(False, message + seen)
     return CheckResult(
         True,
-        _wrapped(
-            f"Your forward matches the book's modules in all {len(FUSED_CONFIGS)} configurations "
-            "(one to four heads, biases, inputs shorter than context_length), uses the fused "
-            "kernel, and applies dropout only in training.",
-            len("✓ Correct. "),
-        ),
+        f"Your forward matches the book's modules in all {len(FUSED_CONFIGS)} configurations "
+        "(one to four heads, biases, inputs shorter than context_length), uses the fused "
+        "kernel, and applies dropout only in training.",
     )
 
 
@@ -485,20 +475,17 @@ def _unexplained(trial):
 
 fused_attention = Exercise(
     checker=check_fused_attention,
-    hints=tuple(
-        textwrap.fill(hint, 79)
-        for hint in (
-            "Three steps: make queries, keys and values of shape (b, num_heads, num_tokens, "
-            "head_dim) from self.qkv(x); let the kernel do the attention; bring the heads back "
-            "together and apply self.out_proj.",
-            "self.qkv(x) is (b, num_tokens, 3 * d_out). View it as (b, num_tokens, 3, "
-            "num_heads, head_dim) and move axis 2 to the front and the heads before the tokens: "
-            "permute(2, 0, 3, 1, 4) gives 3 × (b, num_heads, num_tokens, head_dim).",
-            "The kernel call needs two more arguments besides the three tensors: one that makes "
-            "it causal, and dropout_p, which must be 0.0 unless self.training. Its output is "
-            "(b, num_heads, num_tokens, head_dim): transpose(1, 2), then reshape to "
-            "(b, num_tokens, self.d_out).",
-        )
+    hints=(
+        "Three steps: make queries, keys and values of shape (b, num_heads, num_tokens, "
+        "head_dim) from self.qkv(x); let the kernel do the attention; bring the heads back "
+        "together and apply self.out_proj.",
+        "self.qkv(x) is (b, num_tokens, 3 * d_out). View it as (b, num_tokens, 3, "
+        "num_heads, head_dim) and move axis 2 to the front and the heads before the tokens: "
+        "permute(2, 0, 3, 1, 4) gives 3 × (b, num_heads, num_tokens, head_dim).",
+        "The kernel call needs two more arguments besides the three tensors: one that makes "
+        "it causal, and dropout_p, which must be 0.0 unless self.training. Its output is "
+        "(b, num_heads, num_tokens, head_dim): transpose(1, 2), then reshape to "
+        "(b, num_tokens, self.d_out).",
     ),
     solution_code=textwrap.dedent(
         """\

@@ -123,8 +123,8 @@ MODEL_MISTAKES = (
 
 
 def _result(passed, text):
-    """A ``CheckResult`` whose text is wrapped to fit a phone's width."""
-    return CheckResult(passed, textwrap.fill(text, width=68))
+    """A ``CheckResult``; its text form wraps itself, its HTML flows."""
+    return CheckResult(passed, text)
 
 
 def _kind(answer):
@@ -187,15 +187,11 @@ def check_lookback_model(my_model):
 
 lookback_heads = Exercise(
     checker=check_lookback_model,
-    hints=tuple(
-        textwrap.fill(hint, width=68)
-        for hint in (
-            "Count the offsets the variant looks back: each one needs an "
-            "attention pattern of its own.",
-            "A head has one attention pattern. With d_model fixed at 24, "
-            "num_heads decides how many patterns there are and how wide each "
-            "head is: head_dim = 24 // num_heads.",
-        )
+    hints=(
+        "Count the offsets the variant looks back: each one needs an attention pattern of its own.",
+        "A head has one attention pattern. With d_model fixed at 24, "
+        "num_heads decides how many patterns there are and how wide each "
+        "head is: head_dim = 24 // num_heads.",
     ),
     solution_code=textwrap.dedent(
         """\
