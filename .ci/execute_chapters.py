@@ -76,6 +76,27 @@ def hint_behind_toggle(cell):
     )
 
 
+def merged_streams(outputs):
+    """``outputs`` with each run of consecutive same-stream text joined into one output.
+
+    How the kernel chunks a cell's printing varies from run to run; joined, the same text is
+    stored the same way every time, and re-running a chapter changes only what changed.
+    """
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.output_type == "stream"
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
+        ):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
+
+
 def normalise(nb):
     nb.metadata = {
         "kernelspec": KERNELSPEC,
@@ -86,6 +107,7 @@ def normalise(nb):
             cell.metadata.pop(key, None)
         if cell.cell_type != "code":
             continue
+        cell.outputs = merged_streams(cell.outputs)
         tags = cell.metadata.get("tags", [])
         kinds = [kind for kind in HIDDEN_KINDS if kind in tags]
         if kinds:

@@ -515,3 +515,21 @@ def test_the_hidden_name_check_catches_a_name_defined_only_in_a_reveal(tmp_path)
         test_no_reveal_or_solution_defines_a_name_a_later_visible_cell_needs(
             (path, {"cells": cells})
         )
+
+
+def test_make_execute_stores_consecutive_printing_as_one_output_and_keeps_the_rest_apart():
+    merged_streams = load_execute_chapters().merged_streams
+    out, err, shown = (
+        nbformat.v4.new_output("stream", name="stdout", text="a\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="warning\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "<Figure>"}),
+    )
+    outputs = [
+        out,
+        nbformat.v4.new_output("stream", name="stdout", text="b\n"),
+        err,
+        shown,
+        nbformat.v4.new_output("stream", name="stdout", text="c\n"),
+    ]
+    merged = merged_streams(copy.deepcopy(outputs))
+    assert [o.get("text") for o in merged] == ["a\nb\n", "warning\n", None, "c\n"]
