@@ -1,13 +1,16 @@
-"""How a check builds the reader's class: one configuration of sizes, seed and input.
+"""How a check builds the reader's class, and what the output of one such build shows.
 
 Chapters 3, 5 and 6 check a class the reader wrote by building it several times, with
 different sizes, and calling it on a seeded input of the check's own. :class:`TrialConfig`
-holds one such configuration; chapter 6 adds its group count in a subclass.
+holds one such configuration (chapter 6 adds its group count in a subclass); each chapter's
+trial runs the class on it, and :class:`Trial` answers what every chapter asks of the output.
 """
 
 from dataclasses import dataclass, replace
 
 import torch
+
+from .core import describe_error
 
 
 @dataclass(frozen=True)
@@ -61,3 +64,36 @@ class TrialConfig:
     def with_heads(self, num_heads):
         """The same configuration with another head count and the same ``head_dim``."""
         return replace(self, d_out=num_heads * self.head_dim, num_heads=num_heads)
+
+
+class Trial:
+    """The questions every class trial answers about the output of one build.
+
+    A subclass sets ``config`` (a :class:`TrialConfig`), ``output`` and ``error``, and says
+    what the right output is with ``expected()``.
+    """
+
+    @property
+    def expected_shape(self):
+        c = self.config
+        return (c.batch, c.num_tokens, c.d_out)
+
+    @property
+    def output_shape(self):
+        return tuple(self.output.shape) if isinstance(self.output, torch.Tensor) else None
+
+    @property
+    def shows_heads_unmerged(self):
+        c = self.config
+        return self.output_shape in {
+            (c.batch, c.num_heads, c.num_tokens, c.head_dim),
+            (c.batch, c.num_tokens, c.num_heads, c.head_dim),
+        }
+
+    @property
+    def largest_difference(self):
+        return float((self.output.double() - self.expected().double()).abs().max())
+
+    @property
+    def error_text(self):
+        return describe_error(self.error).rstrip(".")  # the message adds its own full stop

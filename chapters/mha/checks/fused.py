@@ -23,12 +23,11 @@ from ..variants import (
     TorchMultiheadAttentionAdapter,
 )
 from .classes import book_forward_of, watching_book_forwards
-from .config import TrialConfig
+from .config import Trial, TrialConfig
 from .core import (
     CheckResult,
     Exercise,
     Mistake,
-    describe_error,
     evaluating,
     first_mistake,
     never_raises,
@@ -145,7 +144,7 @@ def _same(output, expected):
     )
 
 
-class FusedTrial:
+class FusedTrial(Trial):
     """The reader's class on one configuration: what it built, returned, raised and called."""
 
     def __init__(self, cls, config):
@@ -179,19 +178,6 @@ class FusedTrial:
             return False
         with evaluating(self.module):
             return _same(self.output, book_reference(self.module, self.x))
-
-    @property
-    def expected_shape(self):
-        c = self.config
-        return (c.batch, c.num_tokens, c.d_out)
-
-    @property
-    def output_shape(self):
-        return tuple(self.output.shape)
-
-    @property
-    def error_text(self):
-        return describe_error(self.error).rstrip(".")
 
     @property
     def uses_fused_kernel(self):

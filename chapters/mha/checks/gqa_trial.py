@@ -19,8 +19,8 @@ import torch
 from .. import attention, variants
 from .. import gqa as book
 from .classes import watching_calls
-from .config import TrialConfig
-from .core import describe_error, evaluating
+from .config import Trial, TrialConfig
+from .core import evaluating
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -143,7 +143,7 @@ def _book_code():
 BOOK_CODE = _book_code()
 
 
-class GroupTrial:
+class GroupTrial(Trial):
     """One run of the reader's class on one configuration: what it built, and what it returned
     or raised, and whether it ran the book's own code."""
 
@@ -296,31 +296,6 @@ class GroupTrial:
             return "values expanded" in held and "keys expanded" not in held
         line = self.failing_line
         return self.head_axes_disagree and "key" in line and "value" not in line
-
-    @property
-    def expected_shape(self):
-        c = self.config
-        return (c.batch, c.num_tokens, c.d_out)
-
-    @property
-    def output_shape(self):
-        return tuple(self.output.shape) if isinstance(self.output, torch.Tensor) else None
-
-    @property
-    def shows_heads_unmerged(self):
-        c = self.config
-        return self.output_shape in {
-            (c.batch, c.num_heads, c.num_tokens, c.head_dim),
-            (c.batch, c.num_tokens, c.num_heads, c.head_dim),
-        }
-
-    @property
-    def largest_difference(self):
-        return float((self.output.double() - self.expected().double()).abs().max())
-
-    @property
-    def error_text(self):
-        return describe_error(self.error).rstrip(".")  # the message adds its own full stop
 
     @property
     def call(self):

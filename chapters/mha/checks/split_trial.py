@@ -9,8 +9,8 @@ import itertools
 
 import torch
 
-from .config import TrialConfig
-from .core import describe_error, evaluating, kind_of, listed
+from .config import Trial, TrialConfig
+from .core import evaluating, kind_of, listed
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
 #: The configurations the check runs, in order. The first has several heads and a full-length
@@ -45,7 +45,7 @@ class _LastCall(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class SplitTrial:
+class SplitTrial(Trial):
     """One run of the reader's class on one configuration: what it built, returned or raised."""
 
     def __init__(self, cls, config):
@@ -168,30 +168,6 @@ class SplitTrial:
                 ]
                 return listed(wrong)
         return None
-
-    @property
-    def expected_shape(self):
-        return (self.config.batch, self.config.num_tokens, self.config.d_out)
-
-    @property
-    def output_shape(self):
-        return tuple(self.output.shape)
-
-    @property
-    def shows_heads_unmerged(self):
-        c = self.config
-        return self.output_shape in {
-            (c.batch, c.num_heads, c.num_tokens, c.head_dim),
-            (c.batch, c.num_tokens, c.num_heads, c.head_dim),
-        }
-
-    @property
-    def largest_difference(self):
-        return float((self.output.double() - self.expected().double()).abs().max())
-
-    @property
-    def error_text(self):
-        return describe_error(self.error).rstrip(".")  # the message goes on with its own stop
 
     @property
     def kind(self):
