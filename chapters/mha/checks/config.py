@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .core import describe_error
+from .core import describe_error, evaluating
+from .reference import PROJECTIONS
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ class TrialConfig:
 class Trial:
     """The questions every class trial answers about the output of one build.
 
-    A subclass sets ``config`` (a :class:`TrialConfig`), ``output`` and ``error``, and says
-    what the right output is with ``expected()``.
+    A subclass sets ``config`` (a :class:`TrialConfig`), ``module``, its input ``x``,
+    ``output`` and ``error``, and says what the right output is with ``expected()``.
     """
 
     @property
@@ -97,3 +98,15 @@ class Trial:
     @property
     def error_text(self):
         return describe_error(self.error).rstrip(".")  # the message adds its own full stop
+
+    @property
+    def unusable_projections(self):
+        """The projections the check cannot call on the input, e.g. missing or misnamed."""
+        unusable = []
+        for name in PROJECTIONS:
+            try:
+                with evaluating(self.module):
+                    getattr(self.module, name)(self.x)
+            except Exception:
+                unusable.append(name)
+        return unusable

@@ -21,8 +21,7 @@ from .. import gqa as book
 from .classes import watching_calls
 from .config import Trial, TrialConfig
 from .core import evaluating
-
-PROJECTIONS = ("W_query", "W_key", "W_value")
+from .reference import PROJECTIONS
 
 
 @dataclass(frozen=True)
@@ -183,18 +182,6 @@ class GroupTrial(Trial):
     @property
     def passed(self):
         return not self.book_calls and self.matches() and self.output_shape == self.expected_shape
-
-    @property
-    def unusable_projections(self):
-        """The projections the check cannot call on the input, e.g. missing or misnamed."""
-        unusable = []
-        for name in PROJECTIONS:
-            try:
-                with evaluating(self.module):
-                    getattr(self.module, name)(self.x)
-            except Exception:
-                unusable.append(name)
-        return unusable
 
     def width_of(self, name):
         with evaluating(self.module):

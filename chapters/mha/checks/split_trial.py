@@ -96,18 +96,6 @@ class SplitTrial(Trial):
         return isinstance(self.output, torch.Tensor) and not same(self.output, self.again)
 
     @property
-    def unusable_projections(self):
-        """The projections the check cannot call on the input, e.g. missing or misnamed."""
-        unusable = []
-        for name in PROJECTIONS:
-            try:
-                with evaluating(self.module):
-                    getattr(self.module, name)(self.x)
-            except Exception:
-                unusable.append(name)
-        return unusable
-
-    @property
     def names(self):
         return listed(self.unusable_projections)
 
