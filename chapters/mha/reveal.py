@@ -113,8 +113,34 @@ def _format_of(answer):
     return f"a value like the answer's type, {type(answer).__name__}"
 
 
-def _read(prediction, answer):
-    """Whether ``prediction`` means ``answer``; raises :class:`Unreadable` if it cannot tell."""
+def _choice_label(prediction, choices):
+    """The label of the choice whose text ``prediction`` repeats, else ``prediction`` itself.
+
+    ``choices`` maps each label a question offers ("A", "B" ...) to the text of that choice;
+    a reader who copies the text of a choice means its label.
+    """
+    if isinstance(choices, dict) and isinstance(prediction, str):
+        said = " ".join(prediction.split()).casefold()
+        for label, text in choices.items():
+            if text is not None and said == " ".join(str(text).split()).casefold():
+                return label
+    return prediction
+
+
+def _read(prediction, answer, choices=None):
+    """Whether ``prediction`` means ``answer``; raises :class:`Unreadable` if it cannot tell.
+
+    ``choices`` (see :func:`prediction_matches`) are the answers the question offers.
+    """
+    prediction = _choice_label(prediction, choices)
+    if choices is not None and not isinstance(choices, dict):
+        offered = [c for c in choices if isinstance(c, str)]
+        if isinstance(prediction, str) and any(
+            prediction.strip().casefold() == c.strip().casefold() for c in offered
+        ):
+            return isinstance(answer, str) and (
+                prediction.strip().casefold() == answer.strip().casefold()
+            )
     if isinstance(prediction, str) and not isinstance(answer, str):
         text = prediction.strip()
         if isinstance(answer, bool):
@@ -150,27 +176,32 @@ def _read(prediction, answer):
     return prediction == answer
 
 
-def prediction_matches(prediction, answer):
+def prediction_matches(prediction, answer, choices=None):
     """Whether ``prediction`` says what ``answer`` says, read as a reader means it.
 
     Text compares without case or surrounding spaces ("b" means "B", "No" means "no"); a number
     matches a number of equal value (4.0 means 4, and "4" means 4); "True" and "False" mean the
     booleans, but 0 and 1 do not; a list matches a tuple element by element. A prediction that
     cannot be read as the answer's kind does not match.
+
+    ``choices`` is what the question offers, when it offers something: a dict from each label
+    to the text of its choice (``{"A": "d_out", "B": "num_heads * d_out"}``: the text of a
+    choice means its label), or a sequence of the answers it offers (``(1, 2, 3, "spread")``:
+    each of them is a readable answer, whatever type the right one has).
     """
     try:
-        return bool(_read(prediction, answer))
+        return bool(_read(prediction, answer, choices))
     except Unreadable:
         return False
     except Exception:  # an exotic object that cannot even be compared
         return False
 
 
-def _verdict(prediction, answer, matches):
+def _verdict(prediction, answer, matches, choices=None):
     """The line that judges the prediction, or says how to write one that can be judged."""
     if matches is None:
         try:
-            right = bool(_read(prediction, answer))
+            right = bool(_read(prediction, answer, choices))
         except Exception as error:
             shape = str(error) if isinstance(error, Unreadable) else _format_of(answer)
             return (
@@ -183,13 +214,14 @@ def _verdict(prediction, answer, matches):
     return f"Your prediction, {prediction!r}, {outcome}."
 
 
-def reveal(answer, prediction=None, explanation="", *, matches=None):
+def reveal(answer, prediction=None, explanation="", *, choices=None, matches=None):
     """Show the computed ``answer``, the verdict on the reader's ``prediction``, and why.
 
     ``matches(prediction, answer)`` decides whether the prediction was right (default:
     :func:`prediction_matches`, which also explains a prediction it cannot read);
     ``explanation`` says why the answer is what it is. With no prediction recorded there is no
-    verdict: the answer speaks for itself.
+    verdict: the answer speaks for itself. ``choices`` are the answers the question offers
+    (see :func:`prediction_matches`).
     """
-    verdict = "" if prediction is None else _verdict(prediction, answer, matches)
+    verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
     _show(Revealed(answer, verdict, explanation))
