@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT
 from mha.checks import CheckResult, Note
-from mha.reveal import BOX_COLOURS, Revealed
+from mha.reveal import BOX_COLOURS, Finding, Revealed
 
 BOXES = {
     "passed": CheckResult(True, "Right."),
@@ -21,6 +21,7 @@ BOXES = {
     "hint": Note("Hint 1 of 2", "Look at d_out."),
     "solution": Note("Solution", "answer = 1", code=True),
     "reveal": Revealed((2, 6, 4), "", "Batch and tokens pass through."),
+    "finding": Finding("The split was faster: 3.05x."),
 }
 WCAG_AA = 4.5
 STYLESHEET = ROOT / "_static" / "boxes.css"

@@ -5,7 +5,8 @@ reader's prediction (only if one was recorded), then the explanation. In Jupyter
 book it is HTML that wraps to any width; in a terminal, or wherever HTML is not shown, it is
 plain text wrapped at ``TEXT_WIDTH`` characters.
 
-Every coloured box the book shows (this answer, a check's verdict, a hint, a solution) is
+Every coloured box the book shows (this answer, a measured finding, a check's verdict, a hint,
+a solution) is
 drawn by :func:`box_html`: one CSS class per kind, styled for the light and the dark theme by
 ``_static/boxes.css``, and an inline light style as the fallback where that stylesheet is not
 loaded (JupyterLab, Binder). ``BOX_COLOURS`` holds that fallback and must match the
@@ -28,6 +29,7 @@ BOX_COLOURS = {
     "hint": ("#0b3a5c", "#eef5fb", "#0072b2"),
     "solution": ("#3d1f4d", "#f5eef8", "#8e44ad"),
     "reveal": ("#3e2c00", "#fff6e0", "#b7791f"),
+    "finding": ("#263238", "#eceff1", "#546e7a"),
 }
 
 
@@ -73,6 +75,31 @@ class Revealed:
             if paragraph:
                 body += f'<p style="margin:0.4em 0 0">{_inline_code(paragraph)}</p>'
         return box_html("reveal", "The answer:", body)
+
+
+class Finding:
+    """A sentence the code concludes from what it measured or computed, shown so that it wraps.
+
+    A printed sentence runs off a phone's screen; this box flows to any width in the book and
+    JupyterLab, and wraps at ``TEXT_WIDTH`` characters as text.
+    """
+
+    def __init__(self, text, title="Measured:"):
+        self.title = title
+        self.text = " ".join(text.split())
+
+    def __str__(self):
+        return textwrap.fill(f"{self.title} {self.text}", TEXT_WIDTH)
+
+    __repr__ = __str__
+
+    def _repr_html_(self):
+        return box_html("finding", self.title, _inline_code(self.text))
+
+
+def finding(text, title="Measured:"):
+    """Show ``text``, a conclusion the code computed, in a box that wraps on any screen."""
+    _show(Finding(text, title))
 
 
 def _show(obj):
