@@ -29,8 +29,21 @@ def test_the_test_workflow_runs_every_check_in_parallel_jobs():
     jobs = workflow("test.yml")["jobs"]
     assert len(jobs) >= 3 and not any("needs" in job for job in jobs.values())
     commands = {name: runs(job) for name, job in jobs.items()}
-    for make in ("make lint", "make unit", "make lint-workflows", "make nbval", "make browser"):
+    for make in ("make lint", "make unit", "make lint-workflows", "make browser"):
         assert sum(make in run.splitlines() for run in commands.values()) == 1, make
+
+
+def test_ci_runs_strict_nbval_on_the_native_and_on_the_portable_cpu_code_path():
+    job = next(j for j in workflow("test.yml")["jobs"].values() if "nbval" in runs(j))
+    assert runs(job).strip() == "make nbval-${{ matrix.code-path }}"
+    assert sorted(job["strategy"]["matrix"]["code-path"]) == ["native", "portable"]
+    assert job["strategy"]["fail-fast"] is False  # one path's failure must not hide the other's
+    makefile = (ROOT / "Makefile").read_text()
+    portable = re.search(r"^nbval-portable:.*\n\t(.*)$", makefile, re.M).group(1)
+    assert portable.startswith("$(SECOND_CPU_PATH) $(NBVAL)")
+    assert "SECOND_CPU_PATH := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE" in makefile
+    nbval = re.search(r"^nbval:.*\n\t(.*)$", makefile, re.M).group(1)
+    assert "nbval-native" in nbval and "nbval-portable" in nbval
 
 
 def test_deploy_publishes_only_what_the_test_workflow_passed_on_a_push_to_main():
