@@ -30,8 +30,9 @@ from .gqa_trial import GroupConfig, GroupRecipe, GroupTrial, listed
 #: The configurations the check runs, in order. The first has 6 heads in 2
 #: groups of 3 and a full-length input, so most mistakes show there. The
 #: others add biases and dropout (run in eval mode, then in training mode
-#: once the output is right) with an input shorter than the mask, one group (multi-query), as many groups as heads (multi-head)
-#: and head_dim 1. Every one has d_in != d_out.
+#: once the output is right) with an input shorter than the mask, one group
+#: (multi-query), as many groups as heads (multi-head) and head_dim 1.
+#: Every one has d_in != d_out.
 GQA_CONFIGS = (
     GroupConfig(
         d_in=5, d_out=12, context_length=6, num_heads=6, num_kv_groups=2, num_tokens=6, seed=1
@@ -188,8 +189,8 @@ GQA_FORWARD_MISTAKES = (
     Mistake(
         "repeated on the token axis",
         "Your forward raised {t.error_text}. The keys or values were repeated on the token "
-        "axis, not the block axis: each token's key now appears group_size = {t.config.group_size} times in a "
-        "row, so there are {t.config.group_size} × {t.config.num_tokens} tokens, while the "
+        "axis, not the block axis: each token's key now appears group_size = "
+        "{t.config.group_size} times in a row, so there are {t.config.group_size} × {t.config.num_tokens} tokens, while the "
         "head axis still has num_kv_groups={t.config.num_kv_groups} blocks against "
         "num_heads={t.config.num_heads} query blocks. Repeat on the block axis: dim=1 once "
         "the split is transposed to (b, num_kv_groups, num_tokens, head_dim).",

@@ -26,7 +26,6 @@ from .config import Trial, TrialConfig
 from .core import describe_error, evaluating
 from .reference import PROJECTIONS
 
-
 #: A repeat or repeat_interleave along dim=2 (or -2): the token axis of (b, G, T, hd).
 TOKEN_AXIS_REPEAT = re.compile(r"repeat(_interleave)?\([^()]*?(dim\s*=\s*|,\s*)-?2\s*\)")
 
