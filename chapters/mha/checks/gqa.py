@@ -190,7 +190,8 @@ GQA_FORWARD_MISTAKES = (
         "repeated on the token axis",
         "Your forward raised {t.error_text}. The keys or values were repeated on the token "
         "axis, not the block axis: each token's key now appears group_size = "
-        "{t.config.group_size} times in a row, so there are {t.config.group_size} × {t.config.num_tokens} tokens, while the "
+        "{t.config.group_size} times in a row, so there are {t.config.group_size} × "
+        "{t.config.num_tokens} tokens, while the "
         "head axis still has num_kv_groups={t.config.num_kv_groups} blocks against "
         "num_heads={t.config.num_heads} query blocks. Repeat on the block axis: dim=1 once "
         "the split is transposed to (b, num_kv_groups, num_tokens, head_dim).",
