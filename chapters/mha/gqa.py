@@ -258,7 +258,7 @@ def scaling_verdict(what, base_times, scaled_times, factor):
         return f"{took}: less than {factor}x in every round"
     if min(scaled_times) > factor * max(base_times):
         return f"{took}: more than {factor}x in every round"
-    return f"{took}: inconclusive, the rounds overlap {factor}x"
+    return f"{took} (medians), but the rounds overlap: inconclusive"
 
 
 def block_lists_match(prediction, answer):
