@@ -420,3 +420,18 @@ def test_the_default_title_gives_no_answer_to_which_call_makes_the_layout():
     fig = plots_gqa.plot_shared_key_blocks(gqa.W_query.weight.T, gqa.W_key.weight.T, 4)
     title = fig._suptitle.get_text()
     assert "consecutive" in title and "repeat" not in title
+
+
+def test_no_text_right_after_the_block_reveal_gives_its_answer():
+    """The formulas for which block a head reads belong in the reveal, not in the cells the reader
+    sees before opening it."""
+    import json
+
+    nb = json.loads((CHAPTERS / "06_sharing_keys_values.ipynb").read_text())
+    cells = nb["cells"]
+    at = next(
+        i for i, c in enumerate(cells) if "prediction_blocks," in "".join(c["source"])
+    )
+    assert "matches=block_lists_match" in "".join(cells[at]["source"])
+    after = "".join(cells[at + 1]["source"])
+    assert "h // group_size" not in after and "h % num_kv_groups" not in after
