@@ -429,9 +429,7 @@ def test_no_text_right_after_the_block_reveal_gives_its_answer():
 
     nb = json.loads((CHAPTERS / "06_sharing_keys_values.ipynb").read_text())
     cells = nb["cells"]
-    at = next(
-        i for i, c in enumerate(cells) if "prediction_blocks," in "".join(c["source"])
-    )
+    at = next(i for i, c in enumerate(cells) if "prediction_blocks," in "".join(c["source"]))
     assert "matches=block_lists_match" in "".join(cells[at]["source"])
     after = "".join(cells[at + 1]["source"])
     assert "h // group_size" not in after and "h % num_kv_groups" not in after
