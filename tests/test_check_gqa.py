@@ -23,6 +23,7 @@ from mha.checks.core import CheckResult
 from mha.checks.gqa import (
     GQA_CONFIGS,
     GQA_FORWARD_MISTAKES,
+    TRAINING_MISTAKES,
     GroupRecipe,
     check_gqa_forward,
     gqa_forward,
@@ -55,6 +56,11 @@ def causal_softmax(self, attn_scores, scale=None):
     return torch.softmax(attn_scores / (scale or self.head_dim**0.5), dim=-1)
 
 
+def causal_dropout_softmax(self, attn_scores):
+    """The attention weights as a correct pass uses them: masked, scaled, softmax, dropout."""
+    return self.dropout(causal_softmax(self, attn_scores))
+
+
 def merge(self, context):
     b, _, num_tokens, _ = context.shape
     return context.transpose(1, 2).reshape(b, num_tokens, self.d_out)  # (b, T, d_out)
@@ -81,7 +87,7 @@ def expand_and_reshape(self, x):
     n = self.group_size
     keys = keys[:, :, None].expand(b, G, n, num_tokens, hd).reshape(b, G * n, num_tokens, hd)
     values = values.unsqueeze(2).expand(-1, -1, n, -1, -1).flatten(1, 2)
-    return self.out_proj(merge(self, causal_softmax(self, queries @ keys.mT) @ values))
+    return self.out_proj(merge(self, causal_dropout_softmax(self, queries @ keys.mT) @ values))
 
 
 def sdpa_enable_gqa(self, x):
@@ -102,7 +108,11 @@ def sdpa_with_expanded_keys_and_a_mask(self, x):
     queries, keys, values = split(self, x)
     visible = ~self.mask[:num_tokens, :num_tokens]
     context = F.scaled_dot_product_attention(
-        queries, interleave(self, keys), interleave(self, values), attn_mask=visible
+        queries,
+        interleave(self, keys),
+        interleave(self, values),
+        attn_mask=visible,
+        dropout_p=self.dropout.p if self.training else 0.0,
     )
     return self.out_proj(merge(self, context))
 
@@ -114,7 +124,7 @@ def queries_grouped_instead(self, x):
     G, n = self.num_kv_groups, self.group_size
     queries = queries.view(b, G, n, num_tokens, hd)
     scores = queries @ keys.unsqueeze(2).transpose(-1, -2)  # (b, G, n, T, T)
-    weights = causal_softmax(self, scores)
+    weights = causal_dropout_softmax(self, scores)
     context = (weights @ values.unsqueeze(2)).view(b, H, num_tokens, hd)
     return self.out_proj(merge(self, context))
 
@@ -126,9 +136,27 @@ def einsum_groups(self, x):
     keys = self.W_key(x).view(b, num_tokens, G, hd)
     values = self.W_value(x).view(b, num_tokens, G, hd)
     scores = torch.einsum("bqgnd,bkgd->bgnqk", queries, keys)  # (b, G, n, T, T)
-    weights = causal_softmax(self, scores)
+    weights = causal_dropout_softmax(self, scores)
     context = torch.einsum("bgnqk,bkgd->bqgnd", weights, values)  # (b, T, G, n, hd)
     return self.out_proj(context.reshape(b, num_tokens, self.d_out))
+
+
+def repeated_before_the_transpose(self, x):
+    """dim=2 of (b, T, G, hd) is the group axis: repeating there is right."""
+    b, num_tokens, _ = x.shape
+    G, n, hd = self.num_kv_groups, self.group_size, self.head_dim
+    queries = self.W_query(x).view(b, num_tokens, self.num_heads, hd).transpose(1, 2)
+    keys = self.W_key(x).view(b, num_tokens, G, hd).repeat_interleave(n, dim=2)
+    values = self.W_value(x).view(b, num_tokens, G, hd).repeat_interleave(n, dim=2)
+    keys, values = keys.transpose(1, 2), values.transpose(1, 2)  # (b, H, T, hd)
+    return self.out_proj(merge(self, causal_dropout_softmax(self, queries @ keys.mT) @ values))
+
+
+def functional_dropout(self, x):
+    queries, keys, values = split(self, x)
+    keys, values = interleave(self, keys), interleave(self, values)
+    weights = F.dropout(causal_softmax(self, queries @ keys.mT), self.dropout.p, self.training)
+    return self.out_proj(merge(self, weights @ values))
 
 
 class FromScratch(nn.Module):
@@ -143,6 +171,7 @@ class FromScratch(nn.Module):
         self.W_key = nn.Linear(d_in, num_kv_groups * self.hd, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, num_kv_groups * self.hd, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
         b, num_tokens, d_out = x.shape[0], x.shape[1], self.H * self.hd
@@ -154,7 +183,7 @@ class FromScratch(nn.Module):
         w = torch.softmax(
             (q @ k.transpose(-1, -2)).masked_fill(future, float("-inf")) / self.hd**0.5, dim=-1
         )
-        return self.out_proj((w @ v).transpose(1, 2).reshape(b, num_tokens, d_out))
+        return self.out_proj((self.drop(w) @ v).transpose(1, 2).reshape(b, num_tokens, d_out))
 
 
 def solution_class():
@@ -176,6 +205,8 @@ CORRECT = [FromScratch, solution_class()] + [
         sdpa_with_expanded_keys_and_a_mask,
         queries_grouped_instead,
         einsum_groups,
+        repeated_before_the_transpose,
+        functional_dropout,
     )
 ]
 
@@ -399,6 +430,65 @@ def sdpa_dropout_always(self, x):
     return self.out_proj(merge(self, context))
 
 
+def no_dropout(self, x):
+    queries, keys, values = split(self, x)
+    keys, values = interleave(self, keys), interleave(self, values)
+    return self.out_proj(merge(self, causal_softmax(self, queries @ keys.mT) @ values))
+
+
+def sdpa_without_dropout_p(self, x):
+    queries, keys, values = split(self, x)
+    context = F.scaled_dot_product_attention(queries, keys, values, is_causal=True, enable_gqa=True)
+    return self.out_proj(merge(self, context))
+
+
+def dropout_reseeded_every_call(self, x):
+    queries, keys, values = split(self, x)
+    keys, values = interleave(self, keys), interleave(self, values)
+    torch.manual_seed(0)  # "reproducible" dropout: the same mask on every call
+    return self.out_proj(merge(self, causal_dropout_softmax(self, queries @ keys.mT) @ values))
+
+
+def dropout_given_the_layer_as_p(self, x):
+    queries, keys, values = split(self, x)
+    keys, values = interleave(self, keys), interleave(self, values)
+    weights = causal_softmax(self, queries @ keys.mT)
+    if self.training:
+        weights = F.dropout(weights, self.dropout)  # the layer, not its probability
+    return self.out_proj(merge(self, weights @ values))
+
+
+def repeated_on_the_token_axis(self, x):
+    queries, keys, values = split(self, x)
+    keys = keys.repeat_interleave(self.group_size, dim=2)  # (b, G, n * T, hd)
+    values = values.repeat_interleave(self.group_size, dim=2)
+    return self.out_proj(merge(self, causal_dropout_softmax(self, queries @ keys.mT) @ values))
+
+
+def repeated_on_the_token_axis_before_the_transpose(self, x):
+    b, num_tokens, _ = x.shape
+    G, n, hd = self.num_kv_groups, self.group_size, self.head_dim
+    queries = self.W_query(x).view(b, num_tokens, self.num_heads, hd).transpose(1, 2)
+    keys = self.W_key(x).view(b, num_tokens, G, hd).repeat_interleave(n, dim=1)
+    values = self.W_value(x).view(b, num_tokens, G, hd).repeat_interleave(n, dim=1)
+    keys, values = keys.transpose(1, 2), values.transpose(1, 2)  # (b, G, n * T, hd)
+    return self.out_proj(merge(self, causal_dropout_softmax(self, queries @ keys.mT) @ values))
+
+
+def repeated_on_the_token_axis_inline(self, x):
+    queries, keys, values = split(self, x)
+    n = self.group_size
+    scores = queries @ keys.repeat_interleave(n, dim=-2).transpose(2, 3)
+    weights = causal_dropout_softmax(self, scores)
+    return self.out_proj(merge(self, weights @ values.repeat_interleave(n, dim=-2)))
+
+
+def cycled_on_the_token_axis(self, x):
+    queries, keys, values = split(self, x)
+    keys, values = keys.repeat(1, 1, self.group_size, 1), values.repeat(1, 1, self.group_size, 1)
+    return self.out_proj(merge(self, causal_dropout_softmax(self, queries @ keys.mT) @ values))
+
+
 def heads_not_merged(self, x):
     queries, keys, values = split(self, x)
     keys, values = interleave(self, keys), interleave(self, values)
@@ -446,12 +536,20 @@ MISTAKEN = [
     (sdpa_without_out_proj, "out_proj not applied", "self.out_proj(context)"),
     (dropout_on_in_eval_mode, "dropout in eval mode", "self.dropout(attn_weights)"),
     (sdpa_dropout_always, "dropout in eval mode", "dropout_p=self.dropout.p if self.training"),
+    (no_dropout, "no dropout in training", "dropout=0.25"),
+    (sdpa_without_dropout_p, "no dropout in training", "dropout_p=self.dropout.p if"),
+    (dropout_reseeded_every_call, "the same dropout every call", "do not reseed"),
+    (dropout_given_the_layer_as_p, "raises in training mode", "TypeError"),
+    (repeated_on_the_token_axis, "repeated on the token axis", "3 × 6 tokens"),
+    (repeated_on_the_token_axis_before_the_transpose, "repeated on the token axis", "dim=1"),
+    (repeated_on_the_token_axis_inline, "repeated on the token axis", "token axis"),
+    (cycled_on_the_token_axis, "repeated on the token axis", "token axis"),
     (heads_not_merged, "heads not merged", "still separate"),
     (returns_a_list, "not a tensor", "a value of type list"),
     (last_token_only, "wrong shape", "should be (b, num_tokens, d_out)"),
 ]
 
-MESSAGES = {mistake.name: mistake.message for mistake in GQA_FORWARD_MISTAKES}
+MESSAGES = {m.name: m.message for m in GQA_FORWARD_MISTAKES + TRAINING_MISTAKES}
 
 
 @pytest.mark.parametrize("forward, name, phrase", MISTAKEN, ids=[m[0].__name__ for m in MISTAKEN])
@@ -474,7 +572,7 @@ def test_every_catalogued_mistake_has_a_test_here_or_among_the_refusals():
         "keys at full width",
         "forward raises",
     }
-    assert {m.name for m in GQA_FORWARD_MISTAKES} == tested
+    assert {m.name for m in GQA_FORWARD_MISTAKES + TRAINING_MISTAKES} == tested
 
 
 def test_the_repeat_mistake_shows_only_when_some_groups_hold_several_heads():
@@ -608,6 +706,40 @@ def test_answers_that_do_not_need_the_skill_are_refused_with_a_reason(cls, phras
     result = check_gqa_forward(cls)
     assert not result.passed
     assert phrase in result.feedback, result.feedback
+
+
+class UsesTheChecksOwnReference(GroupedQueryAttention):
+    def forward(self, x):
+        from mha.checks.gqa_trial import grouped_attention
+
+        return grouped_attention(self, x, self.num_heads, self.num_kv_groups)
+
+
+def test_a_forward_that_returns_the_checks_own_reference_is_refused():
+    result = check_gqa_forward(UsesTheChecksOwnReference)
+    assert not result.passed and "grouped_attention" in result.feedback, result.feedback
+
+
+def test_a_module_a_later_chapter_adds_to_the_package_is_watched_too(monkeypatch):
+    """No hand-kept list: any attention module of an ``mha`` module the reader loaded counts."""
+    import types
+
+    extra = types.ModuleType("mha.extra_attention")
+    source = (
+        "from mha import GroupedQueryAttention\n\n"
+        "class NewAttention(GroupedQueryAttention):\n"
+        "    def forward(self, x):\n"
+        "        return GroupedQueryAttention.forward(self, x)\n"
+    )
+    exec(compile(source, "extra_attention.py", "exec"), extra.__dict__)
+    monkeypatch.setitem(sys.modules, "mha.extra_attention", extra)
+
+    class Delegates(GroupedQueryAttention):
+        def forward(self, x):
+            return vars(extra.NewAttention)["forward"](self, x)
+
+    feedback = check_gqa_forward(Delegates).feedback
+    assert "NewAttention.forward" in feedback, feedback
 
 
 def test_the_books_own_cache_helpers_are_named_when_an_answer_uses_them():

@@ -16,9 +16,11 @@ from mha import GroupedQueryAttention, MultiHeadAttention, plots_gqa
 from mha.gqa import (
     KVCache,
     attend_to_cache,
+    block_lists_match,
     generate,
     kv_cache_bytes,
     prefill,
+    scaling_verdict,
     timing_verdict,
 )
 from mha.plots import MAX_WIDTH_IN, MIN_TEXT_PT, OKABE_ITO
@@ -287,6 +289,51 @@ def test_a_verdict_needs_every_round_of_one_to_beat_every_round_of_the_other():
     assert "inconclusive" in timing_verdict("GQA", [1.0, 1.0], "MQA", [1.0, 1.0])
 
 
+def test_a_scaling_verdict_needs_every_round_on_one_side_of_factor_times_the_other():
+    assert scaling_verdict("multiply-adds", [1.0, 1.1], [2.0, 2.6], 16) == (
+        "16x the multiply-adds took 2.2x the time: less than 16x in every round"
+    )
+    assert scaling_verdict("bytes", [1.0, 1.1], [20.0, 21.0], 16).endswith(
+        "more than 16x in every round"
+    )
+    overlapping = scaling_verdict("multiply-adds", [1.0, 2.0], [15.0, 17.0], 16)
+    assert "inconclusive" in overlapping
+
+
+ANSWER_BLOCKS = ([1, 1, 2, 2], [1, 2, 1, 2])
+
+
+@pytest.mark.parametrize(
+    "prediction",
+    [
+        ([1, 1, 2, 2], [1, 2, 1, 2]),
+        [[1, 1, 2, 2], [1, 2, 1, 2]],
+        ((1, 1, 2, 2), (1, 2, 1, 2)),
+        ([0, 0, 1, 1], [0, 1, 0, 1]),
+        "([1, 1, 2, 2], [1, 2, 1, 2])",
+        " [0, 0, 1, 1], [0, 1, 0, 1] ",
+    ],
+)
+def test_block_lists_are_read_counted_from_one_or_from_zero(prediction):
+    assert block_lists_match(prediction, ANSWER_BLOCKS)
+
+
+@pytest.mark.parametrize(
+    "prediction",
+    [
+        ([1, 2, 1, 2], [1, 1, 2, 2]),  # the two calls swapped
+        ([0, 0, 1, 1], [1, 2, 1, 2]),  # one list from 0, the other from 1
+        ([1, 1, 2, 2], [1, 2, 1, 2], [1]),
+        [1, 1, 2, 2],
+        ([1.5, 1, 2, 2], [1, 2, 1, 2]),
+        "repeat_interleave",
+        None,
+    ],
+)
+def test_wrong_or_unreadable_block_lists_do_not_match(prediction):
+    assert not block_lists_match(prediction, ANSWER_BLOCKS)
+
+
 # --- the package code the chapter shows ---------------------------------------------------------
 
 
@@ -365,3 +412,24 @@ def test_the_key_blocks_are_labelled_with_the_heads_that_read_them(saved_gqa_fig
     wrong = {t.text for t in saved_gqa_figures["plot_shared_key_blocks (repeat)"].texts}
     assert {"heads 1, 2", "heads 3, 4"} <= right and "heads 1, 3" not in right
     assert {"heads 1, 3", "heads 2, 4"} <= wrong and "heads 1, 2" not in wrong
+
+
+def test_the_default_title_gives_no_answer_to_which_call_makes_the_layout():
+    """The chapter draws this figure before it asks which call gives the layout."""
+    gqa = build(3, 8, 4, 2, False, context_length=6, seed=123)
+    fig = plots_gqa.plot_shared_key_blocks(gqa.W_query.weight.T, gqa.W_key.weight.T, 4)
+    title = fig._suptitle.get_text()
+    assert "consecutive" in title and "repeat" not in title
+
+
+def test_no_text_right_after_the_block_reveal_gives_its_answer():
+    """The formulas for which block a head reads belong in the reveal, not in the cells the reader
+    sees before opening it."""
+    import json
+
+    nb = json.loads((CHAPTERS / "06_sharing_keys_values.ipynb").read_text())
+    cells = nb["cells"]
+    at = next(i for i, c in enumerate(cells) if "prediction_blocks," in "".join(c["source"]))
+    assert "matches=block_lists_match" in "".join(cells[at]["source"])
+    after = "".join(cells[at + 1]["source"])
+    assert "h // group_size" not in after and "h % num_kv_groups" not in after

@@ -8,6 +8,7 @@ the cache holds the keys and values of every earlier token, and its size is
 what sharing them saves.
 """
 
+import ast
 from statistics import median
 
 import torch
@@ -244,3 +245,42 @@ def timing_verdict(name_a, times_a, name_b, times_b):
     if max(times_b) < min(times_a):
         return f"{name_b} is faster than {name_a}: {a / b:.1f}x in every round"
     return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
+
+
+def scaling_verdict(what, base_times, scaled_times, factor):
+    """Did ``factor`` times the work (``what``) cost less, or more, than
+    ``factor`` times the time? A verdict only when every round of one side
+    is below (or above) ``factor`` times every round of the other; else
+    inconclusive, since other programs can slow any round down."""
+    ratio = median(scaled_times) / median(base_times)
+    took = f"{factor}x the {what} took {ratio:.1f}x the time"
+    if max(scaled_times) < factor * min(base_times):
+        return f"{took}: less than {factor}x in every round"
+    if min(scaled_times) > factor * max(base_times):
+        return f"{took}: more than {factor}x in every round"
+    return f"{took} (medians), but the rounds overlap: inconclusive"
+
+
+def block_lists_match(prediction, answer):
+    """Whether ``prediction`` names the blocks of ``answer``, a pair of lists
+    of block numbers counted from 1 (as the chapter's figure labels them).
+
+    Counted from 0, as Python indexes them, is read too: the right answer
+    uses blocks 1 and 2 in both lists, or 0 and 1 in both, so the two
+    conventions cannot be confused. Text is read as the Python it spells.
+    """
+    if isinstance(prediction, str):
+        try:
+            prediction = ast.literal_eval(prediction.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return False
+    try:
+        said = [[int(b) for b in blocks] for blocks in prediction]
+        said_from_one = [[b + 1 for b in blocks] for blocks in said]
+        expected = [list(blocks) for blocks in answer]
+        exact = [[float(b) for b in blocks] for blocks in prediction]
+    except (TypeError, ValueError):
+        return False
+    if exact != [[float(b) for b in blocks] for blocks in said]:
+        return False  # 1.5 is no block number
+    return expected in (said, said_from_one)

@@ -33,8 +33,9 @@ def plot_shared_key_blocks(query_weight, key_weight, num_heads, block_of_head=No
     Query blocks are outlined in their head's colour. A key block's outline
     is dashed in the colours of all the heads that read it, so a block
     shared by a group shows the group's colours. ``block_of_head[h]`` is the
-    key block head ``h`` reads; by default ``h // group_size``, what
-    ``repeat_interleave`` gives. ``how`` names the mapping in the title.
+    key block head ``h`` reads; by default ``h // group_size``, the module's
+    layout. ``how`` names the mapping in the title; the default names no
+    PyTorch call, since the chapter asks which call gives the layout.
     """
     query_weight = query_weight.detach().cpu()
     key_weight = key_weight.detach().cpu()
@@ -44,7 +45,7 @@ def plot_shared_key_blocks(query_weight, key_weight, num_heads, block_of_head=No
     group_size = num_heads // num_kv_groups
     if block_of_head is None:
         block_of_head = [h // group_size for h in range(num_heads)]
-    how = how or "repeat_interleave: head h reads block h // group_size"
+    how = how or "the module's layout: consecutive heads share a block"
     readers = [[h for h in range(num_heads) if block_of_head[h] == g] for g in range(num_kv_groups)]
     low = float(min(query_weight.min(), key_weight.min()))
     high = float(max(query_weight.max(), key_weight.max()))

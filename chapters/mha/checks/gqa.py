@@ -4,6 +4,9 @@ The reader subclasses ``GroupedQueryAttention`` and writes ``forward``. The
 check builds the class over several configurations (one group, several,
 as many as heads), computes the expected output from each instance's own
 weights, and names the mistake when the output follows a known wrong recipe.
+Once the output is right in the configuration built with dropout, it runs
+the class twice in training mode: the two calls must differ (dropout acts),
+and eval mode must show none of it (already compared with the reference).
 It also refuses answers that do not need the skill: the book's own class,
 a subclass that inherits its forward, a forward that calls the book's code,
 and a copy of the book's forward.
@@ -26,9 +29,10 @@ from .gqa_trial import GroupConfig, GroupRecipe, GroupTrial, listed
 
 #: The configurations the check runs, in order. The first has 6 heads in 2
 #: groups of 3 and a full-length input, so most mistakes show there. The
-#: others add biases and dropout (in eval mode) with an input shorter than
-#: the mask, one group (multi-query), as many groups as heads (multi-head)
-#: and head_dim 1. Every one has d_in != d_out.
+#: others add biases and dropout (run in eval mode, then in training mode
+#: once the output is right) with an input shorter than the mask, one group
+#: (multi-query), as many groups as heads (multi-head) and head_dim 1.
+#: Every one has d_in != d_out.
 GQA_CONFIGS = (
     GroupConfig(
         d_in=5, d_out=12, context_length=6, num_heads=6, num_kv_groups=2, num_tokens=6, seed=1
@@ -181,6 +185,17 @@ GQA_FORWARD_MISTAKES = (
         "context_length × context_length: slice it to the input's length, "
         "self.mask[:num_tokens, :num_tokens], before masked_fill.",
         lambda t: t.stage == "forward" and t.works_on_full_length_input,
+    ),
+    Mistake(
+        "repeated on the token axis",
+        "Your forward raised {t.error_text}. The keys or values were repeated on the token "
+        "axis, not the block axis: each token's key now appears group_size = "
+        "{t.config.group_size} times in a row, so there are {t.config.group_size} × "
+        "{t.config.num_tokens} tokens, while the "
+        "head axis still has num_kv_groups={t.config.num_kv_groups} blocks against "
+        "num_heads={t.config.num_heads} query blocks. Repeat on the block axis: dim=1 once "
+        "the split is transposed to (b, num_kv_groups, num_tokens, head_dim).",
+        lambda t: t.repeated_on_tokens,
     ),
     Mistake(
         "values not expanded",
@@ -336,6 +351,33 @@ GQA_FORWARD_MISTAKES = (
     ),
 )
 
+#: Asked once the output in eval mode is right, in a configuration built with dropout.
+TRAINING_MISTAKES = (
+    Mistake(
+        "raises in training mode",
+        "Your output is right in eval mode, but in training mode (module.train()) your "
+        "forward raised {t.training_error_text}. The check runs it in both modes.",
+        lambda t: t.training == "raises",
+    ),
+    Mistake(
+        "no dropout in training",
+        "Your output is right in eval mode, but in training mode it is the same: no dropout, "
+        "although the module was built with dropout={t.config.dropout}. Apply "
+        "self.dropout to the attention weights after the softmax; the layer acts only in "
+        "training mode (with F.scaled_dot_product_attention, pass "
+        "dropout_p=self.dropout.p if self.training else 0.0).",
+        lambda t: t.training == "no dropout",
+    ),
+    Mistake(
+        "the same dropout every call",
+        "In training mode two calls on the same input gave the same output, different from "
+        "eval mode: the same positions are dropped every time. Dropout draws a new random "
+        "mask on each call: use self.dropout (an nn.Dropout) and do not reseed inside "
+        "forward.",
+        lambda t: t.training == "same every call",
+    ),
+)
+
 
 @never_raises
 def check_gqa_forward(cls):
@@ -348,20 +390,25 @@ def check_gqa_forward(cls):
     for config in GQA_CONFIGS:
         trial = GroupTrial(cls, config)
         if trial.passed:
-            continue
-        mistake = first_mistake(GQA_FORWARD_MISTAKES, trial)
+            mistake = first_mistake(TRAINING_MISTAKES, trial)
+            if mistake is None:
+                continue
+        else:
+            mistake = first_mistake(GQA_FORWARD_MISTAKES, trial)
         if mistake is None:
             return CheckResult(False, _unexplained(trial))
         names = listed(trial.unusable_projections) if mistake.name == "projections missing" else ""
         message = mistake.message.format(t=trial, kind=_kind(trial.output), names=names)
         seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
         return CheckResult(False, message + seen)
+    dropout = next(c.dropout for c in GQA_CONFIGS if c.dropout)
     return CheckResult(
         True,
-        f"Your forward pass matches the reference, computed from each instance's own layers, in "
-        f"all {len(GQA_CONFIGS)} configurations: one group (multi-query), 2 and 4 groups, as "
-        "many groups as heads (multi-head), with biases, with dropout in eval mode, and with "
-        "inputs shorter than context_length.",
+        f"In eval mode your forward pass matches the reference, computed from each instance's "
+        f"own layers, in all {len(GQA_CONFIGS)} configurations: one group (multi-query), 2 and "
+        "4 groups, as many groups as heads (multi-head), with biases, and with inputs shorter "
+        f"than context_length. Built with dropout={dropout}, it gives two different outputs in "
+        "training mode and none of that randomness in eval mode.",
     )
 
 

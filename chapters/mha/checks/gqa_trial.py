@@ -4,24 +4,30 @@
 evidence it decides from. A ``GroupTrial`` builds the reader's class on one
 ``GroupConfig``, runs it (in eval mode, with seeded weights and input, the
 reader's random state untouched) and records what it returned or raised and
-whether it ran the book's own code. ``grouped_attention`` computes what a
+whether it ran the book's own code; asked, it also runs it in training mode,
+where dropout must act. ``grouped_attention`` computes what a
 ``GroupRecipe``, the correct pass or one of the known wrong ones, gives from
 the instance's own layers, so the check can say which recipe the output
 follows. The properties of ``GroupTrial`` are the facts the catalogue of
 mistakes in ``mha.checks.gqa`` tests.
 """
 
+import re
+import sys
 import traceback
 from dataclasses import dataclass, replace
 
 import torch
 
-from .. import attention, variants
 from .. import gqa as book
+from . import reference
 from .classes import watching_calls
 from .config import Trial, TrialConfig
-from .core import evaluating
+from .core import describe_error, evaluating
 from .reference import PROJECTIONS
+
+#: A repeat or repeat_interleave along dim=2 (or -2): the token axis of (b, G, T, hd).
+TOKEN_AXIS_REPEAT = re.compile(r"repeat(_interleave)?\([^()]*?(dim\s*=\s*|,\s*)-?2\s*\)")
 
 
 @dataclass(frozen=True)
@@ -122,24 +128,30 @@ def _same(output, expected):
     )
 
 
-def _book_code():
-    """``{code object: name}`` of every forward pass in the book's modules, and of the cache
-    helpers: a forward that runs any of them has not been written by the reader."""
+def book_code():
+    """``{code object: name}`` of the book's code a reader's forward must not run: the forward
+    of every module class of the ``mha`` package loaded so far (a chapter that adds a module
+    is covered without a list to keep), the cache helpers, and the checks' own references.
+
+    A module the reader never imported cannot be called, so the loaded modules are enough.
+    """
     found = {}
-    for module in (attention, variants, book):
-        for name, cls in vars(module).items():
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "mha" or name.startswith("mha.")):
+            continue
+        for cls_name, cls in list(vars(module).items()):
             if (
                 isinstance(cls, type)
+                and issubclass(cls, torch.nn.Module)
                 and "forward" in vars(cls)
-                and cls.__module__ == module.__name__
+                and cls.__module__ == name
             ):
-                found[cls.forward.__code__] = f"{name}.forward"
-    for function in (book.attend_to_cache, book.generate, book.prefill, book.KVCache.append):
+                found[vars(cls)["forward"].__code__] = f"{cls_name}.forward"
+    helpers = (book.attend_to_cache, book.generate, book.prefill, book.KVCache.append)
+    helpers += (grouped_attention, reference.attend, reference.split_attention)
+    for function in helpers:
         found[function.__code__] = function.__qualname__
     return found
-
-
-BOOK_CODE = _book_code()
 
 
 class GroupTrial(Trial):
@@ -152,12 +164,13 @@ class GroupTrial(Trial):
         self.stage = None  # "constructor" or "forward", when that raised
         self.book_calls = []
         self._held = None  # computed when first asked for
+        self._training = self.training_error = None
         self.x = config.input()  # (b, T, d_in)
         try:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-                with evaluating(self.module), watching_calls(BOOK_CODE) as self.book_calls:
+                with evaluating(self.module), watching_calls(book_code()) as self.book_calls:
                     self.output = self.module(self.x)
                     self.second_output = self.module(self.x)
         except Exception as error:
@@ -204,6 +217,51 @@ class GroupTrial(Trial):
         return isinstance(self.output, torch.Tensor) and not torch.equal(
             self.output, self.second_output
         )
+
+    def training_outputs(self):
+        """Two training-mode calls, from fresh random states: ``(first, second)``.
+
+        Raises what the reader's forward raises. The module goes back to eval mode after.
+        """
+        outputs = []
+        try:
+            for seed in (1, 2):
+                with torch.random.fork_rng(devices=[]), torch.no_grad():
+                    torch.manual_seed(seed)
+                    self.module.train()
+                    outputs.append(self.module(self.x))
+        finally:
+            self.module.eval()
+        return tuple(outputs)
+
+    @property
+    def training(self):
+        """What training mode shows: ``"raises"``, ``"no dropout"`` (both calls give the eval
+        output), ``"same every call"`` (the calls agree with each other, not with eval mode),
+        or ``"random"``. ``None`` when the module was built without dropout."""
+        if self.config.dropout == 0 or self.error is not None:
+            return None
+        if self._training is None:
+            try:
+                first, second = self.training_outputs()
+            except Exception as error:
+                self.training_error = error
+                self._training = "raises"
+            else:
+                if not all(isinstance(t, torch.Tensor) for t in (first, second)):
+                    self._training = "raises"
+                elif torch.equal(first, self.output) and torch.equal(second, self.output):
+                    self._training = "no dropout"
+                elif torch.equal(first, second):
+                    self._training = "same every call"
+                else:
+                    self._training = "random"
+        return self._training
+
+    @property
+    def training_error_text(self):
+        error = self.training_error
+        return describe_error(error).rstrip(".") if error else "no tensor"
 
     @property
     def failing_line(self):
@@ -255,8 +313,15 @@ class GroupTrial(Trial):
                 for name, layer in (("keys", "W_key"), ("values", "W_value"))
             }
         forms = dict(blocks)
+        n = c.group_size
         for name, t in blocks.items():
-            forms[f"{name} expanded"] = t.repeat_interleave(c.group_size, dim=1)
+            forms[f"{name} expanded"] = t.repeat_interleave(n, dim=1)
+            if n > 1:  # repeated on the token axis instead, before or after the transpose
+                forms[f"{name} on tokens"] = t.repeat_interleave(n, dim=2)
+                forms[f"{name} on tokens, cycled"] = t.repeat(1, 1, n, 1)
+                forms[f"{name} on tokens, untransposed"] = t.transpose(1, 2).repeat_interleave(
+                    n, dim=1
+                )
         held = set()
         tb = self.error.__traceback__
         while tb is not None:
@@ -267,6 +332,16 @@ class GroupTrial(Trial):
                             held.add(name)
             tb = tb.tb_next
         return held
+
+    @property
+    def repeated_on_tokens(self):
+        """The forward raised holding keys or values repeated along the token axis, or on a
+        line that repeats along dim=2 (or -2) when queries and keys met with unequal heads."""
+        if self.stage != "forward":
+            return False
+        if any("on tokens" in name for name in self.tensors_at_failure):
+            return True
+        return self.head_axes_disagree and bool(TOKEN_AXIS_REPEAT.search(self.failing_line))
 
     @property
     def values_not_expanded(self):
