@@ -23,6 +23,7 @@ from mha.bench import (
     Row,
     Sweep,
     Timing,
+    causal_block_prediction,
     compare,
     flop_breakdown,
     forward_flops,
@@ -35,11 +36,14 @@ from mha.bench import (
     ratios,
     report_targets,
     run_sweep,
+    score_steps,
+    speedup_lines,
     summary,
     target_verdict,
     time_in_rounds,
     timed_modules,
     timing_tables,
+    usage_table,
     verdicts,
     write_csv,
 )
@@ -94,7 +98,8 @@ def fake_timer(monkeypatch, script, log=None):
 
 
 def fake_cases(names):
-    return [lambda: ({name: None for name in names}, None)]
+    """One case of modules that do nothing (the fake timer never calls them; the warm-up does)."""
+    return [lambda: ({name: (lambda x: x) for name in names}, None)]
 
 
 def timing(median, low, high):
@@ -223,6 +228,24 @@ def test_each_module_keeps_the_median_and_quartiles_of_its_quietest_round(monkey
     assert kept["a"].median_ms == 1000.0 and kept["b"].median_ms == 4000.0
     assert kept["a"].low_ms == 1000.0 and kept["a"].high_ms == 5000.0  # quartiles of 1, 1, 9
     assert kept["a"].rounds == 3
+
+
+def test_every_module_is_warmed_up_before_the_first_round(monkeypatch):
+    events = []
+    script = {name: [1.0] * 3 for name in "ab"}
+    log = fake_timer(monkeypatch, script)
+    monkeypatch.setattr(
+        timing_module, "warm_up", lambda modules, x, **kw: events.append(("warm", list(modules)))
+    )
+    time_in_rounds(fake_cases(["a", "b"]), min_run_time=0.1, min_blocks=3, max_run_time=1, rounds=1)
+    assert events == [("warm", ["a", "b"])] and len(log) == 2
+
+
+def test_the_warm_up_calls_each_module_at_least_twice():
+    calls = []
+    modules = {name: (lambda x, n=name: calls.append(n)) for name in "ab"}
+    timing_module.warm_up(modules, None, seconds=0.0)
+    assert calls == ["a", "a", "b", "b"]
 
 
 def test_the_modules_take_turns_at_being_timed_first(monkeypatch):
@@ -389,13 +412,35 @@ def test_every_printed_line_fits_a_phone():
     rows = both_sweeps()
     text = "\n".join(
         [
-            timing_tables(rows, TINY),
+            timing_tables(rows),
             summary(rows),
             markdown(rows, TINY, "torch x, cpu", ["--quick"]),
         ]
     )
     too_long = [line for line in text.splitlines() if len(line) > 79 and not line.startswith("|")]
     assert not too_long
+
+
+def test_the_chapters_tables_fit_a_phones_output_box():
+    rows = both_sweeps()
+    text = "\n".join([timing_tables(rows), usage_table(rows, 256), *speedup_lines(rows)])
+    too_long = [line for line in text.splitlines() if len(line) > 44]
+    assert not too_long
+
+
+def test_the_causal_prediction_follows_the_kernels_key_blocks_of_512():
+    assert causal_block_prediction(256) == (0, 4, 1.0)  # one key block: nothing to skip
+    assert causal_block_prediction(512) == (0, 8, 1.0)
+    assert causal_block_prediction(1024) == (2, 8, 0.75)  # 4 query blocks of 256, 2 key blocks
+
+
+def test_the_score_steps_compute_what_the_split_computes():
+    modules, inputs = score_steps(1, 6, 8, 2)
+    queries, keys, scores = inputs
+    assert torch.equal(modules["scores"](inputs), scores)
+    weights = modules["softmax"](inputs)  # (1, 2, 6, 6)
+    assert torch.allclose(weights.sum(-1), torch.ones(1, 2, 6), atol=1e-6)
+    assert torch.equal(weights.triu(1), torch.zeros_like(weights))
 
 
 def test_the_method_note_reports_caps_and_short_budgets():
