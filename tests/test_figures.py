@@ -97,11 +97,7 @@ def colour_strings(tree):
 
 
 def allowed(colour, palette=PUBLISHED_OKABE_ITO):
-    return (
-        colour.upper() in palette
-        or colour.lower() in NEUTRALS
-        or colour == HEATMAP_CMAP
-    )
+    return colour.upper() in palette or colour.lower() in NEUTRALS or colour == HEATMAP_CMAP
 
 
 def test_the_palette_is_okabe_ito():
@@ -178,9 +174,7 @@ def test_the_plots_use_no_colour_outside_the_palette(module):
     palette = PALETTES.get(module.name, PUBLISHED_OKABE_ITO)
     hex_codes = set(re.findall(r"#[0-9A-Fa-f]{6}\b", source))
     assert {c.upper() for c in hex_codes} <= palette, f"colours outside the palette: {hex_codes}"
-    stray = [
-        (line, c) for line, c in colour_strings(ast.parse(source)) if not allowed(c, palette)
-    ]
+    stray = [(line, c) for line, c in colour_strings(ast.parse(source)) if not allowed(c, palette)]
     assert not stray, f"{module.name} draws outside the palette (line, colour): {stray}"
 
 
