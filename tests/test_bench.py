@@ -5,6 +5,7 @@ block times, and the rows that feed tables and figures are ``synthetic``.
 """
 
 import csv
+import dataclasses
 import subprocess
 import sys
 
@@ -321,6 +322,12 @@ def test_only_spreads_that_do_not_overlap_give_a_verdict():
     assert compare(timing(1.0, 0.9, 1.1), timing(2.0, 1.9, 2.1)) == "faster"
     assert compare(timing(2.0, 1.9, 2.1), timing(1.0, 0.9, 1.1)) == "slower"
     assert compare(timing(1.0, 0.8, 1.5), timing(1.2, 1.1, 1.3)) == "inconclusive"
+
+
+def test_a_single_block_has_no_spread_to_judge_by():
+    one_block = dataclasses.replace(timing(1.0, 1.0, 1.0), blocks=1)
+    assert compare(one_block, timing(9.0, 8.9, 9.1)) == "inconclusive"
+    assert compare(timing(9.0, 8.9, 9.1), one_block) == "inconclusive"
 
 
 def test_a_part_longer_than_its_whole_is_a_measurement_problem():

@@ -20,6 +20,7 @@ colour for it). Chapter 5 keeps timing its own six (``timing.CHAPTER_5``).
 """
 
 from .comparison import (
+    SPREAD_WORDS,
     TARGETS,
     Target,
     causal_block_prediction,
@@ -88,6 +89,7 @@ __all__ = [
     "LABELS",
     "QUICK",
     "SETTINGS",
+    "SPREAD_WORDS",
     "TARGETS",
     "TIMED",
     "Experiment",

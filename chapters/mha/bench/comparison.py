@@ -123,13 +123,24 @@ def score_steps(batch, num_tokens, d_out, num_heads, device="cpu"):
 # ---------------------------------------------------------------------------------------------
 
 
+#: How each verdict of ``compare`` reads in a sentence, with what decided it.
+SPREAD_WORDS = {
+    "faster": "faster, beyond the measured spread",
+    "slower": "slower, beyond the measured spread",
+    "inconclusive": "inconclusive (within the measured spread)",
+}
+
+
 def compare(a, b):
     """How ``a``'s time stands against ``b``'s: ``"faster"``, ``"slower"`` or ``"inconclusive"``.
 
     ``a`` and ``b`` are anything with ``low_ms`` and ``high_ms`` (a ``Row``, a ``Timing``): the
     quartiles of their timed blocks. Only when the two ranges do not overlap does the run tell
-    the times apart; otherwise the difference is within the measured spread.
+    the times apart; otherwise the difference is within the measured spread. A measurement of a
+    single block (``blocks`` below 2, when it says) has no spread to judge by: inconclusive.
     """
+    if min(getattr(a, "blocks", 2), getattr(b, "blocks", 2)) < 2:
+        return "inconclusive"
     if a.high_ms < b.low_ms:
         return "faster"
     if a.low_ms > b.high_ms:
