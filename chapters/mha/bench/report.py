@@ -52,7 +52,8 @@ def method_note(rows, sweep):
     capped = [r for r in rows if r.capped]
     rounds = min(r.rounds for r in rows)
     text = (
-        f"Each median is taken over at least {fewest.blocks} timed blocks (the fewest: "
+        f"Each median is taken over at least {fewest.blocks} timed "
+        f"{'block' if fewest.blocks == 1 else 'blocks'} (the fewest: "
         f"{fewest.implementation}, num_tokens {fewest.num_tokens}, num_heads {fewest.num_heads}). "
     )
     if rounds < sweep.rounds:
