@@ -133,9 +133,9 @@ def summary(rows):
         f"batch {first.batch}, d_in = d_out = {first.d_out}, timed: {first.timed}",
         f"matmul ceiling (large torch.mm): {first.ceiling_gflops:.1f} GFLOP/s",
         "",
-        table(rows, "heads"),
+        phone_tables(rows, "heads"),
         "",
-        table(rows, "tokens"),
+        phone_tables(rows, "tokens"),
         "",
         "wrapper time / split time (and whether the split was faster beyond the spread):",
         *speedup_lines(rows),
@@ -148,7 +148,7 @@ def summary(rows):
     lines += [
         "",
         "achieved GFLOP/s vs num_tokens:",
-        table(rows, "tokens", "gflops", "{:.1f}"),
+        phone_tables(rows, "tokens", "gflops", "{:.1f}"),
         "",
         usage_table(rows, max(r.num_tokens for r in rows)),
     ]
