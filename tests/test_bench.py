@@ -15,8 +15,11 @@ from torch.utils.benchmark import Measurement
 from torch.utils.flop_counter import FlopCounterMode
 
 from mha.bench import (
+    CHAPTER_5,
+    COLUMNS,
     CSV_COLUMNS,
     HEAD_COUNTS,
+    LABELS,
     QUICK,
     TARGETS,
     TIMED,
@@ -426,6 +429,13 @@ def test_every_printed_line_fits_a_phone():
     )
     too_long = [line for line in text.splitlines() if len(line) > 79 and not line.startswith("|")]
     assert not too_long
+
+
+def test_every_timed_implementation_has_a_label_a_short_column_and_a_look():
+    assert set(CHAPTER_5) <= set(TIMED)
+    for name in TIMED:
+        assert name in LABELS and name in IMPLEMENTATION_STYLES, name
+        assert len(COLUMNS[name]) <= 10, f"{COLUMNS[name]!r}: three columns must fit a phone"
 
 
 def test_the_chapters_tables_fit_a_phones_output_box():
