@@ -5,6 +5,7 @@ block times, and the rows that feed tables and figures are ``synthetic``.
 """
 
 import csv
+import dataclasses
 import subprocess
 import sys
 
@@ -14,8 +15,11 @@ from torch.utils.benchmark import Measurement
 from torch.utils.flop_counter import FlopCounterMode
 
 from mha.bench import (
+    CHAPTER_5,
+    COLUMNS,
     CSV_COLUMNS,
     HEAD_COUNTS,
+    LABELS,
     QUICK,
     TARGETS,
     TIMED,
@@ -23,6 +27,7 @@ from mha.bench import (
     Row,
     Sweep,
     Timing,
+    causal_block_prediction,
     compare,
     flop_breakdown,
     forward_flops,
@@ -35,11 +40,14 @@ from mha.bench import (
     ratios,
     report_targets,
     run_sweep,
+    score_steps,
+    speedup_lines,
     summary,
     target_verdict,
     time_in_rounds,
     timed_modules,
     timing_tables,
+    usage_table,
     verdicts,
     write_csv,
 )
@@ -94,7 +102,8 @@ def fake_timer(monkeypatch, script, log=None):
 
 
 def fake_cases(names):
-    return [lambda: ({name: None for name in names}, None)]
+    """One case of modules that do nothing (the fake timer never calls them; the warm-up does)."""
+    return [lambda: ({name: (lambda x: x) for name in names}, None)]
 
 
 def timing(median, low, high):
@@ -225,6 +234,24 @@ def test_each_module_keeps_the_median_and_quartiles_of_its_quietest_round(monkey
     assert kept["a"].rounds == 3
 
 
+def test_every_module_is_warmed_up_before_the_first_round(monkeypatch):
+    events = []
+    script = {name: [1.0] * 3 for name in "ab"}
+    log = fake_timer(monkeypatch, script)
+    monkeypatch.setattr(
+        timing_module, "warm_up", lambda modules, x, **kw: events.append(("warm", list(modules)))
+    )
+    time_in_rounds(fake_cases(["a", "b"]), min_run_time=0.1, min_blocks=3, max_run_time=1, rounds=1)
+    assert events == [("warm", ["a", "b"])] and len(log) == 2
+
+
+def test_the_warm_up_calls_each_module_at_least_twice():
+    calls = []
+    modules = {name: (lambda x, n=name: calls.append(n)) for name in "ab"}
+    timing_module.warm_up(modules, None, seconds=0.0)
+    assert calls == ["a", "a", "b", "b"]
+
+
 def test_the_modules_take_turns_at_being_timed_first(monkeypatch):
     script = {name: [1.0] * 3 for name in "abc"}
     log = fake_timer(monkeypatch, script)
@@ -298,6 +325,12 @@ def test_only_spreads_that_do_not_overlap_give_a_verdict():
     assert compare(timing(1.0, 0.9, 1.1), timing(2.0, 1.9, 2.1)) == "faster"
     assert compare(timing(2.0, 1.9, 2.1), timing(1.0, 0.9, 1.1)) == "slower"
     assert compare(timing(1.0, 0.8, 1.5), timing(1.2, 1.1, 1.3)) == "inconclusive"
+
+
+def test_a_single_block_has_no_spread_to_judge_by():
+    one_block = dataclasses.replace(timing(1.0, 1.0, 1.0), blocks=1)
+    assert compare(one_block, timing(9.0, 8.9, 9.1)) == "inconclusive"
+    assert compare(timing(9.0, 8.9, 9.1), one_block) == "inconclusive"
 
 
 def test_a_part_longer_than_its_whole_is_a_measurement_problem():
@@ -389,13 +422,42 @@ def test_every_printed_line_fits_a_phone():
     rows = both_sweeps()
     text = "\n".join(
         [
-            timing_tables(rows, TINY),
+            timing_tables(rows),
             summary(rows),
             markdown(rows, TINY, "torch x, cpu", ["--quick"]),
         ]
     )
     too_long = [line for line in text.splitlines() if len(line) > 79 and not line.startswith("|")]
     assert not too_long
+
+
+def test_every_timed_implementation_has_a_label_a_short_column_and_a_look():
+    assert set(CHAPTER_5) <= set(TIMED)
+    for name in TIMED:
+        assert name in LABELS and name in IMPLEMENTATION_STYLES, name
+        assert len(COLUMNS[name]) <= 10, f"{COLUMNS[name]!r}: three columns must fit a phone"
+
+
+def test_the_chapters_tables_fit_a_phones_output_box():
+    rows = both_sweeps()
+    text = "\n".join([timing_tables(rows), usage_table(rows, 256), *speedup_lines(rows)])
+    too_long = [line for line in text.splitlines() if len(line) > 44]
+    assert not too_long
+
+
+def test_the_causal_prediction_follows_the_kernels_key_blocks_of_512():
+    assert causal_block_prediction(256) == (0, 4, 1.0)  # one key block: nothing to skip
+    assert causal_block_prediction(512) == (0, 8, 1.0)
+    assert causal_block_prediction(1024) == (2, 8, 0.75)  # 4 query blocks of 256, 2 key blocks
+
+
+def test_the_score_steps_compute_what_the_split_computes():
+    modules, inputs = score_steps(1, 6, 8, 2)
+    queries, keys, scores = inputs
+    assert torch.equal(modules["scores"](inputs), scores)
+    weights = modules["softmax"](inputs)  # (1, 2, 6, 6)
+    assert torch.allclose(weights.sum(-1), torch.ones(1, 2, 6), atol=1e-6)
+    assert torch.equal(weights.triu(1), torch.zeros_like(weights))
 
 
 def test_the_method_note_reports_caps_and_short_budgets():

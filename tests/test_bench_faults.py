@@ -6,20 +6,24 @@ experiment's subprocess machinery on a tiny configuration and checks only its st
 
 import math
 
+import pytest
 import torch
 
 from mha.bench import (
     KEEP_FREED_MEMORY,
     SETTINGS,
     Probe,
+    Usage,
     allocator_experiment,
     allocator_table,
     allocator_verdict,
+    faults,
     resource_use,
 )
+from mha.bench.faults import Experiment
 
 
-def probe(name, tokens, ms, faults, spread=0.5):
+def probe(name, tokens, ms, faults, spread=0.5, steady=True):
     return Probe(
         name,
         tokens,
@@ -29,51 +33,125 @@ def probe(name, tokens, ms, faults, spread=0.5):
         user_ms=ms,
         sys_ms=faults / 1000,
         minor_faults=faults,
+        warmup_calls=4 if steady else 12,
+        steady=steady,
     )
 
 
-def results(split_default, split_kept, faults_default=9000, faults_kept=0, wrapper=10.0):
-    return {
-        SETTINGS[0]: {
-            ("wrapper", 512): probe("wrapper", 512, wrapper, 0),
-            ("split", 512): probe("split", 512, split_default, faults_default),
+def results(
+    split_default,
+    split_kept,
+    faults_default=9000,
+    faults_kept=0,
+    wrapper=10.0,
+    large=(16384, 0),
+    steady=True,
+):
+    return Experiment(
+        probes={
+            SETTINGS[0]: {
+                ("wrapper", 512): probe("wrapper", 512, wrapper, 0),
+                ("split", 512): probe("split", 512, split_default, faults_default, steady=steady),
+            },
+            SETTINGS[1]: {
+                ("wrapper", 512): probe("wrapper", 512, wrapper, 0),
+                ("split", 512): probe("split", 512, split_kept, faults_kept),
+            },
         },
-        SETTINGS[1]: {
-            ("wrapper", 512): probe("wrapper", 512, wrapper, 0),
-            ("split", 512): probe("split", 512, split_kept, faults_kept),
-        },
-    }
+        large_block=dict(zip(SETTINGS, large, strict=True)),
+    )
 
 
-def flat(text):
-    return " ".join(text.split())
+def flat(verdict):
+    return " ".join(" ".join(f"{title} {text}" for title, text in verdict.items()).split())
 
 
 def test_faults_gone_and_time_saved_is_reported_with_both_times():
     text = flat(allocator_verdict(results(30.0, 8.0)))
-    assert "without page faults the split took 8.0 ms instead of 30.0 ms" in text
+    assert "it honoured the settings" in text
+    assert "page faults from 9,000 to 0 per call" in text
+    assert "its time went from 30.0 to 8.0 ms: faster, beyond the spread" in text
     assert "faster than the wrapper in the same process (8.0 against 10.0 ms)" in text
 
 
 def test_a_time_change_within_the_spread_is_inconclusive():
     text = flat(allocator_verdict(results(30.0, 29.8)))
-    assert "the page faults are gone, but the split's time change is inconclusive" in text
+    assert "from 30.0 to 29.8 ms, a change within the spread of single calls: inconclusive" in text
     assert "slower than the wrapper" in text
 
 
-def test_settings_that_leave_the_faults_in_place_test_nothing():
-    text = flat(allocator_verdict(results(30.0, 8.0, faults_kept=9000)))
-    assert "did not remove the page faults" in text and "tests nothing" in text
+def test_faults_only_partly_removed_still_give_a_measured_conclusion():
+    text = flat(allocator_verdict(results(30.0, 20.0, faults_kept=3000)))
+    assert "page faults from 9,000 to 3,000 per call" in text
+    assert "tests nothing" not in text and "faster, beyond the spread" in text
+
+
+def test_a_c_library_that_ignores_the_settings_tests_nothing_whatever_the_modules_did():
+    verdict = allocator_verdict(results(30.0, 8.0, large=(16384, 16384)))
+    assert list(verdict) == ["The C library:"]
+    assert "ignored the settings" in verdict["The C library:"]
+    assert "tests nothing" in verdict["The C library:"]
+
+
+def test_a_c_library_that_reuses_large_blocks_by_default_has_nothing_to_change():
+    verdict = allocator_verdict(results(30.0, 8.0, large=(0, 0)))
+    assert "nothing to change" in flat(verdict) and "tests nothing" in flat(verdict)
+
+
+def test_a_system_without_fault_counts_says_so():
+    verdict = allocator_verdict(results(30.0, 8.0, large=(math.nan, math.nan)))
+    assert "counts no page faults" in flat(verdict)
 
 
 def test_no_faults_to_begin_with_means_nothing_to_remove():
-    text = flat(allocator_verdict(results(30.0, 8.0, faults_default=0)))
-    assert text == "512 tokens: the split had no page faults to remove."
+    verdict = allocator_verdict(results(30.0, 29.9, faults_default=0))
+    assert verdict["512 tokens:"].startswith("the split had no page faults per call to remove.")
 
 
-def test_the_table_and_the_verdict_fit_a_phone():
-    text = allocator_table(results(30.0, 8.0)) + "\n" + allocator_verdict(results(30.0, 8.0))
-    assert max(len(line) for line in text.splitlines()) <= 79
+def test_faults_still_falling_at_the_cap_are_reported():
+    text = flat(allocator_verdict(results(30.0, 8.0, steady=False)))
+    assert "still falling after 12 warm-up calls (the cap)" in text
+
+
+def test_the_table_fits_a_phone():
+    text = allocator_table(results(30.0, 8.0))
+    assert max(len(line) for line in text.splitlines()) <= 44
+
+
+def scripted_faults(monkeypatch, counts):
+    """Make ``faults.resource_use`` report ``counts`` (one per call) as page faults."""
+    calls = iter(counts)
+    monkeypatch.setattr(
+        faults, "resource_use", lambda *args, **kwargs: Usage(1.0, 1.0, 0.0, next(calls))
+    )
+
+
+def test_warm_up_runs_until_the_faults_stop_falling(monkeypatch):
+    scripted_faults(monkeypatch, [900, 500, 100, 0, 0, 0, 0] + [0] * 10)
+    warmed = faults.warm_up({4: ({"split": None}, None)}, patience=3, cap=12)
+    assert warmed["split", 4] == (7, True)  # the fall to 0, then 3 calls without a fall
+
+
+def test_warm_up_stops_at_the_cap_and_says_the_faults_still_fell(monkeypatch):
+    scripted_faults(monkeypatch, [1000 - 50 * i for i in range(20)])
+    assert faults.warm_up({4: ({"split": None}, None)}, patience=3, cap=5)["split", 4] == (5, False)
+
+
+def test_a_steady_count_needs_no_more_than_patience_calls(monkeypatch):
+    scripted_faults(monkeypatch, [49156, 49160, 49150, 49156] + [49156] * 10)
+    assert faults.warm_up({4: ({"split": None}, None)}, patience=3, cap=12)["split", 4] == (4, True)
+
+
+def test_falling_ignores_small_wobbles():
+    assert faults.falling([100, 50])
+    assert not faults.falling([49156, 49150])
+    assert not faults.falling([0, 0])
+
+
+def test_the_large_block_faults_by_default_on_linux():
+    if faults.resource is None:
+        pytest.skip("no page-fault counts on this system")
+    assert faults.large_block(warmup=1, calls=2) > 1000
 
 
 def test_the_settings_are_glibcs_and_keep_freed_memory():
@@ -92,5 +170,6 @@ def test_resource_use_reports_per_call_figures_and_leaves_grad_mode_alone():
 
 def test_the_experiment_runs_both_settings_in_fresh_processes():
     found = allocator_experiment(names=("wrapper",), tokens=(4,), num_heads=2, d_out=4, repeats=3)
-    assert set(found) == set(SETTINGS)
-    assert all(set(by_key) == {("wrapper", 4)} for by_key in found.values())
+    assert set(found.probes) == set(found.large_block) == set(SETTINGS)
+    assert all(set(by_key) == {("wrapper", 4)} for by_key in found.probes.values())
+    assert all(p.warmup_calls >= 1 for by_key in found.probes.values() for p in by_key.values())

@@ -77,8 +77,19 @@ def float_mask(self, x):
     return self.out_proj(merge(self, context))
 
 
+def split_contiguous_view(self, x):
+    b, num_tokens, _ = x.shape
+    q, k, v = (
+        t.contiguous().view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        for t in self.qkv(x).split(self.d_out, dim=-1)
+    )
+    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
+    return self.out_proj(context.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out))
+
+
 @pytest.mark.parametrize(
-    "forward", [permute_is_causal, chunk_keep_mask, unflatten_movedim, float_mask]
+    "forward",
+    [permute_is_causal, chunk_keep_mask, unflatten_movedim, float_mask, split_contiguous_view],
 )
 def test_correct_forwards_in_several_styles_pass(forward):
     result = check_fused_attention(reader_class(forward))
@@ -136,6 +147,30 @@ def viewed_straight(self, x):
     )
     context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
     return self.out_proj(merge(self, context))
+
+
+def chunk_then_view(self, x):
+    b, num_tokens, _ = x.shape
+    q, k, v = (
+        t.view(b, self.num_heads, num_tokens, self.head_dim) for t in self.qkv(x).chunk(3, dim=-1)
+    )
+    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
+    return self.out_proj(merge(self, context))
+
+
+def decoy_kernel_call(self, x):
+    q, k, v = heads(self, x)
+    F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
+    n = x.shape[1]
+    scores = (q @ k.transpose(2, 3)).masked_fill(self.mask[:n, :n], -torch.inf)
+    weights = torch.dropout(torch.softmax(scores / self.head_dim**0.5, dim=-1), dropout(self), True)
+    return self.out_proj(merge(self, weights @ v))
+
+
+def decoy_kept_in_a_variable(self, x):
+    q, k, v = heads(self, x)
+    unused = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: F841
+    return step_by_step(self, x)
 
 
 def merged_without_transpose(self, x):
@@ -226,7 +261,14 @@ MISTAKES = {
     "not a tensor": returns_tuple,
     "wrong shape": heads_unmerged,
     "delegates to the book": delegates,
+    "chunk, then view": chunk_then_view,
+    "kernel result unused": decoy_kernel_call,
 }
+
+
+def test_a_decoy_kernel_call_kept_in_a_variable_is_caught_too():
+    result = check_fused_attention(reader_class(decoy_kept_in_a_variable))
+    assert not result.passed and "does not use what it returns" in result.feedback
 
 
 def message(catalogue, name):

@@ -8,7 +8,9 @@ at the top of ``mha/plots.py``).
 import ast
 import inspect
 import io
+import itertools
 import json
+import math
 import re
 import subprocess
 import sys
@@ -48,6 +50,21 @@ PUBLISHED_OKABE_ITO = {
     "#D55E00",
     "#CC79A7",
 }
+#: Paul Tol, "Colour schemes" (SRON/EPS/TN/09-002, 2021), the "muted" scheme: where the
+#: benchmark's implementations take their colours (``plots_bench.IMPLEMENTATION_PALETTE``).
+PUBLISHED_TOL_MUTED = {
+    "#CC6677",
+    "#332288",
+    "#DDCC77",
+    "#117733",
+    "#88CCEE",
+    "#882255",
+    "#44AA99",
+    "#999933",
+    "#AA4499",
+}
+#: Which published palette each drawing module may take hex colours from.
+PALETTES = {"plots_bench.py": PUBLISHED_OKABE_ITO | PUBLISHED_TOL_MUTED}
 COLOUR_ARGUMENTS = {
     "c",
     "color",
@@ -79,12 +96,8 @@ def colour_strings(tree):
                     yield node.value.lineno, leaf.value
 
 
-def allowed(colour):
-    return (
-        colour.upper() in PUBLISHED_OKABE_ITO
-        or colour.lower() in NEUTRALS
-        or colour == HEATMAP_CMAP
-    )
+def allowed(colour, palette=PUBLISHED_OKABE_ITO):
+    return colour.upper() in palette or colour.lower() in NEUTRALS or colour == HEATMAP_CMAP
 
 
 def test_the_palette_is_okabe_ito():
@@ -99,6 +112,27 @@ def test_head_h_is_the_palettes_hth_hue_and_the_first_seven_heads_all_differ():
     assert "#000000" not in HEAD_COLOURS, "black is for what is not a head (dots, implementations)"
 
 
+def lab(colour):
+    """CIELAB (D65) coordinates of ``colour``: distances there follow what the eye sees."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
+    x, y, z = (
+        sum(w * c for w, c in zip(row, linear, strict=True)) / white
+        for row, white in (
+            ((0.4124, 0.3576, 0.1805), 0.9505),
+            ((0.2126, 0.7152, 0.0722), 1.0),
+            ((0.0193, 0.1192, 0.9505), 1.089),
+        )
+    )
+    fx, fy, fz = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in (x, y, z))
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def contrast_on_white(colour):
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    return 1.05 / (luminance + 0.05)
+
+
 def test_implementations_never_share_a_colour_with_a_head_and_each_has_its_own_look():
     head_rgbs = {to_rgb(c) for c in HEAD_COLOURS}
     styles = plots_bench.IMPLEMENTATION_STYLES
@@ -108,10 +142,26 @@ def test_implementations_never_share_a_colour_with_a_head_and_each_has_its_own_l
         for name, (colour, marker) in styles.items()
     ]
     assert len({look[1] for look in looks}) == len(looks), "each implementation needs its marker"
-    assert len({(look[0], look[2]) for look in looks}) == len(looks), "and its colour and line"
+    assert len({look[2] for look in looks}) == len(looks), "and its line style"
+    assert len({look[0] for look in looks}) == len(looks), "and its colour"
     assert all(
         plots_bench.implementation_colour(name) == style[0] for name, style in styles.items()
     )
+
+
+def test_implementation_colours_are_far_from_every_head_colour_and_from_each_other():
+    palette = plots_bench.IMPLEMENTATION_PALETTE
+    assert {colour for colour, _ in plots_bench.IMPLEMENTATION_STYLES.values()} <= set(palette)
+    for colour in palette:
+        nearest = min(math.dist(lab(colour), lab(head)) for head in HEAD_COLOURS)
+        assert nearest >= 20, f"{colour} is {nearest:.0f} CIELAB units from a head colour"
+    for a, b in itertools.combinations(palette, 2):
+        assert math.dist(lab(a), lab(b)) >= 25, f"{a} and {b} are too alike"
+
+
+def test_implementation_colours_stand_out_on_the_white_figures_keep_in_the_dark_theme():
+    low = {c: contrast_on_white(c) for c in plots_bench.IMPLEMENTATION_PALETTE}
+    assert all(ratio >= 3 for ratio in low.values()), low
 
 
 def test_heatmaps_use_cividis():
@@ -121,11 +171,10 @@ def test_heatmaps_use_cividis():
 @pytest.mark.parametrize("module", PLOTS, ids=lambda p: p.name)
 def test_the_plots_use_no_colour_outside_the_palette(module):
     source = module.read_text()
+    palette = PALETTES.get(module.name, PUBLISHED_OKABE_ITO)
     hex_codes = set(re.findall(r"#[0-9A-Fa-f]{6}\b", source))
-    assert {c.upper() for c in hex_codes} <= PUBLISHED_OKABE_ITO, (
-        f"colours outside Okabe–Ito: {hex_codes}"
-    )
-    stray = [(line, c) for line, c in colour_strings(ast.parse(source)) if not allowed(c)]
+    assert {c.upper() for c in hex_codes} <= palette, f"colours outside the palette: {hex_codes}"
+    stray = [(line, c) for line, c in colour_strings(ast.parse(source)) if not allowed(c, palette)]
     assert not stray, f"{module.name} draws outside the palette (line, colour): {stray}"
 
 

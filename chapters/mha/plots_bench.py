@@ -1,10 +1,11 @@
 """The benchmark's figures: chapter 5's plots and the PNG that ``python -m mha.bench`` saves.
 
-They follow the rules at the top of ``mha.plots``: phone-legible, and implementations in black
-and greys, told apart by marker and line style (``IMPLEMENTATION_STYLES``), so that no
-implementation is taken for a head. This module imports ``mha.bench``'s ``timing`` and
-``comparison``; of the benchmark package only the command line (``mha.bench.__main__``) imports
-it, so imports run one way.
+They follow the rules at the top of ``mha.plots``: phone-legible, and no implementation in a
+head's colour. Implementations are told apart three ways at once, by colour, marker and line
+style (``IMPLEMENTATION_STYLES``, ``IMPLEMENTATION_LINESTYLES``), so that the lines separate at
+a phone's 342 px, in print, and for colour-blind readers. This module imports ``mha.bench``'s
+``timing`` and ``comparison``; of the benchmark package only the command line
+(``mha.bench.__main__``) imports it, so imports run one way.
 """
 
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
@@ -13,16 +14,27 @@ from . import plots
 from .bench.comparison import ratios, select
 from .bench.timing import LABELS, TIMED
 
+#: The implementations' colours: black and the dark colours of Paul Tol's "muted" scheme
+#: (colour-blind safe). Each is at least 20 CIELAB units from every head colour (Okabe–Ito) and
+#: has at least 3:1 contrast on the white the figures keep in the dark theme. ``#CC6677`` (rose)
+#: is the one left for an implementation still to come.
+IMPLEMENTATION_PALETTE = (
+    "#000000",
+    "#332288",
+    "#882255",
+    "#117733",
+    "#AA4499",
+    "#999933",
+    "#CC6677",
+)
 #: One colour, marker and line style per implementation, the same in every figure of the book.
-#: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
-#: by marker and line style: a reader never takes an implementation for a head.
 IMPLEMENTATION_STYLES = {
-    "wrapper": ("black", "o"),
-    "split": ("black", "s"),
-    "combined_qkv": ("dimgrey", "^"),
-    "fused": ("dimgrey", "D"),
-    "torch_mha": ("grey", "x"),
-    "torch_mha_nofast": ("grey", "+"),
+    "wrapper": ("#000000", "o"),
+    "split": ("#332288", "s"),
+    "combined_qkv": ("#882255", "^"),
+    "fused": ("#117733", "D"),
+    "torch_mha": ("#AA4499", "x"),
+    "torch_mha_nofast": ("#999933", "+"),
 }
 IMPLEMENTATION_LINESTYLES = {
     "wrapper": "solid",
@@ -30,7 +42,7 @@ IMPLEMENTATION_LINESTYLES = {
     "combined_qkv": "dotted",
     "fused": "dashdot",
     "torch_mha": (0, (6, 2)),
-    "torch_mha_nofast": (0, (1, 3)),
+    "torch_mha_nofast": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
 }
 
 
@@ -52,6 +64,8 @@ def _implementation_line(ax, name, xs, ys):
         linestyle=IMPLEMENTATION_LINESTYLES[name],
         label=LABELS[name],
         linewidth=2,
+        markersize=7,
+        markeredgewidth=2,  # the thin "x" and "+" stay visible at a phone's 342 px
     )
 
 
@@ -150,7 +164,8 @@ def _draw_throughput(ax, rows):
     tokens = [r.num_tokens for r in select(rows, "tokens", "wrapper")]
     ax.set_xscale("log", base=2)
     ax.set_xticks(tokens, [str(t) for t in tokens])
-    ax.set_ylim(0, ceiling * 1.3)
+    highest = max(r.gflops for r in rows if r.sweep == "tokens")
+    ax.set_ylim(0, max(ceiling * 1.3, highest * 1.1))  # no line leaves the plot
     ax.set_xlabel("num_tokens (log scale)")
     ax.set_ylabel("achieved GFLOP/s\n(matmul FLOPs / median time)")
     ax.set_title("Achieved throughput vs the matmul ceiling")

@@ -8,20 +8,29 @@ Imports run one way, from the bottom of this list to the top:
 - ``timing``: the modules, the timer, the sweeps and their ``Row``s;
 - ``usage``: CPU time and page faults per call, from ``resource.getrusage``.
 
+Adding an implementation (chapter 7's ``tiled``): register its class in
+``variants.IMPLEMENTATIONS`` (``timing.TIMED`` follows), give it a label and a column heading in
+``timing.LABELS`` and ``timing.COLUMNS``, and a colour, marker and line style in
+``plots_bench.IMPLEMENTATION_STYLES`` and ``IMPLEMENTATION_LINESTYLES`` (the palette keeps one
+colour for it). Chapter 5 keeps timing its own six (``timing.CHAPTER_5``).
+
 ``__main__`` is the command line (``python -m mha.bench --help``); the figures are in
 ``mha.plots_bench``. This file only gathers the names chapters and tests use, so that
 ``from mha.bench import ...`` reaches all of them.
 """
 
 from .comparison import (
+    SPREAD_WORDS,
     TARGETS,
     Target,
+    causal_block_prediction,
     check_targets,
     compare,
     overhead_crossover,
     part_of_whole,
     ratios,
     report_targets,
+    score_steps,
     select,
     target_verdict,
     time_causal_attention,
@@ -30,13 +39,23 @@ from .comparison import (
 from .faults import (
     KEEP_FREED_MEMORY,
     SETTINGS,
+    Experiment,
     Probe,
     allocator_experiment,
     allocator_table,
     allocator_verdict,
 )
-from .report import markdown, method_note, speedup_lines, summary, timing_tables, usage_table
+from .report import (
+    markdown,
+    method_note,
+    phone_tables,
+    speedup_lines,
+    summary,
+    timing_tables,
+    usage_table,
+)
 from .timing import (
+    CHAPTER_5,
     COLUMNS,
     CSV_COLUMNS,
     FULL,
@@ -61,6 +80,7 @@ from .timing import (
 from .usage import Usage, resource_use
 
 __all__ = [
+    "CHAPTER_5",
     "COLUMNS",
     "CSV_COLUMNS",
     "FULL",
@@ -69,8 +89,10 @@ __all__ = [
     "LABELS",
     "QUICK",
     "SETTINGS",
+    "SPREAD_WORDS",
     "TARGETS",
     "TIMED",
+    "Experiment",
     "FastPathOff",
     "Probe",
     "Row",
@@ -81,6 +103,7 @@ __all__ = [
     "allocator_experiment",
     "allocator_table",
     "allocator_verdict",
+    "causal_block_prediction",
     "check_targets",
     "compare",
     "flop_breakdown",
@@ -91,11 +114,13 @@ __all__ = [
     "overhead_crossover",
     "part_of_whole",
     "pass_flops",
+    "phone_tables",
     "prepare",
     "ratios",
     "report_targets",
     "resource_use",
     "run_sweep",
+    "score_steps",
     "select",
     "speedup_lines",
     "summary",

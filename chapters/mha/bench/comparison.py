@@ -36,6 +36,33 @@ def _attention_case(batch, num_heads, num_tokens, head_dim, device):
     return modules, qkv  # qkv: (3, b, num_heads, num_tokens, head_dim)
 
 
+#: Key and query block sizes of PyTorch's CPU flash-attention kernel (``FlashAttentionKernel.cpp``
+#: in ATen's ``native/cpu``): keys in blocks of 512 (all keys when there are fewer); queries in
+#: blocks of 256 from 768 tokens up, of 64 from 192, else of 32.
+KEY_BLOCK = 512
+
+
+def query_block(num_tokens):
+    """The query block size of PyTorch's CPU flash kernel at ``num_tokens`` queries."""
+    return 256 if num_tokens >= 768 else 64 if num_tokens >= 192 else 32
+
+
+def causal_block_prediction(num_tokens):
+    """``(skipped, pairs, predicted causal / full time)`` for the CPU flash kernel.
+
+    The kernel walks (query block, key block) pairs. With ``is_causal`` it stops a query block's
+    walk at the first key block that starts after the block's last query, so it skips only
+    pairs that the mask hides entirely. If time follows the pairs computed, the causal call
+    takes ``(pairs - skipped) / pairs`` of the full call's time.
+    """
+    q_block, k_block = query_block(num_tokens), min(KEY_BLOCK, num_tokens)
+    q_starts = range(0, num_tokens, q_block)
+    k_starts = range(0, num_tokens, k_block)
+    skipped = sum(k >= min(q + q_block, num_tokens) for q in q_starts for k in k_starts)
+    pairs = len(q_starts) * len(k_starts)
+    return skipped, pairs, (pairs - skipped) / pairs
+
+
 def time_causal_attention(sweep, tokens, *, device="cpu"):
     """``{num_tokens: {"causal": Timing, "full": Timing}}`` for the fused kernel alone.
 
@@ -58,9 +85,50 @@ def time_causal_attention(sweep, tokens, *, device="cpu"):
     return dict(zip(tokens, timings, strict=True))
 
 
+class ScoresProduct(nn.Module):
+    """The split's scores step alone: all heads' ``queries @ keys.T`` in one batched product."""
+
+    def forward(self, inputs):
+        queries, keys, _ = inputs  # each (b, num_heads, num_tokens, head_dim)
+        return queries @ keys.transpose(2, 3)  # (b, num_heads, num_tokens, num_tokens)
+
+
+class MaskScaleSoftmax(nn.Module):
+    """The split's steps between the two products: causal mask, scale, softmax, all heads."""
+
+    def forward(self, inputs):
+        queries, _, scores = inputs  # scores: (b, num_heads, num_tokens, num_tokens)
+        n = scores.shape[-1]
+        future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(future, -torch.inf)
+        return torch.softmax(scores / queries.shape[-1] ** 0.5, dim=-1)
+
+
+def score_steps(batch, num_tokens, d_out, num_heads, device="cpu"):
+    """A case for ``time_in_rounds``: the split's two score steps at ``num_heads`` heads.
+
+    The same ``d_out`` split into more heads leaves the scores product's FLOPs unchanged and
+    multiplies the scores that the mask, the scale and the softmax handle by ``num_heads``.
+    """
+    torch.manual_seed(0)
+    head_dim = d_out // num_heads
+    queries, keys = torch.randn(2, batch, num_heads, num_tokens, head_dim, device=device)
+    scores = queries @ keys.transpose(2, 3)  # (b, num_heads, num_tokens, num_tokens)
+    modules = {"scores": ScoresProduct(), "softmax": MaskScaleSoftmax()}
+    return modules, (queries, keys, scores)
+
+
 # ---------------------------------------------------------------------------------------------
 # Verdicts that know the measurements' spread
 # ---------------------------------------------------------------------------------------------
+
+
+#: How each verdict of ``compare`` reads in a sentence, with what decided it.
+SPREAD_WORDS = {
+    "faster": "faster, beyond the measured spread",
+    "slower": "slower, beyond the measured spread",
+    "inconclusive": "inconclusive (within the measured spread)",
+}
 
 
 def compare(a, b):
@@ -68,8 +136,11 @@ def compare(a, b):
 
     ``a`` and ``b`` are anything with ``low_ms`` and ``high_ms`` (a ``Row``, a ``Timing``): the
     quartiles of their timed blocks. Only when the two ranges do not overlap does the run tell
-    the times apart; otherwise the difference is within the measured spread.
+    the times apart; otherwise the difference is within the measured spread. A measurement of a
+    single block (``blocks`` below 2, when it says) has no spread to judge by: inconclusive.
     """
+    if min(getattr(a, "blocks", 2), getattr(b, "blocks", 2)) < 2:
+        return "inconclusive"
     if a.high_ms < b.low_ms:
         return "faster"
     if a.low_ms > b.high_ms:

@@ -3,19 +3,31 @@
 ``allocator_experiment`` re-runs ``usage.resource_use``'s measurements in two fresh Python
 processes that differ only in glibc's malloc settings: the default, and ``KEEP_FREED_MEMORY``,
 which tells glibc to serve every block from its heap (never from a fresh ``mmap``) and to keep
-freed memory instead of returning it to the kernel. If a module's page faults and system time
-come from large blocks mapped and unmapped on every call, they vanish under
-``KEEP_FREED_MEMORY``. Running it in subprocesses leaves the reader's own process alone.
+freed memory instead of returning it to the kernel. Running it in subprocesses leaves the
+reader's own process alone.
+
+What the settings change is more than the fault count. By default glibc maps a block anew
+when it is larger than its mmap threshold; the threshold starts at 128 KiB and rises to the
+size of each mapped block that is freed, up to 32 MiB on 64-bit systems. A freshly mapped page
+faults on its first touch and the kernel zero-fills it. Under the settings a freed block stays
+with the process and the next call reuses it, still warm in the caches. So the experiment
+changes faults, zero-filling and reuse together, and its verdict says only that.
+
+Each process first checks that its C library honours the settings at all (``large_block``:
+a block over the largest threshold faults on every allocation by default, and stops faulting
+under the settings). Then it warms every module up until its page faults per call stop
+falling (the heap grows during the first calls), with a cap, and only then times single calls:
+the ``Probe`` holds what the timed calls measured, nothing from the warm-up.
 ``allocator_table`` and ``allocator_verdict`` say what the two processes measured.
 """
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,21 +35,37 @@ import torch
 
 from .comparison import compare
 from .timing import prepare
-from .usage import resource_use
+from .usage import resource, resource_use
 
 #: glibc's malloc: never serve a block with mmap, and never give freed memory back (trim) below
 #: 100 GB. Each name is read once, when a process starts, so it must be set before Python runs.
 KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}
 SETTINGS = ("default", "keep freed memory")
+#: The settings' names in the experiment's table, short enough for a phone.
+SHORT = {"default": "default", "keep freed memory": "kept"}
 #: What each process of the experiment runs (``main`` reads the options that follow it). Not
 #: ``-m mha.bench.faults``: the package imports this module before ``-m`` would run it again.
 PROBE_COMMAND = "from mha.bench.faults import main; raise SystemExit(main())"
+#: The block that tells whether the C library honours the settings: twice glibc's largest mmap
+#: threshold on 64-bit systems (32 MiB), so by default it is mapped, and faults, every time.
+LARGE_BLOCK_MIB = 64
+#: Uncounted allocations of the large block. Under the settings the heap grows during the first
+#: few (five on glibc 2.36 with torch 2.13), and each of those faults on every page.
+LARGE_BLOCK_WARMUP = 10
+#: Warm-up rounds stop when no module's faults per call fell in the last PATIENCE rounds, or
+#: after WARMUP_CAP rounds, whichever comes first.
+PATIENCE = 3
+WARMUP_CAP = 12
 
 
 @dataclass(frozen=True)
 class Probe:
-    """One module at one length in one process: the quartiles of single calls' wall times,
-    and the medians of their CPU times and page faults."""
+    """One module at one length in one process, over its timed calls only: the quartiles of
+    single calls' wall times, and the medians of their CPU times and page faults.
+
+    ``warmup_calls`` untimed calls came first; ``steady`` says that the faults per call had
+    stopped falling by then (``False``: the cap ended the warm-up).
+    """
 
     name: str
     num_tokens: int
@@ -47,27 +75,105 @@ class Probe:
     user_ms: float
     sys_ms: float
     minor_faults: float
+    warmup_calls: int = 0
+    steady: bool = True
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """What the two processes measured: ``probes[setting][(name, num_tokens)]``, and the page
+    faults per allocation of a ``LARGE_BLOCK_MIB`` block (``large_block[setting]``)."""
+
+    probes: dict
+    large_block: dict
+
+    def honoured(self):
+        """Whether the settings did what they are for: the large block faults by default and
+        stops faulting under them. ``None`` when this system counts no page faults."""
+        default, kept = (self.large_block[s] for s in SETTINGS)
+        if math.isnan(default) or math.isnan(kept):
+            return None
+        return default >= 1 and kept <= default / 10
 
 
 def _quartiles(values):
+    if len(values) == 1:
+        return values * 3
     low, median, high = statistics.quantiles(values, n=4, method="inclusive")
     return low, median, high
 
 
+def large_block(warmup=LARGE_BLOCK_WARMUP, calls=4):
+    """Page faults per allocation of a ``LARGE_BLOCK_MIB`` block that is written, then freed
+    (``nan`` where the system counts no page faults), over ``calls`` allocations.
+
+    ``warmup`` allocations come first and are not counted: under the settings the heap grows
+    during the first few, each of which faults on every page.
+    """
+    if resource is None:
+        return math.nan
+
+    def allocate():
+        torch.empty(LARGE_BLOCK_MIB * 2**20 // 4).fill_(1.0)  # 4-byte floats, every page written
+
+    for _ in range(warmup):
+        allocate()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        allocate()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
+def falling(faults):
+    """Whether the last of ``faults`` (per call, oldest first) is lower than every one before
+    it by more than the wobble of a steady count (1 %, and at least 16 pages)."""
+    if len(faults) < 2:
+        return False
+    low = min(faults[:-1])
+    return faults[-1] < low - max(0.01 * low, 16)
+
+
+def warm_up(cases, patience=PATIENCE, cap=WARMUP_CAP):
+    """Call every module of every case in rounds until no module's faults per call are still
+    falling; return ``{(name, num_tokens): (calls, steady)}``.
+
+    A module is steady when none of its last ``patience`` calls was ``falling``. ``cap`` rounds
+    at most: ``steady`` is ``False`` for a module whose faults were still falling then.
+    """
+    faults = {(n, t): [] for t, (modules, _) in cases.items() for n in modules}
+    rounds = 0
+
+    def steady(key):
+        seen = faults[key]
+        return len(seen) > patience and not any(
+            falling(seen[: len(seen) - k]) for k in range(patience)
+        )
+
+    while rounds < cap and not (rounds and all(map(steady, faults))):
+        for t, (modules, x) in cases.items():
+            for name, module in modules.items():
+                faults[name, t].append(resource_use(module, x, 1, warm_up=False).minor_faults)
+        rounds += 1
+    return {key: (rounds, steady(key)) for key in faults}
+
+
 def probe(names, tokens, num_heads, d_out, repeats):
-    """A ``Probe`` for every module in ``names`` at every length, from ``repeats`` single calls.
+    """A ``Probe`` for every module in ``names`` at every length, from ``repeats`` single calls
+    after ``warm_up``.
 
     The calls interleave: each repeat visits every length and every module once.
     """
     cases = {t: prepare(names, 1, t, d_out, num_heads) for t in tokens}
+    warmed = warm_up(cases)
     samples = {(n, t): [] for t in tokens for n in names}
     for _ in range(repeats):
         for t, (modules, x) in cases.items():
             for name, module in modules.items():
-                samples[name, t].append(resource_use(module, x, 1))
+                samples[name, t].append(resource_use(module, x, 1, warm_up=False))
     probes = []
     for (name, t), usages in samples.items():
         low, median, high = _quartiles([u.wall_ms for u in usages])
+        calls, steady = warmed[name, t]
         probes.append(
             Probe(
                 name,
@@ -78,6 +184,8 @@ def probe(names, tokens, num_heads, d_out, repeats):
                 statistics.median(u.user_ms for u in usages),
                 statistics.median(u.sys_ms for u in usages),
                 statistics.median(u.minor_faults for u in usages),
+                warmup_calls=calls,
+                steady=steady,
             )
         )
     return probes
@@ -86,11 +194,12 @@ def probe(names, tokens, num_heads, d_out, repeats):
 def allocator_experiment(
     names=("wrapper", "split"), tokens=(512, 1024), num_heads=12, d_out=192, repeats=5
 ):
-    """``{setting: {(name, num_tokens): Probe}}`` from two fresh processes, one per setting.
+    """An ``Experiment`` from two fresh processes, one per setting.
 
-    Both processes run ``probe`` with the same arguments, one torch thread each, at the same
-    time: on a machine with two free cores neither slows the other much, and a burst of load
-    from elsewhere slows both. The second has ``KEEP_FREED_MEMORY`` in its environment.
+    Both processes run ``large_block`` and ``probe`` with the same arguments, one torch thread
+    each, at the same time: on a machine with two free cores neither slows the other much, and
+    a burst of load from elsewhere slows both. The second has ``KEEP_FREED_MEMORY`` in its
+    environment.
     """
     chapters = Path(__file__).resolve().parents[2]
     base = {k: v for k, v in os.environ.items() if k not in KEEP_FREED_MEMORY}
@@ -123,75 +232,126 @@ def allocator_experiment(
         )
         for setting, extra in zip(SETTINGS, ({}, KEEP_FREED_MEMORY), strict=True)
     }
-    results = {}
+    probes, large = {}, {}
     for setting, process in running.items():
         out, err = process.communicate()
         if process.returncode:
             raise RuntimeError(f"the {setting!r} process failed:\n{err}")
-        results[setting] = {(p["name"], p["num_tokens"]): Probe(**p) for p in json.loads(out)}
-    return results
+        found = json.loads(out)
+        large[setting] = found["large_block_faults"]
+        probes[setting] = {(p["name"], p["num_tokens"]): Probe(**p) for p in found["probes"]}
+    return Experiment(probes, large)
 
 
-def allocator_table(results):
-    """A text table: per module and length, wall ms, system ms and page faults per call."""
-    lines = [f"{'module':<9}{'tokens':>7}{'setting':>19}{'ms':>9}{'sys ms':>9}{'faults':>9}"]
-    for key in results[SETTINGS[0]]:
+def allocator_table(experiment):
+    """Text tables of at most 44 characters a line: the large block's faults per allocation,
+    then per module and length the median wall ms, system ms and page faults per timed call."""
+    lines = [f"{LARGE_BLOCK_MIB} MiB block, page faults per allocation:"]
+    lines += [f"{SHORT[s]:<9}{experiment.large_block[s]:>10,.0f}" for s in SETTINGS]
+    lines += ["", f"{'module':<7}{'tokens':>7}{'malloc':>8}{'ms':>7}{'sys':>6}{'faults':>8}"]
+    for key in experiment.probes[SETTINGS[0]]:
         for setting in SETTINGS:
-            p = results[setting][key]
+            p = experiment.probes[setting][key]
             lines.append(
-                f"{p.name:<9}{p.num_tokens:>7}{setting:>19}{p.median_ms:>9.1f}"
-                f"{p.sys_ms:>9.1f}{p.minor_faults:>9,.0f}"
+                f"{p.name:<7}{p.num_tokens:>7}{SHORT[setting]:>8}{p.median_ms:>7.1f}"
+                f"{p.sys_ms:>6.1f}{p.minor_faults:>8,.0f}"
             )
+    warmups = ", ".join(
+        f"{SHORT[s]} {max(p.warmup_calls for p in experiment.probes[s].values())}" for s in SETTINGS
+    )
+    lines += ["", f"warm-up calls per module: {warmups}"]
     return "\n".join(lines)
 
 
-def allocator_verdict(results, name="split", reference="wrapper"):
-    """The experiment's conclusion for ``name`` at each length, in sentences of at most 79 chars.
+def _times(before, after):
+    change = compare(after, before)
+    if change == "inconclusive":
+        return (
+            f"its time went from {before.median_ms:.1f} to {after.median_ms:.1f} ms, "
+            "a change within the spread of single calls: inconclusive."
+        )
+    word = "faster" if change == "faster" else "slower"
+    return (
+        f"its time went from {before.median_ms:.1f} to {after.median_ms:.1f} ms: {word}, "
+        "beyond the spread of single calls."
+    )
 
-    Noise-aware: a time difference counts only when the quartile ranges do not overlap
-    (``comparison.compare``); the reference is timed in the same process. The conclusion is drawn
-    from what this run measured, whatever that is.
+
+def _against(after, ref, name, reference):
+    against = {
+        "faster": "faster than",
+        "slower": "slower than",
+        "inconclusive": "not told apart from",
+    }[compare(after, ref)]
+    return (
+        f"Under the settings the {name} was {against} the {reference} in the same process "
+        f"({after.median_ms:.1f} against {ref.median_ms:.1f} ms)."
+    )
+
+
+def allocator_verdict(experiment, name="split", reference="wrapper"):
+    """``{title: sentence}``: what the experiment shows, first about the C library, then for
+    ``name`` at each length (e.g. ``"1024 tokens:"``).
+
+    Noise-aware: a time difference counts only when the quartile ranges of single calls do not
+    overlap (``comparison.compare``); the reference is timed in the same process. The verdict
+    says what this run measured and no more: the settings change where the memory comes from
+    (faults, zero-filling and reuse together), not just the fault count.
     """
-    default, kept = (results[s] for s in SETTINGS)
-    paragraphs = []
+    default, kept = (experiment.probes[s] for s in SETTINGS)
+    large = {s: f"{experiment.large_block[s]:,.0f}" for s in SETTINGS}
+    honoured = experiment.honoured()
+    if honoured is None:
+        return {"This system:": "it counts no page faults, so the experiment tests nothing here."}
+    if experiment.large_block[SETTINGS[0]] < 1:
+        return {
+            "The C library:": (
+                f"by default it already reuses a freed {LARGE_BLOCK_MIB} MiB block (0 page "
+                "faults per allocation), so the settings have nothing to change and the "
+                "experiment tests nothing here."
+            )
+        }
+    if not honoured:
+        return {
+            "The C library:": (
+                f"it ignored the settings: a {LARGE_BLOCK_MIB} MiB block faulted "
+                f"{large[SETTINGS[0]]} times per allocation by default and {large[SETTINGS[1]]} "
+                "times under them. The settings are glibc's; this C library is another, so "
+                "the experiment tests nothing here."
+            )
+        }
+    found = {
+        "The C library:": (
+            f"it honoured the settings: a {LARGE_BLOCK_MIB} MiB block faulted "
+            f"{large[SETTINGS[0]]} times per allocation by default and {large[SETTINGS[1]]} "
+            "times under them."
+        )
+    }
     for (n, t), before in default.items():
         if n != name:
             continue
         after, ref = kept[n, t], kept[reference, t]
         if before.minor_faults < 1:
-            text = f"the {name} had no page faults to remove."
-        elif after.minor_faults > before.minor_faults / 10:
-            text = (
-                "the settings did not remove the page faults (is the C library glibc?), "
-                "so the experiment tests nothing here."
-            )
+            text = f"the {name} had no page faults per call to remove. " + _times(before, after)
         else:
-            change = compare(after, before)
-            if change == "faster":
-                text = (
-                    f"without page faults the {name} took {after.median_ms:.1f} ms "
-                    f"instead of {before.median_ms:.1f} ms."
-                )
-            else:
-                text = (
-                    f"the page faults are gone, but the {name}'s time change is "
-                    f"{change} within the spread."
-                )
-            against = {
-                "faster": "faster than",
-                "slower": "slower than",
-                "inconclusive": "not told apart from",
-            }[compare(after, ref)]
-            text += (
-                f" With them gone it was {against} the {reference} in the same process "
-                f"({after.median_ms:.1f} against {ref.median_ms:.1f} ms)."
+            text = (
+                f"the settings took the {name}'s page faults from {before.minor_faults:,.0f} "
+                f"to {after.minor_faults:,.0f} per call, and " + _times(before, after)
             )
-        paragraphs.append(textwrap.fill(f"{t} tokens: {text}", 79, subsequent_indent="  "))
-    return "\n".join(paragraphs)
+            text += " " + _against(after, ref, name, reference)
+        unsteady = [p for p in (before, after) if not p.steady]
+        if unsteady:
+            text += (
+                f" Its page faults were still falling after {unsteady[0].warmup_calls} warm-up "
+                "calls (the cap), so these calls may not show the steady state."
+            )
+        found[f"{t} tokens:"] = text
+    return found
 
 
 def main(argv=None):
-    """Print ``probe``'s results as JSON: what ``allocator_experiment`` runs in each process."""
+    """Print ``large_block``'s and ``probe``'s results as JSON: what ``allocator_experiment``
+    runs in each process."""
     parser = argparse.ArgumentParser(prog="mha.bench.faults", description=main.__doc__)
     parser.add_argument("--names", nargs="+", required=True)
     parser.add_argument("--tokens", nargs="+", type=int, required=True)
@@ -202,6 +362,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    large = large_block()
     probes = probe(args.names, args.tokens, args.heads, args.d_out, args.repeats)
-    print(json.dumps([p.__dict__ for p in probes]))
+    print(json.dumps({"large_block_faults": large, "probes": [p.__dict__ for p in probes]}))
     return 0

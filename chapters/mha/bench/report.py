@@ -1,5 +1,6 @@
 """The benchmark's results as text: tables for the chapter and the terminal, Markdown for the
-README. Every line is at most 79 characters, so that it reads on a phone."""
+README. Sentences wrap at 79 characters (the chapter shows them in boxes that wrap on any
+screen); the chapter's tables keep to ``PHONE`` characters, what a phone's output box shows."""
 
 import datetime
 import textwrap
@@ -8,6 +9,10 @@ from .comparison import overhead_crossover, ratios, select, verdicts
 from .timing import COLUMNS, TIMED
 
 WIDTH = 79
+#: Characters a 390 px phone shows in one line of an output box.
+PHONE = 44
+#: Implementations per table in the chapter's tables, so that a line stays within PHONE.
+PER_TABLE = 3
 
 
 def _key(sweep):
@@ -19,7 +24,10 @@ def _names(rows, sweep):
 
 
 def table(rows, sweep, value="median_ms", fmt="{:.3f}", names=None):
-    """A text table of ``value`` per implementation (columns) at each configuration of ``sweep``."""
+    """A text table of ``value`` per implementation (columns) at each configuration of ``sweep``.
+
+    Each line is 10 + 11 characters per implementation: three fit a phone (``phone_tables``).
+    """
     key = _key(sweep)
     names = names or _names(rows, sweep)
     keys = [getattr(r, key) for r in select(rows, sweep, names[0])]
@@ -44,7 +52,8 @@ def method_note(rows, sweep):
     capped = [r for r in rows if r.capped]
     rounds = min(r.rounds for r in rows)
     text = (
-        f"Each median is taken over at least {fewest.blocks} timed blocks (the fewest: "
+        f"Each median is taken over at least {fewest.blocks} timed "
+        f"{'block' if fewest.blocks == 1 else 'blocks'} (the fewest: "
         f"{fewest.implementation}, num_tokens {fewest.num_tokens}, num_heads {fewest.num_heads}). "
     )
     if rounds < sweep.rounds:
@@ -66,35 +75,46 @@ def method_note(rows, sweep):
     return textwrap.fill(text, WIDTH)
 
 
-def timing_tables(rows, sweep):
-    """The medians of both sweeps as two text tables, and ``method_note``."""
+def phone_tables(rows, sweep, value="median_ms", fmt="{:.3f}"):
+    """``table`` for every implementation, ``PER_TABLE`` at a time, one under the other."""
+    names = _names(rows, sweep)
+    groups = [names[i : i + PER_TABLE] for i in range(0, len(names), PER_TABLE)]
+    return "\n\n".join(table(rows, sweep, value, fmt, group) for group in groups)
+
+
+def timing_tables(rows):
+    """The medians of both sweeps as text tables a phone shows whole (``phone_tables``).
+
+    ``method_note`` says how many blocks and rounds stand behind them.
+    """
     heads_tokens = select(rows, "heads", "wrapper")[0].num_tokens
     tokens_heads = select(rows, "tokens", "wrapper")[0].num_heads
     what = _what(rows)
     return "\n".join(
         [
-            f"median ms per {what} vs num_heads ({heads_tokens} tokens):",
-            table(rows, "heads"),
+            f"median ms per {what},",
+            f"vs num_heads ({heads_tokens} tokens):",
+            phone_tables(rows, "heads"),
             "",
-            f"median ms per {what} vs num_tokens ({tokens_heads} heads):",
-            table(rows, "tokens"),
-            "",
-            method_note(rows, sweep),
+            f"median ms per {what},",
+            f"vs num_tokens ({tokens_heads} heads):",
+            phone_tables(rows, "tokens"),
         ]
     )
 
 
 def usage_table(rows, num_tokens):
-    """CPU time in user mode and in the kernel, and page faults, per pass at ``num_tokens``."""
+    """Median wall time, CPU time in user mode and in the kernel, and page faults, per pass at
+    ``num_tokens``: at most ``PHONE`` characters a line."""
     found = [r for r in rows if r.sweep == "tokens" and r.num_tokens == num_tokens]
     lines = [
         f"at {num_tokens} tokens, per {_what(rows)}:",
-        f"{'':<11}{'median ms':>11}{'user ms':>11}{'sys ms':>11}{'page faults':>13}",
+        f"{'':<11}{'ms':>8}{'user ms':>8}{'sys ms':>8}{'faults':>9}",
     ]
     for r in found:
         lines.append(
-            f"{COLUMNS[r.implementation]:<11}{r.median_ms:>11.2f}{r.user_ms:>11.2f}"
-            f"{r.sys_ms:>11.2f}{r.minor_faults:>13,.0f}"
+            f"{COLUMNS[r.implementation]:<11}{r.median_ms:>8.2f}{r.user_ms:>8.2f}"
+            f"{r.sys_ms:>8.2f}{r.minor_faults:>9,.0f}"
         )
     return "\n".join(lines)
 
@@ -113,9 +133,9 @@ def summary(rows):
         f"batch {first.batch}, d_in = d_out = {first.d_out}, timed: {first.timed}",
         f"matmul ceiling (large torch.mm): {first.ceiling_gflops:.1f} GFLOP/s",
         "",
-        table(rows, "heads"),
+        phone_tables(rows, "heads"),
         "",
-        table(rows, "tokens"),
+        phone_tables(rows, "tokens"),
         "",
         "wrapper time / split time (and whether the split was faster beyond the spread):",
         *speedup_lines(rows),
@@ -128,7 +148,7 @@ def summary(rows):
     lines += [
         "",
         "achieved GFLOP/s vs num_tokens:",
-        table(rows, "tokens", "gflops", "{:.1f}"),
+        phone_tables(rows, "tokens", "gflops", "{:.1f}"),
         "",
         usage_table(rows, max(r.num_tokens for r in rows)),
     ]

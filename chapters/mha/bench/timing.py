@@ -22,6 +22,7 @@ Judging the times (``comparison``), the text reports (``report``) and the alloca
 import contextlib
 import csv
 import dataclasses
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -38,8 +39,13 @@ from ..variants import IMPLEMENTATIONS, equivalent_modules
 from .usage import resource_use
 
 #: Everything the benchmark times: the book's implementations, and nn.MultiheadAttention once
-#: more with its fast path switched off.
+#: more with its fast path switched off. An implementation added to ``variants.IMPLEMENTATIONS``
+#: joins it; give it an entry in ``LABELS`` and ``COLUMNS`` here and a look in
+#: ``plots_bench.IMPLEMENTATION_STYLES`` and ``IMPLEMENTATION_LINESTYLES``.
 TIMED = (*IMPLEMENTATIONS, "torch_mha_nofast")
+#: What chapter 5 times and explains: implementations that later chapters add join ``TIMED`` (and
+#: the command line), not the chapter that comes before them.
+CHAPTER_5 = ("wrapper", "split", "combined_qkv", "fused", "torch_mha", "torch_mha_nofast")
 #: Names for tables and legends.
 LABELS = {
     "wrapper": "MultiHeadAttentionWrapper",
@@ -49,7 +55,7 @@ LABELS = {
     "torch_mha": "nn.MultiheadAttention, fast path",
     "torch_mha_nofast": "nn.MultiheadAttention, fast path off",
 }
-#: Column headings for text tables, short enough for six columns on a phone.
+#: Column headings for text tables: at most 10 characters, so that three columns fit a phone.
 COLUMNS = {
     "wrapper": "wrapper",
     "split": "split",
@@ -314,7 +320,13 @@ def time_in_rounds(
     After ``budget`` seconds no new round starts (the first always runs to the end) and no
     measurement is retried: on a busy machine the timing stops rather than balloons, and the
     ``Timing`` says so (``rounds``, ``capped``).
+
+    Before the first round every module of the first case runs, untimed, for ``min_run_time``
+    (``warm_up``): a process's first calls load code and fill caches, and would make whichever
+    configuration is measured first look slow.
     """
+    if cases:
+        warm_up(*cases[0](), seconds=min_run_time, backward=backward)
     deadline = time.monotonic() + budget
     found = [None] * len(cases)
     run_times = [{} for _ in cases]  # {name: seconds to give blocked_autorange next round}
@@ -350,6 +362,23 @@ def time_in_rounds(
     return [
         {name: _quietest(runs) for name, runs in measurements.items()} for measurements in found
     ]
+
+
+def warm_up(modules, x, *, seconds, backward=False):
+    """Call every module of ``modules`` on ``x`` for about ``seconds`` each, at least twice,
+    untimed: a forward under ``torch.no_grad()``, or with ``backward`` a training step."""
+    grad = None
+    if backward:
+        x, grad = for_backward(modules, x)
+    with contextlib.nullcontext() if backward else torch.no_grad():
+        for module in modules.values():
+            stop = time.monotonic() + seconds
+            for calls in itertools.count(1):
+                out = module(x)  # (b, num_tokens, d_out)
+                if backward:
+                    out.backward(grad)
+                if calls >= 2 and time.monotonic() > stop:
+                    break
 
 
 def _quietest(runs):

@@ -39,15 +39,17 @@ def _run(module, x, grad):
         out.backward(grad)
 
 
-def resource_use(module, x, runs, *, grad=None):
+def resource_use(module, x, runs, *, grad=None, warm_up=True):
     """``Usage`` per call of ``module(x)`` (and ``.backward(grad)``), averaged over ``runs`` calls.
 
-    One untimed call comes first, so that memory the module keeps from call to call is in
-    place. Without ``grad`` the calls run under ``torch.no_grad()``.
+    With ``warm_up``, one untimed call comes first, so that memory the module keeps from call
+    to call is in place; without it, the first call is measured too (the allocator experiment
+    warms up on its own terms). Without ``grad`` the calls run under ``torch.no_grad()``.
     """
     context = torch.no_grad() if grad is None else torch.enable_grad()
     with context:
-        _run(module, x, grad)
+        if warm_up:
+            _run(module, x, grad)
         before = resource.getrusage(resource.RUSAGE_SELF) if resource else None
         start = time.perf_counter()
         for _ in range(runs):

@@ -4,8 +4,10 @@ The reader subclasses ``FusedAttentionStart`` (the constructor is given, the for
 and writes a ``forward`` with ``torch.nn.functional.scaled_dot_product_attention``. The check
 builds the class in several configurations and compares its output with the book's
 ``MultiHeadAttentionCombinedQKV`` given the instance's own weights; it names the mistake it
-recognises: a missing or inverted causal mask, the heads in the wrong axis, dropout in
-evaluation mode or none in training, and shortcuts that hand in the book's own module.
+recognises: a missing or inverted causal mask, the heads in the wrong axis, a ``view`` of a
+``chunk`` slice that cannot work, dropout in evaluation mode or none in
+training, a kernel call whose result is thrown away, and shortcuts that hand in the book's own
+module.
 """
 
 import textwrap
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from ..counting import count_ops
@@ -144,6 +147,33 @@ def _same(output, expected):
     )
 
 
+class _PerturbedKernel(TorchFunctionMode):
+    """Adds 1 to every result of ``F.scaled_dot_product_attention``: a forward whose output
+    comes from the kernel then changes, one that throws the kernel's result away does not."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if func is F.scaled_dot_product_attention:
+            return result + 1.0
+        return result
+
+
+class _FailedView(TorchFunctionMode):
+    """Records the shape and strides of the first tensor whose ``view`` raised."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except RuntimeError:
+            if func is torch.Tensor.view and self.failed is None:
+                self.failed = (tuple(args[0].shape), tuple(args[0].stride()))
+            raise
+
+
 class FusedTrial(Trial):
     """The reader's class on one configuration: what it built, returned, raised and called."""
 
@@ -178,6 +208,37 @@ class FusedTrial(Trial):
             return False
         with evaluating(self.module):
             return _same(self.output, book_reference(self.module, self.x))
+
+    @property
+    def failed_view(self):
+        """``(shape, strides)`` of the tensor whose ``view`` raised in the forward, or None."""
+        if self.stage != "forward" or "view" not in str(self.error):
+            return None
+        watcher = _FailedView()
+        try:
+            with evaluating(self.module), watcher:
+                self.module(self.x)
+        except Exception:
+            pass
+        return watcher.failed
+
+    @property
+    def viewed_a_chunk(self):
+        """A ``view`` that failed on one third of ``self.qkv(x)``, as ``chunk`` cuts it: a
+        (b, num_tokens, d_out) slice whose rows lie 3 * d_out apart in memory."""
+        found = self.failed_view
+        d_out = self.config.d_out
+        return found is not None and found[0][-1:] == (d_out,) and found[1][-2:-1] == (3 * d_out,)
+
+    @property
+    def kernel_result_unused(self):
+        """The output stays the same when the kernel's result changes: a decoy call."""
+        try:
+            with evaluating(self.module), _PerturbedKernel():
+                perturbed = self.module(self.x)
+        except Exception:  # a forward that breaks on a changed result does use it
+            return False
+        return _same(perturbed, self.output)
 
     @property
     def uses_fused_kernel(self):
@@ -300,6 +361,16 @@ FUSED_MISTAKES = (
         ),
     ),
     Mistake(
+        "chunk, then view",
+        "Your forward raised {t.error_text}. chunk(3, dim=-1) cuts self.qkv(x) into three "
+        "slices of shape (b, num_tokens, d_out), but each slice's rows still lie 3 * d_out "
+        "apart in memory, so view can only split its last axis. View each slice to "
+        "(b, num_tokens, num_heads, head_dim), then move the heads before the tokens with "
+        "transpose(1, 2). A view straight to (b, num_heads, num_tokens, head_dim) would mix "
+        "tokens and heads even on a tensor where it works.",
+        lambda t: t.viewed_a_chunk,
+    ),
+    Mistake(
         "forward raises",
         "Calling your forward on an input of shape ({t.config.batch}, "
         "{t.config.num_tokens}, {t.config.d_in}) raised {t.error_text}.",
@@ -391,6 +462,14 @@ AFTER_MATCH_MISTAKES = (
         lambda t: not t.uses_fused_kernel,
     ),
     Mistake(
+        "kernel result unused",
+        "Your forward calls scaled_dot_product_attention but does not use what it returns: "
+        "when the check changed the kernel's result, your output stayed the same. Your "
+        "output comes from attention computed step by step. Send the kernel's output on to "
+        "the merge of the heads and self.out_proj, and drop the step-by-step attention.",
+        lambda t: t.kernel_result_unused,
+    ),
+    Mistake(
         "no dropout in training",
         "In training mode your forward applies no dropout, although the module was built "
         "with dropout={t.config.dropout}. Pass self.dropout_p to the kernel while "
@@ -438,8 +517,8 @@ def _check(cls):
     return CheckResult(
         True,
         f"Your forward matches the book's modules in all {len(FUSED_CONFIGS)} configurations "
-        "(one to four heads, biases, inputs shorter than context_length), uses the fused "
-        "kernel, and applies dropout only in training.",
+        "(one to four heads, biases, inputs shorter than context_length), comes from the "
+        "fused kernel's result, and applies dropout only in training.",
     )
 
 
