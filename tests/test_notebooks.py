@@ -433,11 +433,11 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
     cell = next(
         c
         for c in code_cells(nb)
-        if any(o.get("name") == "stdout" and "0.2216" in "".join(o["text"]) for o in c["outputs"])
+        if any(o.get("name") == "stdout" and "0.222" in "".join(o["text"]) for o in c["outputs"])
     )
     for out in cell["outputs"]:
         if out.get("name") == "stdout":
-            out["text"] = [line.replace("0.2216", "0.2217") for line in out["text"]]
+            out["text"] = [line.replace("0.222", "0.223") for line in out["text"]]
     tampered = tmp_path / original.name
     tampered.write_text(json.dumps(nb))
     (tmp_path / "mha").symlink_to(CHAPTERS / "mha")
@@ -457,7 +457,7 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert result.returncode != 0 and "0.2217" in result.stdout
+    assert result.returncode != 0 and "0.223" in result.stdout
 
 
 HIDDEN_TAGS = ("reveal", "solution")
