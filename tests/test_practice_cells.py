@@ -54,7 +54,8 @@ def test_each_solution_cell_shows_the_exercises_one_copy_of_the_solution(name):
     solutions = [c for c in cells(name) if "solution" in c["metadata"].get("tags", [])]
     assert len(solutions) == len(PRACTICE[name])
     for cell in solutions:
-        exercise_name = re.fullmatch(r"(\w+)\.solution\(\)", source(cell).splitlines()[1]).group(1)
+        second_line = source(cell).splitlines()[1]
+        exercise_name = re.fullmatch(r"(?:display\()?(\w+)\.solution\(\)\)?", second_line).group(1)
         shown = text_of(cell)
         exercise = getattr(mha.checks, exercise_name, None)
         if exercise is None:  # imported under another name, as chapter 3 does
@@ -118,3 +119,11 @@ def test_chapter_2s_variables_do_not_shadow_the_package():
     """A reader who later runs ``import mha.x`` must not lose the wrapper they built."""
     for cell in cells("02_two_dim_output.ipynb"):
         assert not re.search(r"^\s*mha\s*=", source(cell), re.M), source(cell)
+
+
+def test_chapter_1_shows_a_passed_check_once_inside_its_hidden_solution():
+    """Readers learn what success looks like, and no visible cell passes a practice for them."""
+    passed = [c for c in cells("01_sequential_wrapper.ipynb") if "✓ Correct." in text_of(c)]
+    assert len(passed) == 1
+    assert "solution" in passed[0]["metadata"]["tags"]
+    assert passed[0]["metadata"]["jupyter"]["outputs_hidden"]
