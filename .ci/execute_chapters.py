@@ -14,6 +14,8 @@ on their tags, so an author tags a cell and this script does the rest:
   cell is (JupyterLab shows it on the collapsed cell; the book shows it atop the code);
 - ``hint`` cells (a cell that is just ``exercise.hint(n)`` gets the tag too): the call stays
   visible, its output (the hint) sits behind "Show hint n".
+- ``feedback`` cells (a mistakes gallery's entries): the code stays visible, the check's
+  feedback sits behind "Show the check's feedback".
 
 Running it again changes nothing.
 """
@@ -76,6 +78,16 @@ def hint_behind_toggle(cell):
     )
 
 
+def feedback_behind_toggle(cell):
+    """A mistakes-gallery cell: the code stays in view, the check's feedback waits behind
+    "Show the check's feedback", so the reader can look for the mistake first."""
+    with_tags(cell, ["feedback", "hide-output"], dropped=OTHER_HIDING)
+    cell.metadata["jupyter"] = {"outputs_hidden": True}
+    cell.metadata.setdefault("mystnb", {}).update(
+        code_prompt_show="Show the check's feedback", code_prompt_hide="Hide the feedback"
+    )
+
+
 def merged_streams(outputs):
     """``outputs`` with each run of consecutive same-stream text joined into one output.
 
@@ -114,6 +126,8 @@ def normalise(nb):
             hide_behind_toggle(cell, kinds[0])
         elif "hint" in tags or HINT_CALL.fullmatch(cell.source):
             hint_behind_toggle(cell)
+        elif "feedback" in tags:
+            feedback_behind_toggle(cell)
     return nb
 
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+import mha
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
 from mha.checks import (
     TWO_DIM_MISTAKES,
@@ -103,12 +104,15 @@ def with_heads(head_cls, d_out=1, d_in=3, context_length=6):
     return wrapper
 
 
-def head_computing(scores_to_weights, *, keep_columns=None):
+def head_computing(scores_to_weights, *, keep_columns=None, slice_queries_and_keys=None):
     """A head whose forward is CausalAttention's with a different step from scores to weights."""
 
     class Head(CausalAttention):
         def forward(self, x):
             queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
+            if slice_queries_and_keys is not None:
+                queries = queries[..., slice_queries_and_keys]
+                keys = keys[..., slice_queries_and_keys]
             scores = queries @ keys.transpose(1, 2)
             context = scores_to_weights(self, scores, keys) @ values
             return context if keep_columns is None else context[..., keep_columns]
@@ -140,6 +144,47 @@ FIRST_COLUMN_ONLY = head_computing(
 class BrokenHead(CausalAttention):
     def forward(self, x):
         return self.W_queries(x)  # a typo: AttributeError
+
+
+QUERIES_AND_KEYS_SLICED = head_computing(
+    lambda self, s, k: torch.softmax(causal(self, s) / k.shape[-1] ** 0.5, dim=-1),
+    slice_queries_and_keys=slice(0, 1),
+)
+KEYS_AND_QUERIES_CUT_TO_LAST = head_computing(
+    lambda self, s, k: torch.softmax(causal(self, s) / 3**0.5, dim=-1),
+    slice_queries_and_keys=slice(1, 3),
+)
+SCALED_BY_TOTAL_WIDTH = head_computing(
+    lambda self, s, k: torch.softmax(causal(self, s) / 2**0.5, dim=-1)
+)
+DIVIDED_BY_D_OUT = head_computing(
+    lambda self, s, k: torch.softmax(causal(self, s) / k.shape[-1], dim=-1)
+)
+
+
+def with_projections(wrapper, **widths):
+    """The wrapper with some projections of every head replaced by narrower ones."""
+    torch.manual_seed(3)
+    for head in wrapper.heads:
+        for name, width in widths.items():
+            setattr(head, name, nn.Linear(head.W_query.in_features, width, bias=False))
+    return wrapper
+
+
+def heads_of_widths(*widths):
+    wrapper = build(d_out=widths[0], num_heads=len(widths))
+    torch.manual_seed(7)
+    wrapper.heads = nn.ModuleList([CausalAttention(3, w, 6, 0.0) for w in widths])
+    return wrapper
+
+
+def weights_cut_to_one_row(wrapper):
+    """Every projection's weight sliced to its first row, its layer left as it was."""
+    for head in wrapper.heads:
+        for name in ("W_query", "W_key", "W_value"):
+            layer = getattr(head, name)
+            layer.weight = nn.Parameter(layer.weight.detach()[:1].clone())
+    return wrapper
 
 
 def zero_masks(wrapper):
@@ -220,7 +265,7 @@ MISTAKES = [
     (
         "passed a tensor",
         lambda: build(d_out=2)(example_batch()),
-        "check_two_dim_output(mha(batch))",
+        "check_two_dim_output(my_wrapper(batch))",
     ),
     ("passed a tensor", lambda: torch.zeros(2, 6, 2), "shape (2, 6, 2)"),
     ("not a module", lambda: None, "given None"),
@@ -314,7 +359,27 @@ MISTAKES = [
     (
         "a head's computation changed",
         lambda: with_heads(SCALED_BY_D_IN),
-        "perhaps its scaling or its softmax",
+        "divided by √d_in = √3",
+    ),
+    (
+        "a head's computation changed",
+        lambda: with_heads(QUERIES_AND_KEYS_SLICED, d_out=2),
+        "cuts its queries and keys to their first 1 of 2 columns",
+    ),
+    (
+        "a head's computation changed",
+        lambda: with_heads(KEYS_AND_QUERIES_CUT_TO_LAST, d_out=3),
+        "to their last 2 of 3 columns",
+    ),
+    (
+        "a head's computation changed",
+        lambda: with_heads(SCALED_BY_TOTAL_WIDTH),
+        "divided by √2, the square root of the whole output's width",
+    ),
+    (
+        "a head's computation changed",
+        lambda: with_heads(DIVIDED_BY_D_OUT, d_out=2),
+        "divided by d_out = 2, where causal attention divides them by √d_out = √2",
     ),
     (
         "a head's computation changed",
@@ -322,6 +387,28 @@ MISTAKES = [
         "Each head's role must stay as it was",
     ),
     ("a head's computation changed", lambda: with_heads(BrokenHead), "it raised AttributeError"),
+    (
+        "a projection reshaped after the call",
+        lambda: with_projections(build(d_out=2), W_value=1),
+        "W_query, W_key and W_value are 2, 2 and 1 values wide",
+    ),
+    (
+        "a projection reshaped after the call",
+        lambda: with_projections(build(d_out=4), W_value=1),
+        "the heads were changed after the call",
+    ),
+    (
+        "a projection reshaped after the call",
+        lambda: heads_of_widths(1, 2),
+        "heads 1 and 2 are 1 and 2 values wide",
+    ),
+    (
+        "a projection reshaped after the call",
+        lambda: weights_cut_to_one_row(build(d_out=2)),
+        "says out_features=2, but its weight has 1 row",
+    ),
+    ("passed a Python module", lambda: mha, "the Python module mha"),
+    ("passed a Python module", lambda: np, "import numpy binds that name"),
     (
         "forward raises",
         lambda: joining(partial(torch.cat, dim=3)),
@@ -495,7 +582,7 @@ def test_exercise_gives_hints_in_order_and_the_solution():
 
 @pytest.mark.parametrize(
     "exercise, variable, first_row",
-    [(two_dim_output, "mha", [-0.5740, 0.2216]), (six_wide_output, "mha6", None)],
+    [(two_dim_output, "my_wrapper", [-0.5740, 0.2216]), (six_wide_output, "my_wrapper6", None)],
 )
 def test_each_solution_builds_the_wrapper_and_passes_its_check(exercise, variable, first_row):
     namespace = {
@@ -523,7 +610,13 @@ def test_feedback_on_the_starting_code_asks_instead_of_telling(check):
 
 
 SIX_WIDE_CASES = [
-    (lambda: build(d_out=2, num_heads=3), True, "Three heads, two values each"),
+    (lambda: build(d_out=2, num_heads=3), True, "Three heads, each with W_query, W_key and"),
+    (lambda: heads_of_widths(1, 2, 3), False, "heads 1, 2 and 3 are 1, 2 and 3 values wide"),
+    (
+        lambda: with_projections(build(d_out=4, num_heads=3), W_value=2),
+        False,
+        "are 4, 4 and 2 values wide",
+    ),
     (lambda: build(d_out=2, num_heads=3, qkv_bias=True, seed=4), True, "6-dimensional"),
     (lambda: build(d_out=2), False, "This is the starting wrapper"),
     (lambda: build(d_out=6, num_heads=3), False, "the total width you want"),
@@ -628,3 +721,18 @@ class DstackWrapper(MultiHeadAttentionWrapper):
 def test_correct_wrappers_written_in_three_styles_pass(answer):
     result = check_two_dim_output(answer())
     assert result.passed, result.feedback
+
+
+def test_a_change_to_a_head_the_check_cannot_name_is_described_without_a_guess():
+    feedback = check_two_dim_output(with_heads(UNSCALED)).feedback
+    assert "differs from the softmax of its own queries and keys" in feedback
+    assert "perhaps" not in feedback and "scaling" not in feedback
+
+
+@pytest.mark.parametrize("check", [check_two_dim_output, check_six_wide_output])
+def test_the_success_message_says_what_was_checked(check):
+    answer = build(d_out=1) if check is check_two_dim_output else build(d_out=2, num_heads=3)
+    result = check(answer)
+    assert result.passed
+    assert "each with W_query, W_key and W_value" in result.feedback
+    assert "exactly as before" not in result.feedback

@@ -30,11 +30,17 @@ def split(self, t):
 
 
 def causal_softmax(self, attn_scores):
+    """Mask, scale, softmax, then the module's dropout (on in training mode only)."""
     num_tokens = attn_scores.shape[-1]
     attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
-    return torch.softmax(
-        attn_scores / self.head_dim**0.5, dim=-1
-    )  # (b, num_heads, num_tokens, num_tokens)
+    attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
+    return self.dropout(attn_weights)  # (b, num_heads, num_tokens, num_tokens)
+
+
+def causal_softmax_without_dropout(self, attn_scores):
+    num_tokens = attn_scores.shape[-1]
+    attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
+    return torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
 
 
 def merge(self, context):
@@ -101,7 +107,7 @@ def scale_queries_first(self, x):
     num_tokens = x.shape[1]
     future = torch.triu(torch.ones(num_tokens, num_tokens, dtype=torch.bool), diagonal=1)
     attn_weights = torch.softmax(attn_scores.masked_fill(future, float("-inf")), dim=-1)
-    return self.out_proj(merge(self, attn_weights @ values))
+    return self.out_proj(merge(self, self.dropout(attn_weights) @ values))
 
 
 class WithoutOutProj(nn.Module):
@@ -113,6 +119,7 @@ class WithoutOutProj(nn.Module):
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
         b, num_tokens, d_out = x.shape[0], x.shape[1], self.num_heads * self.head_dim
@@ -122,7 +129,7 @@ class WithoutOutProj(nn.Module):
         )
         future = torch.ones(num_tokens, num_tokens).triu(1).bool()
         attn_scores = (queries @ keys.transpose(-1, -2)).masked_fill(future, -torch.inf)
-        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.drop(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
         return (attn_weights @ values).transpose(1, 2).reshape(b, num_tokens, d_out)
 
 
@@ -135,7 +142,7 @@ def sdpa_with_dropout_in_training(self, x):
 
 def functional_dropout_with_mode(self, x):
     queries, keys, values = (split(self, t) for t in project(self, x))
-    attn_weights = causal_softmax(self, queries @ keys.transpose(2, 3))
+    attn_weights = causal_softmax_without_dropout(self, queries @ keys.transpose(2, 3))
     attn_weights = F.dropout(attn_weights, self.dropout.p, training=self.training)
     return self.out_proj(merge(self, attn_weights @ values))
 
@@ -152,10 +159,7 @@ CORRECT = [WithoutOutProj, OwnForwardOnTheBookClass, weight_split.solution_code]
         view_transpose,
         reshape_permute,
         einsum_heads,
-        sdpa_is_causal,
-        sdpa_with_sliced_mask,
         scale_queries_first,
-        sdpa_with_dropout_in_training,
         functional_dropout_with_mode,
     )
 ]
@@ -340,7 +344,7 @@ def returns_merged_context(self, x):
 
 def projects_then_returns_the_unprojected(self, x):
     queries, keys, values = (split(self, t) for t in project(self, x))
-    context = merge(self, F.scaled_dot_product_attention(queries, keys, values, is_causal=True))
+    context = merge(self, causal_softmax(self, queries @ keys.transpose(2, 3)) @ values)
     output = self.out_proj(context)  # noqa: F841 (computed, then forgotten)
     return context
 
@@ -407,7 +411,74 @@ class EmptySubclass(WeightSplitSkeleton):
 
 def functional_dropout_always(self, x):
     queries, keys, values = (split(self, t) for t in project(self, x))
-    attn_weights = F.dropout(causal_softmax(self, queries @ keys.transpose(2, 3)), self.dropout.p)
+    attn_weights = causal_softmax_without_dropout(self, queries @ keys.transpose(2, 3))
+    attn_weights = F.dropout(attn_weights, self.dropout.p)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def torch_dropout_train_true(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = causal_softmax_without_dropout(self, queries @ keys.transpose(2, 3))
+    attn_weights = torch.dropout(attn_weights, self.dropout.p, train=True)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def dropout_left_out(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = causal_softmax_without_dropout(self, queries @ keys.transpose(2, 3))
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def dropout_with_p_zero(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = causal_softmax_without_dropout(self, queries @ keys.transpose(2, 3))
+    attn_weights = F.dropout(attn_weights, p=0.0, training=self.training)
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def raises_in_training(self, x):
+    if self.training:
+        raise RuntimeError("training is not supported yet")
+    return view_transpose(self, x)
+
+
+def dropout_on_flattened_weights(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = causal_softmax_without_dropout(self, queries @ keys.transpose(2, 3))
+    if self.training:
+        attn_weights = self.dropout(attn_weights.flatten())
+    return self.out_proj(merge(self, attn_weights @ values))
+
+
+def mask_compared_with_zero(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    future = self.mask[:num_tokens, :num_tokens]
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(future == 0, -torch.inf)
+    attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
+    return self.out_proj(merge(self, self.dropout(attn_weights) @ values))
+
+
+def mask_negated(self, x):
+    num_tokens = x.shape[1]
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    visible = ~self.mask.bool()[:num_tokens, :num_tokens]
+    attn_scores = (queries @ keys.transpose(2, 3)).masked_fill(visible, float("-inf"))
+    attn_weights = torch.softmax(attn_scores / self.head_dim**0.5, dim=-1)
+    return self.out_proj(merge(self, self.dropout(attn_weights) @ values))
+
+
+def not_scaled_in_einsum(self, x):
+    b, num_tokens, _ = x.shape
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_scores = torch.einsum("bhqd,bhkd->bhqk", queries, keys)
+    attn_scores = attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
+    return self.out_proj(merge(self, torch.softmax(attn_scores, dim=-1) @ values))
+
+
+def divided_by_the_keys_width(self, x):
+    queries, keys, values = (split(self, t) for t in project(self, x))
+    attn_weights = masked_softmax(self, queries @ keys.transpose(2, 3), keys.shape[-1])
     return self.out_proj(merge(self, attn_weights @ values))
 
 
@@ -664,8 +735,32 @@ MISTAKES = {
         "merged without transposing back",
     ),
     "scaled by √d_out": ([scaled_by_d_out, scaled_by_width_before_split], "scaled by √d_out"),
-    "not scaled": ([not_scaled, sdpa_scale_one], "not scaled"),
-    "no causal mask": ([no_mask, mask_result_discarded, sdpa_not_causal], "no causal mask"),
+    "the fused kernel": (
+        [
+            sdpa_is_causal,
+            sdpa_with_sliced_mask,
+            sdpa_with_dropout_in_training,
+            sdpa_scale_one,
+            sdpa_not_causal,
+            sdpa_with_whole_mask,
+            sdpa_dropout_always,
+            sdpa_scale_one_over_head_dim,
+            sdpa_given_the_mask,
+            sdpa_given_the_bool_mask,
+        ],
+        "Your forward calls torch.nn.functional.scaled_dot_product_attention",
+    ),
+    "not scaled": ([not_scaled, not_scaled_in_einsum], "not scaled"),
+    "no causal mask": ([no_mask, mask_result_discarded], "no causal mask"),
+    "mask inverted": ([mask_compared_with_zero, mask_negated], "Your mask is inverted"),
+    "no dropout in training": (
+        [dropout_left_out, dropout_with_p_zero],
+        "no attention weight is ever dropped",
+    ),
+    "forward raises in training mode": (
+        [raises_in_training, dropout_on_flattened_weights],
+        "in training mode (after module.train()) it raised",
+    ),
     "mask filled with 0": (
         [mask_filled_with_zero, mask_multiplied_into_scores],
         "filled with 0 instead of -inf",
@@ -687,7 +782,7 @@ MISTAKES = {
         "written into the code",
     ),
     "mask not sliced": (
-        [mask_not_sliced, mask_rows_sliced_only, sdpa_with_whole_mask],
+        [mask_not_sliced, mask_rows_sliced_only],
         "slice it to the input's length",
     ),
     "forward raises": ([raises_value_error, keys_not_transposed], "raised"),
@@ -696,7 +791,7 @@ MISTAKES = {
         "this is the starting code",
     ),
     "dropout on in eval mode": (
-        [functional_dropout_always, sdpa_dropout_always],
+        [functional_dropout_always, torch_dropout_train_true],
         "even in eval mode",
     ),
     "view of a transposed tensor": (
@@ -725,16 +820,12 @@ MISTAKES = {
         "interleaves the heads",
     ),
     "divided by head_dim": (
-        [divided_by_head_dim, sdpa_scale_one_over_head_dim],
+        [divided_by_head_dim, divided_by_the_keys_width],
         "not by its square root",
     ),
     "diagonal masked too": (
         [diagonal_in_the_mask, strict_lower_triangle_visible],
         "hides the diagonal too",
-    ),
-    "keep-mask given to sdpa": (
-        [sdpa_given_the_mask, sdpa_given_the_bool_mask],
-        "True marks the keys to *keep*",
     ),
     "heads not merged": (
         [heads_left_separate, heads_transposed_back_not_merged],
@@ -960,3 +1051,33 @@ def test_the_skeleton_has_the_books_layers_and_seeded_weights(qkv_bias):
     assert skeleton.mask.dtype == torch.bool
     assert torch.equal(skeleton.mask, book.mask)
     assert (skeleton.num_heads, skeleton.head_dim, skeleton.d_out) == (3, 2, 6)
+
+
+@pytest.mark.parametrize("forward", [sdpa_given_the_mask, sdpa_given_the_bool_mask])
+def test_the_fused_kernel_given_the_causal_mask_also_hears_what_its_mask_means(forward):
+    feedback = check_weight_split(with_forward(forward)).feedback
+    assert "Chapter 5's practice" in feedback
+    assert "a bool attn_mask marks the keys to *keep*" in feedback
+
+
+def test_the_fused_kernel_gets_no_word_on_the_mask_when_the_mask_was_right():
+    feedback = check_weight_split(with_forward(sdpa_is_causal)).feedback
+    assert "Chapter 5's practice" in feedback and "attn_mask" not in feedback
+
+
+def test_a_forward_without_dropout_fails_and_dropout_in_eval_mode_stays_caught():
+    assert "ever dropped" in check_weight_split(with_forward(dropout_left_out)).feedback
+    assert (
+        "even in eval mode" in check_weight_split(with_forward(functional_dropout_always)).feedback
+    )
+    assert check_weight_split(with_forward(functional_dropout_with_mode)).passed
+
+
+def test_the_success_message_names_what_was_checked_and_the_training_run_restores_the_mode():
+    class Solution(weight_split.solution_code):
+        pass
+
+    result = check_weight_split(Solution)
+    assert result.passed
+    assert "on in training mode, off in eval mode" in result.feedback
+    assert "without the fused kernel" in result.feedback

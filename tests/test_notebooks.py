@@ -140,6 +140,27 @@ def test_hints_show_their_call_and_hide_the_hint_behind_one_toggle(notebook):
         assert 'class="mha-box mha-hint"' in html, f"{where} shows no hint box from mha.checks"
 
 
+def test_a_mistakes_gallery_keeps_each_feedback_collapsed_until_the_reader_opens_it(notebook):
+    """A gallery asks readers to spot each mistake first: its feedback is hidden on the web
+    (hide-output) and in JupyterLab (outputs_hidden), and only its feedback is."""
+    path, nb = notebook
+    in_gallery = False
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown" and re.search(r"^## ", source(cell), re.M):
+            in_gallery = bool(re.search(r"^## Mistakes gallery", source(cell), re.M))
+        tags = cell["metadata"].get("tags", [])
+        calls_check = cell["cell_type"] == "code" and re.search(r"^check_\w+\(", source(cell), re.M)
+        if in_gallery and calls_check:
+            assert "feedback" in tags, f"{path.name}: gallery cell {source(cell)[:50]!r} untagged"
+        if "feedback" in tags:
+            where = f"{path.name}: feedback cell {source(cell)[:50]!r}"
+            assert "hide-output" in tags and "hide-cell" not in tags, f"{where} is not collapsed"
+            assert cell["metadata"].get("jupyter") == {"outputs_hidden": True}, where
+            assert cell["metadata"]["mystnb"]["code_prompt_show"] == "Show the check's feedback"
+            html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cell["outputs"])
+            assert 'class="mha-box mha-failed"' in html, f"{where} shows no feedback box"
+
+
 def test_hints_come_from_mha_checks_not_from_markdown(notebook):
     """One presentation and one source for hints.
 
@@ -257,6 +278,19 @@ def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_ru
     assert hint_cell.metadata.tags == ["hint", "hide-output"]
     assert hint_cell.metadata.mystnb["code_prompt_show"] == "Show hint 2"
     assert "tags" not in plain_cell.metadata
+    assert normalise(copy.deepcopy(once)) == once
+
+
+def test_make_execute_collapses_the_feedback_of_a_cell_tagged_feedback():
+    normalise = load_execute_chapters().normalise
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("check(wrong)", metadata={"tags": ["feedback"]})]
+    )
+    once = normalise(nb)
+    cell = once.cells[0]
+    assert cell.metadata.tags == ["feedback", "hide-output"]
+    assert cell.metadata.jupyter == {"outputs_hidden": True}
+    assert cell.metadata.mystnb["code_prompt_show"] == "Show the check's feedback"
     assert normalise(copy.deepcopy(once)) == once
 
 
@@ -433,11 +467,11 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
     cell = next(
         c
         for c in code_cells(nb)
-        if any(o.get("name") == "stdout" and "0.2216" in "".join(o["text"]) for o in c["outputs"])
+        if any(o.get("name") == "stdout" and "0.222" in "".join(o["text"]) for o in c["outputs"])
     )
     for out in cell["outputs"]:
         if out.get("name") == "stdout":
-            out["text"] = [line.replace("0.2216", "0.2217") for line in out["text"]]
+            out["text"] = [line.replace("0.222", "0.223") for line in out["text"]]
     tampered = tmp_path / original.name
     tampered.write_text(json.dumps(nb))
     (tmp_path / "mha").symlink_to(CHAPTERS / "mha")
@@ -457,7 +491,7 @@ def test_changing_one_stored_output_makes_strict_nbval_fail(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert result.returncode != 0 and "0.2217" in result.stdout
+    assert result.returncode != 0 and "0.223" in result.stdout
 
 
 HIDDEN_TAGS = ("reveal", "solution")

@@ -12,7 +12,10 @@ from conftest import CHAPTERS
 
 PRACTICE = {
     "01_sequential_wrapper.ipynb": ["check_wrapper(MyWrapper)"],
-    "02_two_dim_output.ipynb": ["check_two_dim_output(mha)", "check_six_wide_output(mha6)"],
+    "02_two_dim_output.ipynb": [
+        "check_two_dim_output(my_wrapper)",
+        "check_six_wide_output(my_wrapper6)",
+    ],
     "03_weight_splits.ipynb": ["check_weight_split(MyWeightSplit)"],
 }
 
@@ -51,7 +54,8 @@ def test_each_solution_cell_shows_the_exercises_one_copy_of_the_solution(name):
     solutions = [c for c in cells(name) if "solution" in c["metadata"].get("tags", [])]
     assert len(solutions) == len(PRACTICE[name])
     for cell in solutions:
-        exercise_name = re.fullmatch(r"(\w+)\.solution\(\)", source(cell).splitlines()[1]).group(1)
+        second_line = source(cell).splitlines()[1]
+        exercise_name = re.fullmatch(r"(?:display\()?(\w+)\.solution\(\)\)?", second_line).group(1)
         shown = text_of(cell)
         exercise = getattr(mha.checks, exercise_name, None)
         if exercise is None:  # imported under another name, as chapter 3 does
@@ -100,7 +104,26 @@ def test_the_book_code_being_practised_is_only_shown_after_the_practice(name, li
 def test_chapter_2_asks_nothing_before_its_practice_that_gives_the_answer_away():
     all_cells = cells("02_two_dim_output.ipynb")
     practice_at = next(
-        i for i, c in enumerate(all_cells) if "check_two_dim_output(mha)" in source(c)
+        i for i, c in enumerate(all_cells) if "check_two_dim_output(my_wrapper)" in source(c)
     )
     before = " ".join(source(c) + text_of(c) for c in all_cells[:practice_at])
     assert "d_out=1" not in before and "d_out to 1" not in before
+    # The width table of the first prediction teaches the rule with other head counts: no row
+    # of it is either practice's answer (2 heads of width 1, 3 heads of width 2).
+    table = next(text_of(c) for c in all_cells[:practice_at] if "output width" in text_of(c))
+    rows = [line.split() for line in table.splitlines() if line.startswith("num_heads=")]
+    assert rows and not {row[0] for row in rows} & {"num_heads=2", "num_heads=3"}
+
+
+def test_chapter_2s_variables_do_not_shadow_the_package():
+    """A reader who later runs ``import mha.x`` must not lose the wrapper they built."""
+    for cell in cells("02_two_dim_output.ipynb"):
+        assert not re.search(r"^\s*mha\s*=", source(cell), re.M), source(cell)
+
+
+def test_chapter_1_shows_a_passed_check_once_inside_its_hidden_solution():
+    """Readers learn what success looks like, and no visible cell passes a practice for them."""
+    passed = [c for c in cells("01_sequential_wrapper.ipynb") if "✓ Correct." in text_of(c)]
+    assert len(passed) == 1
+    assert "solution" in passed[0]["metadata"]["tags"]
+    assert passed[0]["metadata"]["jupyter"]["outputs_hidden"]

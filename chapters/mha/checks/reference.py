@@ -28,7 +28,7 @@ class Recipe:
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
     scale: str = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none"
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
-    # "-inf after softmax", "diagonal too", "keep-mask to sdpa"
+    # "-inf after softmax", "diagonal too", "keep-mask to sdpa", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: bool = True  # apply the module's out_proj, when it has one
 
@@ -77,8 +77,10 @@ def attend(queries, keys, values, recipe=CORRECT):
         )
     if recipe.mask == "diagonal too":
         future = future_mask(num_tokens, queries.device, diagonal=0)
+    if recipe.mask == "inverted":  # the past and the token itself hidden, the future visible
+        future = ~future
     scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
-    if recipe.mask == "diagonal too" or recipe.mask.endswith("before softmax"):
+    if recipe.mask in ("diagonal too", "inverted") or recipe.mask.endswith("before softmax"):
         fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
         scores = scores.masked_fill(future, fill)
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)

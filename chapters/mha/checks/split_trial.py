@@ -1,16 +1,18 @@
 """One run of a reader's weight-split class on one configuration, and the facts it shows.
 
 :class:`SplitTrial` builds the class as the check's configuration says, runs it in eval mode
-(twice, to catch randomness left on), remembers the last torch call when the forward raises,
-and answers the questions the mistake catalogue of :mod:`.weight_split` asks.
+(twice, to catch randomness left on), remembers the torch functions the forward calls (the last
+one tells where it raised), runs it in training mode when the configuration has dropout, and
+answers the questions the mistake catalogue of :mod:`.weight_split` asks.
 """
 
+import contextlib
 import itertools
 
 import torch
 
 from .config import Trial, TrialConfig
-from .core import evaluating, kind_of, listed
+from .core import describe_error, evaluating, kind_of, listed
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
 #: The configurations the check runs, in order. The first has several heads and a full-length
@@ -32,17 +34,31 @@ WEIGHT_SPLIT_CONFIGS = (
 WRONG_PROJECTIONS = tuple(p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS)
 
 
-class _LastCall(torch.overrides.TorchFunctionMode):
-    """Remembers the last torch function called, and the shapes of its tensor arguments."""
+class _Calls(torch.overrides.TorchFunctionMode):
+    """Remembers the names of the torch functions called, and the last one's tensor shapes."""
 
     def __init__(self):
         super().__init__()
-        self.name, self.shapes = None, []
+        self.name, self.shapes, self.names = None, [], set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self.name = getattr(func, "__name__", "")
+        self.names.add(self.name)
         self.shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def training(module):
+    """Run ``module`` in training mode under ``no_grad``, then restore every submodule's mode."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.train()
+    try:
+        with torch.no_grad():
+            yield module
+    finally:
+        for m, mode in modes:
+            m.training = mode
 
 
 class SplitTrial(Trial):
@@ -52,7 +68,7 @@ class SplitTrial(Trial):
         self.cls, self.config = cls, config
         self.module = self.output = self.again = self.error = None
         self.stage = None  # "constructor" or "forward", when that raised
-        self.failed = _LastCall()
+        self.failed = _Calls()  # what the first call in eval mode called
         self.x = config.input()  # (batch, num_tokens, d_in)
         try:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
@@ -66,7 +82,7 @@ class SplitTrial(Trial):
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
             self.error = error
-        self._head_count = ...  # computed when first asked for
+        self._head_count = self._training_outputs = ...  # computed when first asked for
 
     def expected(self, recipe=CORRECT, num_heads=None):
         """What ``recipe`` computes from this instance's own weights."""
@@ -88,7 +104,73 @@ class SplitTrial(Trial):
 
     @property
     def passed(self):
+        """The output in eval mode is right."""
         return self.matches() and tuple(self.output.shape) == self.expected_shape
+
+    @property
+    def accepted(self):
+        """Right in eval mode, written without the fused kernel, with dropout in training."""
+        return (
+            self.passed
+            and not self.uses_fused_kernel
+            and self.training_error is None
+            and not self.no_dropout_in_training
+        )
+
+    @property
+    def uses_fused_kernel(self):
+        """The forward calls scaled_dot_product_attention, which does the chapter's steps."""
+        return "scaled_dot_product_attention" in self.failed.names
+
+    @property
+    def sdpa_mask_note(self):
+        """A word on the kernel's mask, when the reader gave it the causal mask itself."""
+        if not self.follows(CORRECT.but(mask="keep-mask to sdpa")):
+            return ""
+        return (
+            " (A note for chapter 5: for that function a bool attn_mask marks the keys to "
+            "*keep*, the opposite of masked_fill, so the causal mask given as attn_mask lets "
+            "each token see only later tokens.)"
+        )
+
+    @property
+    def training_outputs(self):
+        """Two outputs in training mode, from different random states, or the error raised;
+        ``None`` when the configuration has no dropout."""
+        if self._training_outputs is ...:
+            self._training_outputs = self._run_in_training() if self.config.dropout else None
+        return self._training_outputs
+
+    def _run_in_training(self):
+        outputs = []
+        try:
+            for seed in (self.config.seed + 2, self.config.seed + 3):
+                with torch.random.fork_rng(devices=[]), training(self.module):
+                    torch.manual_seed(seed)
+                    outputs.append(self.module(self.x))
+        except Exception as error:
+            return error
+        return outputs
+
+    @property
+    def training_error(self):
+        outputs = self.training_outputs
+        return outputs if isinstance(outputs, Exception) else None
+
+    @property
+    def training_error_text(self):
+        return describe_error(self.training_error).rstrip(".")
+
+    @property
+    def no_dropout_in_training(self):
+        """Built with dropout, the forward gives one and the same output on every training call."""
+        outputs = self.training_outputs
+        return (
+            isinstance(outputs, list)
+            and all(isinstance(o, torch.Tensor) for o in outputs)
+            and outputs[0].shape == outputs[1].shape
+            and torch.equal(outputs[0], outputs[1])
+        )
 
     @property
     def random_in_eval(self):

@@ -6,12 +6,23 @@ asks for three heads whose context vectors are six values wide. Both start from 
 and keep the class as it is: only the arguments change.
 """
 
+import types
 from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult, Exercise, Mistake, fill, first_mistake, kind_of, never_raises
+from .core import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    fill,
+    first_mistake,
+    kind_of,
+    listed,
+    never_raises,
+)
 from .heads import HeadsRun, close, find_heads, is_head
+from .reference import PROJECTIONS, future_mask, project
 
 #: The chapter's example batch: two sequences of six tokens, each token three values wide.
 PROBE_SHAPE, PROBE_SEED = (2, 6, 3), 2024
@@ -63,6 +74,10 @@ class TwoDimAttempt(HeadsRun):
         return tuple(self.answer.shape)
 
     @property
+    def module_name(self):
+        return self.answer.__name__.split(".")[0]
+
+    @property
     def heads_phrase(self):
         return "1 head" if self.num_heads == 1 else f"{self.num_heads} heads"
 
@@ -83,9 +98,87 @@ class TwoDimAttempt(HeadsRun):
     def is_correct(self):
         return (
             self.num_heads == self.target.heads
+            and self.reshaped_projections is None
             and self.is_joined_correctly()
             and self.width == self.target.width
         )
+
+    @property
+    def reshaped_projections(self):
+        """How the heads' projections differ from what the constructor builds, in words, or
+        ``None``. The constructor gives every head's W_query, W_key and W_value the same width,
+        d_out, and a weight of exactly that many rows."""
+        for number, head in enumerate(self.heads, start=1):
+            for name in PROJECTIONS:
+                layer = getattr(head, name)
+                rows = layer.weight.shape[0]
+                if rows != layer.out_features:
+                    return (
+                        f"head {number}'s {name} says out_features={layer.out_features}, but "
+                        f"its weight has {rows} row{'s' if rows != 1 else ''}: the weight was "
+                        "cut after the layer was built"
+                    )
+        widths = [tuple(getattr(h, name).out_features for name in PROJECTIONS) for h in self.heads]
+        for number, (query, key, value) in enumerate(widths, start=1):
+            if not query == key == value:
+                return (
+                    f"head {number}'s W_query, W_key and W_value are {query}, {key} and {value} "
+                    "values wide"
+                )
+        if len(set(widths)) > 1:
+            numbers = listed(str(n) for n in range(1, len(widths) + 1))
+            return f"heads {numbers} are {listed(str(w[0]) for w in widths)} values wide"
+        return None
+
+    @property
+    def changed_how(self):
+        """What a head computes instead of causal attention, as precisely as the check can tell."""
+        number, own = self.changed
+        if isinstance(own, Exception):
+            return super().changed_how
+        found = _how_a_head_differs(self.heads[number - 1], self.x, own, self.num_heads)
+        return found or (
+            "its output differs from the softmax of its own queries and keys, causally masked "
+            "and scaled by √d_out, applied to its own values"
+        )
+
+
+def _causal_attention(queries, keys, values, scale):
+    """Causal attention over ``(b, num_tokens, width)`` tensors, with a given scale."""
+    future = future_mask(queries.shape[-2])  # (num_tokens, num_tokens)
+    scores = (queries @ keys.transpose(-2, -1)).masked_fill(future, -torch.inf)
+    return torch.softmax(scores / scale, dim=-1) @ values  # (b, num_tokens, width)
+
+
+def _how_a_head_differs(head, x, own, num_heads):
+    """In words, the one change to causal attention that gives the head's output ``own``, or
+    ``None`` when none of the changes tried here explains it."""
+    with torch.no_grad():
+        queries, keys, values = project(head, x)  # each (b, num_tokens, d_out)
+    d_out = keys.shape[-1]
+    for kept in range(1, d_out):
+        for which, part in (("first", slice(0, kept)), ("last", slice(d_out - kept, d_out))):
+            for scale in {kept**0.5, d_out**0.5}:
+                sliced = _causal_attention(queries[..., part], keys[..., part], values, scale)
+                if close(own, sliced):
+                    return (
+                        f"it cuts its queries and keys to their {which} {kept} of {d_out} "
+                        "columns before the scores. Slicing a projection's output throws away "
+                        "what its weights computed; a narrower head comes from a smaller d_out, "
+                        "which gives every projection fewer columns"
+                    )
+    right = f"√d_out = √{d_out}"
+    for scale, what in ((1.0, "not scaled"), (d_out, f"divided by d_out = {d_out}")):
+        if scale != d_out**0.5 and close(own, _causal_attention(queries, keys, values, scale)):
+            return f"its scores are {what}, where causal attention divides them by {right}"
+    total, d_in = num_heads * d_out, x.shape[-1]
+    for scale, what in (
+        (total**0.5, f"√{total}, the square root of the whole output's width (num_heads × d_out)"),
+        (d_in**0.5, f"√d_in = √{d_in}, the square root of the input's width"),
+    ):
+        if scale != d_out**0.5 and close(own, _causal_attention(queries, keys, values, scale)):
+            return f"its scores are divided by {what}, where each head divides by its own {right}"
+    return None
 
 
 _KEEP_FORWARD = "torch.cat([head(x) for head in self.heads], dim=-1)"
@@ -96,21 +189,29 @@ TWO_DIM_MISTAKES = (
     Mistake(
         "passed the class",
         "You passed the class {got} itself, not a wrapper built from it. Build one, for "
-        "example mha = MultiHeadAttentionWrapper(d_in=3, d_out=..., context_length=6, "
-        "dropout=0.0, num_heads=...), and pass mha.",
+        "example my_wrapper = MultiHeadAttentionWrapper(d_in=3, d_out=..., context_length=6, "
+        "dropout=0.0, num_heads=...), and pass my_wrapper.",
         lambda a: isinstance(a.answer, type),
+    ),
+    Mistake(
+        "passed a Python module",
+        "You passed the Python module {module_name}, not a wrapper. Perhaps a name you gave "
+        "your wrapper was taken over by an import (import {module_name} binds that name). "
+        "Give your wrapper a name of its own, such as my_wrapper = "
+        "MultiHeadAttentionWrapper(...), and pass it.",
+        lambda a: isinstance(a.answer, types.ModuleType),
     ),
     Mistake(
         "passed a tensor",
         "You passed a tensor of shape {answer_shape}, probably the wrapper's output. The check "
         "needs the wrapper itself, to run it on its own inputs and look at its heads: "
-        "{t.check}(mha), not {t.check}(mha(batch)).",
+        "{t.check}(my_wrapper), not {t.check}(my_wrapper(batch)).",
         lambda a: isinstance(a.answer, torch.Tensor),
     ),
     Mistake(
         "not a module",
         "{t.check} needs the wrapper you built (a torch.nn.Module), but it was given {given}. "
-        "Build mha = MultiHeadAttentionWrapper(...) and pass mha.",
+        "Build my_wrapper = MultiHeadAttentionWrapper(...) and pass my_wrapper.",
         lambda a: a.module is None,
     ),
     Mistake(
@@ -140,6 +241,15 @@ TWO_DIM_MISTAKES = (
         + _CHANGE_ARGUMENTS
         + ".",
         lambda a: not all(is_head(h) for h in a.heads),
+    ),
+    Mistake(
+        "a projection reshaped after the call",
+        "Your heads are not as the constructor builds them: {reshaped_projections}. "
+        "MultiHeadAttentionWrapper(...) gives every head's W_query, W_key and W_value the same "
+        "width, d_out, so the heads were changed after the call. The exercise lets you "
+        "change only the arguments of the call: choose the one width every head gets with "
+        "d_out.",
+        lambda a: a.reshaped_projections is not None,
     ),
     Mistake(
         "the starting wrapper",
@@ -325,9 +435,10 @@ def check_two_dim_output(wrapper):
     return _check(
         wrapper,
         TWO_DIM,
-        "Two heads, one value each: the context vectors are 2-dimensional (num_heads × d_out "
-        "= 2 × 1), and each head still computes causal attention over the same x, exactly as "
-        "before.",
+        "Two heads, each with W_query, W_key and W_value 1 value wide: the context vectors are "
+        "2-dimensional (num_heads × d_out = 2 × 1). Each head reads the same x and computes "
+        "causal attention from its own weights, and the output holds the heads' values side "
+        "by side, in head order.",
     )
 
 
@@ -337,8 +448,10 @@ def check_six_wide_output(wrapper):
     return _check(
         wrapper,
         SIX_WIDE,
-        "Three heads, two values each: the context vectors are 6-dimensional (num_heads × "
-        "d_out = 3 × 2). d_out stays the width of each head, whatever the number of heads.",
+        "Three heads, each with W_query, W_key and W_value 2 values wide: the context vectors "
+        "are 6-dimensional (num_heads × d_out = 3 × 2). Each head reads the same x and "
+        "computes causal attention from its own weights, and the output holds the heads' "
+        "values side by side, in head order.",
     )
 
 
@@ -354,10 +467,10 @@ two_dim_output = Exercise(
     ),
     solution_code=(
         "torch.manual_seed(123)\n"
-        "mha = MultiHeadAttentionWrapper(\n"
+        "my_wrapper = MultiHeadAttentionWrapper(\n"
         "    d_in=3, d_out=1, context_length=6, dropout=0.0, num_heads=2\n"
         ")\n"
-        "check_two_dim_output(mha)"
+        "check_two_dim_output(my_wrapper)"
     ),
 )
 
@@ -371,10 +484,10 @@ six_wide_output = Exercise(
     ),
     solution_code=(
         "torch.manual_seed(123)\n"
-        "mha6 = MultiHeadAttentionWrapper(\n"
+        "my_wrapper6 = MultiHeadAttentionWrapper(\n"
         "    d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=3\n"
         ")\n"
-        "check_six_wide_output(mha6)"
+        "check_six_wide_output(my_wrapper6)"
     ),
 )
 

@@ -4,7 +4,10 @@ The reader subclasses :class:`WeightSplitSkeleton` (``MultiHeadAttention``'s lay
 ``forward`` that raises) and writes ``forward``. :func:`check_weight_split` builds the class
 itself in several configurations (several head counts, ``d_in`` != ``d_out``, inputs shorter
 than ``context_length``, biases in the projections, dropout) and compares the output, in eval
-mode, with the reference computed from each instance's own layers (:mod:`.reference`).
+mode, with the reference computed from each instance's own layers (:mod:`.reference`). With
+dropout it also runs training mode, where two calls must differ. A forward that calls
+``scaled_dot_product_attention`` is refused: the kernel does the steps the practice teaches
+(chapter 5 uses it).
 """
 
 import torch
@@ -75,6 +78,32 @@ WEIGHT_SPLIT_MISTAKES = (
         "forward pass is yours to write. What does each head need from W_query, W_key and "
         "W_value, and in which shape? The first hint, just below the check, starts from there.",
         lambda t: isinstance(t.error, NotImplementedError),
+    ),
+    Mistake(
+        "the fused kernel",
+        "Your forward calls torch.nn.functional.scaled_dot_product_attention. That kernel "
+        "computes the scores, the causal mask, the scaled softmax and the mix of values "
+        "inside, so the steps this practice asks you to write are not yours. Chapter 5's "
+        "practice writes the forward with that kernel and measures what it buys. Here, "
+        "write the steps with @, masked_fill and torch.softmax.{sdpa_mask_note}",
+        lambda t: t.uses_fused_kernel,
+    ),
+    # Right in eval mode, wrong in training mode:
+    Mistake(
+        "forward raises in training mode",
+        "Your forward works in eval mode, but in training mode (after module.train()) it "
+        "raised {training_error_text}. The check runs both modes, because dropout acts only "
+        "in training: self.dropout(attn_weights) needs no test of self.training.",
+        lambda t: t.passed and t.training_error is not None,
+    ),
+    Mistake(
+        "no dropout in training",
+        "In training mode your forward gives the same output on every call, although the "
+        "module was built with dropout={c.dropout}: no attention weight is ever dropped. "
+        "Apply the skeleton's layer to the weights, attn_weights = "
+        "self.dropout(attn_weights): it drops weights at random in training mode and does "
+        "nothing in eval mode.",
+        lambda t: t.passed and t.no_dropout_in_training,
     ),
     Mistake(
         "projections missing",
@@ -243,12 +272,14 @@ WEIGHT_SPLIT_MISTAKES = (
         _following(CORRECT.but(mask="diagonal too")),
     ),
     Mistake(
-        "keep-mask given to sdpa",
-        "You gave scaled_dot_product_attention the causal mask as attn_mask. For that function "
-        "a bool mask means the opposite of masked_fill: True marks the keys to *keep*. So each "
-        "token attends only to later tokens. Pass ~mask (the visible keys), or simply "
-        "is_causal=True.",
-        _following(CORRECT.but(mask="keep-mask to sdpa")),
+        "mask inverted",
+        "Your mask is inverted: it hides each token and the tokens before it, and leaves the "
+        "later tokens visible, so every token attends only to the future, and the last one, "
+        "with nothing left, gets nan. masked_fill(self.mask == 0, ...) is the convention of a "
+        "torch.tril mask, where 1 means *may attend*. The skeleton's mask is torch.triu "
+        "with True on the later tokens, the ones to hide: use it as it is, "
+        "masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf).",
+        _following(CORRECT.but(mask="inverted")),
     ),
     Mistake(
         "mask filled with 0",
@@ -295,7 +326,7 @@ def check_weight_split(cls):
             trial = SplitTrial(cls, config)
             if called:
                 return CheckResult(False, delegation_message(cls, called, "the weight split"))
-            if trial.passed:
+            if trial.accepted:
                 continue
             mistake = first_mistake(WEIGHT_SPLIT_MISTAKES, trial)
             if mistake is None:
@@ -308,8 +339,8 @@ def check_weight_split(cls):
         True,
         f"Your forward pass matches the reference, computed from each instance's own weights, "
         f"in all {len(WEIGHT_SPLIT_CONFIGS)} configurations: {listed(map(str, heads))} heads, "
-        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (off in eval "
-        "mode).",
+        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (on in "
+        "training mode, off in eval mode), written without the fused kernel.",
     )
 
 
