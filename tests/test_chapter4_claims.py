@@ -12,8 +12,10 @@ About 9,000 training steps in all, grouped so that two workers (``make unit``) s
 """
 
 import functools
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -210,3 +212,27 @@ def test_each_claim_can_fail():
     for claim, holds in CROSS_SEED_CLAIMS.items():
         runs = ({0: perfect, 1: perfect}, {0: untrained, 1: untrained})
         assert not all(holds(r) for r in runs), claim
+
+
+CHAPTER = Path(__file__).parent.parent / "chapters" / "04_what_heads_learn.ipynb"
+
+
+def chapter_code():
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def test_the_chapter_trains_as_this_test_does():
+    """If the chapter's budget or width changes, the claims above must be re-examined."""
+    code = chapter_code()
+    assert f"d_model = {D_MODEL}\n" in code
+    assert f"train(model, steps={STEPS}, label=name(num_heads))" in code
+    assert f"more = {LONGER - STEPS}  #" in code
+    assert "train(models[h], steps=more, resume=True, label=name(h))" in code
+
+
+def test_every_reveal_of_chapter_4_offers_its_choices():
+    """Each question offers its answers (True/False, 1-4 or "spread"), so "spread" is readable."""
+    reveals = chapter_code().split("reveal(\n")[1:]
+    assert len(reveals) == 2
+    assert all("choices=" in call.split("\n)")[0] for call in reveals)
