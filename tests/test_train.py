@@ -13,9 +13,11 @@ from mha.tasks import (
     LookbackTask,
     accuracy_band,
     describe_head,
+    describe_pair,
     parameter_count,
     position_over_token,
     read_heads,
+    read_pairs,
     weight_by_offset,
 )
 from mha.train import progress_bar, train
@@ -129,6 +131,46 @@ def test_training_gives_the_same_numbers_on_one_thread_or_two():
     assert all(torch.equal(state_1[k], state_2[k]) for k in state_1)
 
 
+def test_resuming_gives_the_model_of_one_longer_run():
+    """200 steps then 600 more (the chapter's longer budget) is 800 steps."""
+    whole, parts = tiny_model(), tiny_model()
+    losses = train(whole, steps=30, progress=False)
+    first = train(parts, steps=10, progress=False)
+    rest = train(parts, steps=20, resume=True, progress=False)
+    assert first + rest == losses
+    state = parts.state_dict()
+    assert all(torch.equal(v, state[k]) for k, v in whole.state_dict().items())
+    restarted = tiny_model()
+    train(restarted, steps=10, progress=False)
+    train(restarted, steps=20, progress=False)
+    assert not torch.equal(restarted.readout.weight, whole.readout.weight)
+
+
+def test_resuming_a_model_never_trained_says_what_to_do():
+    try:
+        train(tiny_model(), steps=5, resume=True, progress=False)
+    except ValueError as error:
+        assert "has not been trained yet" in str(error)
+    else:
+        raise AssertionError("resume=True on an untrained model was accepted")
+
+
+def test_read_pairs_finds_the_two_offsets_a_head_splits_its_weight_over():
+    num_tokens = 6
+    weights = torch.zeros(1, 1, num_tokens, num_tokens)  # (b, h, T, T)
+    for q in range(num_tokens):
+        weights[:, 0, q, max(q - 1, 0)] += 0.5  # half one back
+        weights[:, 0, q, max(q - 3, 0)] += 0.5  # half three back
+
+    class Fixed(nn.Module):
+        task = LookbackTask(offsets=(3,), num_tokens=num_tokens)
+
+        def attention_weights(self, tokens):
+            return weights
+
+    assert read_pairs(Fixed(), torch.zeros(1, num_tokens)) == [((1, 3), 1.0)]
+
+
 def test_the_model_comes_back_in_eval_mode():
     model = tiny_model()
     train(model, steps=1, progress=False)
@@ -182,10 +224,15 @@ def test_printed_accuracies_and_readings_are_bands_that_name_what_they_mean():
         "70 to 95 %",
         "under 70 %",
     ]
-    assert describe_head(4, 0.9927) == "looks 4 back, weight over 0.99"
-    assert describe_head(2, 0.95) == "looks 2 back, weight over 0.9"
-    assert describe_head(3, 0.75).startswith("mostly 3 back")
-    assert describe_head(3, 0.32).startswith("spread")
+    assert describe_head(2, 0.95) == "looks 2 back (weight > 0.9)"
+    assert describe_head(3, 0.75) == "mostly 3 back (weight 0.6-0.9)"
+    assert describe_head(3, 0.32) == "spread (< 0.6 on every offset)"
+    assert describe_pair((1, 4), 0.94) == "1 and 4 back (weight > 0.8)"
+    assert describe_pair((1, 4), 0.63) == "spread (< 0.8 on any two offsets)"
+    # With "  head 1: " in front, every reading fits a phone's 44 columns.
+    texts = [describe_head(4, w) for w in (0.95, 0.75, 0.3)]
+    texts += [describe_pair((1, 4), w) for w in (0.9, 0.5)]
+    assert max(len(t) for t in texts) <= 44 - len("  head 1: ")
 
 
 def test_position_over_token_measures_where_each_query_block_reads_from():

@@ -165,11 +165,31 @@ def read_heads(model, tokens=None):
 
     A list of ``(offset, weight)``, one per head, over the evaluation set.
     """
-    tokens = model.task.eval_set() if tokens is None else tokens
-    weights = model.attention_weights(tokens)  # (b, h, T, T)
-    by_offset = weight_by_offset(weights, model.task.first_scored)
+    by_offset = _weight_by_offset(model, tokens)  # (num_heads, T)
     best = by_offset.argmax(dim=1)  # (num_heads,)
     return [(int(k), float(by_offset[h, k])) for h, k in enumerate(best)]
+
+
+def read_pairs(model, tokens=None):
+    """For each head: the two offsets it attends to most, and their weight.
+
+    A list of ``((offset, offset), weight)``, one per head, the offsets in
+    increasing order and ``weight`` the mean weight the two get together,
+    over the evaluation set. A head that serves two offsets puts almost all
+    its weight on them.
+    """
+    by_offset = _weight_by_offset(model, tokens)  # (num_heads, T)
+    top = by_offset.topk(2, dim=1)
+    return [
+        (tuple(sorted(int(k) for k in offsets)), float(weights.sum()))
+        for offsets, weights in zip(top.indices, top.values, strict=True)
+    ]
+
+
+def _weight_by_offset(model, tokens):
+    tokens = model.task.eval_set() if tokens is None else tokens
+    weights = model.attention_weights(tokens)  # (b, h, T, T)
+    return weight_by_offset(weights, model.task.first_scored)
 
 
 def parameter_count(model):
@@ -185,6 +205,8 @@ ACCURACY_BANDS = ((0.99, "99 % or more"), (0.95, "95 to 99 %"), (0.70, "70 to 95
 FOCUSED = 0.9
 #: A head that puts less than this on every offset is spread.
 SPREAD = 0.6
+#: A head that puts more than this on two offsets together serves those two.
+PAIRED = 0.8
 
 
 def accuracy_band(accuracy):
@@ -197,14 +219,22 @@ def accuracy_band(accuracy):
 
 def describe_head(offset, weight):
     """What ``read_heads`` found for one head, in words that survive
-    last-bit changes: the offset for a focused head, "spread" otherwise."""
-    if weight > 0.99:
-        return f"looks {offset} back, weight over 0.99"
+    last-bit changes: the offset for a focused head, "spread" otherwise.
+    Short enough for a phone (at most 33 characters)."""
     if weight > FOCUSED:
-        return f"looks {offset} back, weight over {FOCUSED}"
+        return f"looks {offset} back (weight > {FOCUSED})"
     if weight < SPREAD:
-        return f"spread out, no offset gets {SPREAD} of its weight"
-    return f"mostly {offset} back, weight {SPREAD} to {FOCUSED}"
+        return f"spread (< {SPREAD} on every offset)"
+    return f"mostly {offset} back (weight {SPREAD}-{FOCUSED})"
+
+
+def describe_pair(offsets, weight):
+    """What ``read_pairs`` found for one head, in words that survive
+    last-bit changes. Short enough for a phone (at most 33 characters)."""
+    first, second = offsets
+    if weight > PAIRED:
+        return f"{first} and {second} back (weight > {PAIRED})"
+    return f"spread (< {PAIRED} on any two offsets)"
 
 
 def position_over_token(model):
