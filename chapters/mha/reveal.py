@@ -399,6 +399,8 @@ def _read(prediction, answer, choices=None):
         for offered in choices:
             if _means(prediction, offered):
                 return _means(offered, answer)
+    if choices is not None and isinstance(answer, str) and not _LETTERS.fullmatch(answer.strip()):
+        raise Unreadable  # text that names none of the choices
     return _read_as(prediction, answer)
 
 
