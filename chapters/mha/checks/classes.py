@@ -12,6 +12,7 @@ Such a practice must not pass without the skill, so the checks here recognise
 """
 
 import contextlib
+import dis
 import inspect
 import sys
 
@@ -27,59 +28,124 @@ class Skeleton(torch.nn.Module):
         raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
-def book_classes():
-    """The book's own modules (``mha.attention``, ``mha.variants``) that define a forward."""
-    from .. import attention, variants  # imported here: mha.checks loads without them
+#: The book's package ("mha"): a forward of any of its modules, loaded now or added later, is
+#: the book's work, not the reader's.
+PACKAGE = __package__.rpartition(".")[0]
+#: The checker inside it ("mha.checks"): its skeletons and the solutions it shows are the
+#: reader's to use, so they do not count as the book's work.
+CHECKER = __package__
 
+
+#: The profiler's switches as they were at import: replacing ``sys.setprofile`` later does
+#: not switch the watcher off.
+_setprofile, _getprofile = sys.setprofile, sys.getprofile
+
+
+def is_book_module(name):
+    """Whether the module called ``name`` is one of the book's (in ``mha``, not its checker)."""
+    if not isinstance(name, str):
+        return False
+    in_package = name == PACKAGE or name.startswith(PACKAGE + ".")
+    return in_package and not (name == CHECKER or name.startswith(CHECKER + "."))
+
+
+def computes(function):
+    """Whether ``function`` can return a value: a placeholder ``forward`` only raises."""
+    code = getattr(function, "__code__", function)
+    return any(step.opname.startswith("RETURN") for step in dis.get_instructions(code))
+
+
+def _owner(function):
+    """The class that defines ``function`` (from its qualified name), else ``function``."""
+    owner = sys.modules.get(function.__module__)
+    for part in function.__qualname__.split(".")[:-1]:
+        owner = getattr(owner, part, None)
+    return owner if isinstance(owner, type) else function
+
+
+def book_classes():
+    """Every class of the book's modules loaded so far whose own ``forward`` computes."""
+    _verify_intact()
     found = []
-    for module in (attention, variants):
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            is_book = value.__module__ == module.__name__
-            if is_book and issubclass(value, torch.nn.Module) and "forward" in vars(value):
+    for name, module in list(sys.modules.items()):
+        if module is None or not is_book_module(name):
+            continue
+        for value in list(vars(module).values()):
+            forward = vars(value).get("forward") if isinstance(value, type) else None
+            if value.__module__ == name and inspect.isfunction(forward) and computes(forward):
                 found.append(value)
     return found
 
 
 def book_forward_of(cls, allowed=()):
-    """The book class whose very ``forward`` function ``cls`` uses, or ``None``."""
+    """The book class whose very ``forward`` function ``cls`` uses (or the book function it
+    uses as its forward), or ``None``. Any module of the book counts, whenever it was added;
+    the ``forward`` of a class in ``allowed`` does not."""
+    _verify_intact()
     forward = getattr(cls, "forward", None)
-    for book in book_classes():
-        if book not in allowed and vars(book)["forward"] is forward:
-            return book
-    return None
+    forward = getattr(forward, "__func__", forward)
+    if not inspect.isfunction(forward) or not is_book_module(forward.__module__):
+        return None
+    if not computes(forward) or any(vars(a).get("forward") is forward for a in allowed):
+        return None
+    return _owner(forward)
 
 
 @contextlib.contextmanager
-def watching_calls(code):
-    """Record the name of every function of ``code`` (``{code object: name}``) that runs.
+def _watching(name_of):
+    """Record ``name_of(frame)`` for every Python call that starts while the block runs,
+    where it is not ``None``. The names go to the yielded list.
 
-    A profiler compares the code of every Python call that starts with ``code``, so a call
-    is seen whatever route it took: directly, through ``super()``, through a reference saved
-    beforehand, or through a module built inside the block. The names go to the yielded list.
+    A profiler sees every call, whatever route it took: directly, through ``super()``, through
+    a reference saved beforehand, or through a module built inside the block. The profiler is
+    installed with the functions of ``sys`` as they were when this module was loaded, and the
+    block fails loudly if it was switched off while it ran.
     """
-    called = []
+    _verify_intact()
+    called, seen = [], {}
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code in code:
-            called.append(code[frame.f_code])
+        if event == "call":
+            code = frame.f_code
+            if code not in seen:
+                seen[code] = name_of(frame)
+            if seen[code] is not None:
+                called.append(seen[code])
 
-    previous = sys.getprofile()
-    sys.setprofile(profile)
+    previous = _getprofile()
+    _setprofile(profile)
     try:
         yield called
+        if _getprofile() is not profile:
+            raise RuntimeError(
+                "the check's call watcher (a profiler, sys.setprofile) was switched off while "
+                "your code ran, so the check cannot tell whose forward ran. Leave the "
+                "profiler alone, restart the kernel and run the check again."
+            )
     finally:
-        sys.setprofile(previous)
+        _setprofile(previous)
+
+
+def watching_calls(code):
+    """Record the name of every function of ``code`` (``{code object: name}``) that runs."""
+    return _watching(lambda frame: code.get(frame.f_code))
 
 
 def watching_book_forwards(allowed=()):
-    """:func:`watching_calls` for the ``forward`` of every book class not in ``allowed``."""
-    return watching_calls(
-        {
-            vars(book)["forward"].__code__: book.__name__
-            for book in book_classes()
-            if book not in allowed
-        }
-    )
+    """Record the class name of every book ``forward`` that runs (see :func:`book_forward_of`):
+    any module of the book, loaded before the block or inside it, except classes in
+    ``allowed``."""
+    allowed_code = {vars(a)["forward"].__code__ for a in allowed if "forward" in vars(a)}
+
+    def name_of(frame):
+        code = frame.f_code
+        if code.co_name != "forward" or code in allowed_code:
+            return None
+        if not is_book_module(frame.f_globals.get("__name__")) or not computes(code):
+            return None
+        return code.co_qualname.rpartition(".")[0].rpartition(".")[2] or code.co_qualname
+
+    return _watching(name_of)
 
 
 def untouched(cls, skeleton):
@@ -139,6 +205,11 @@ class AnswerFacts:
 def book_shortcut_message(cls, book, what):
     """What to say when ``cls``'s forward is, or only calls, ``book``'s forward."""
     name = getattr(cls, "__name__", "your class")
+    if not isinstance(book, type):
+        return (
+            f"{name}.forward is the book's {book.__qualname__}, not a forward of your own. "
+            f"Subclass the skeleton and write {what} in your own forward."
+        )
     if book is cls:
         return (
             f"{name} is the book's own class: its forward is the one this practice asks you "
@@ -159,3 +230,44 @@ def delegation_message(cls, called, what):
         "super().forward, or a book module it calls), so it does not compute attention itself. "
         f"Write {what} in your own forward, from the layers the skeleton gives you."
     )
+
+
+#: What the detection of the book's work relies on, as it was defined. A check that finds one
+#: of these replaced (here, or where a check imported it) says so instead of passing quietly.
+_ORIGINALS = {
+    name: globals()[name]
+    for name in (
+        "PACKAGE",
+        "CHECKER",
+        "is_book_module",
+        "computes",
+        "book_classes",
+        "book_forward_of",
+        "watching_calls",
+        "watching_book_forwards",
+        "_watching",
+        "_owner",
+        "_setprofile",
+        "_getprofile",
+    )
+}
+#: The names a check module imports from here.
+_IMPORTED = ("book_classes", "book_forward_of", "watching_calls", "watching_book_forwards")
+
+
+def _verify_intact():
+    """Raise ``RuntimeError`` if a name the detection relies on was replaced, in this module
+    or in a check module that imported it (a one-line monkeypatch must not switch a check
+    off silently)."""
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == CHECKER or module_name.startswith(CHECKER + ".")):
+            continue
+        names = _ORIGINALS if module_name == __name__ else _IMPORTED
+        for name in names:
+            value = vars(module).get(name, _ORIGINALS[name])
+            if value is not _ORIGINALS[name]:
+                raise RuntimeError(
+                    f"{module_name}.{name} has been replaced, so this check cannot see whether "
+                    "your forward is your own. Restart the kernel and run the chapter again, "
+                    "without changing the checker."
+                )
