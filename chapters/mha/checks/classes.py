@@ -65,14 +65,13 @@ def _owner(function):
 
 def book_classes():
     """Every class of the book's modules loaded so far whose own ``forward`` computes."""
-    _verify_intact()
     found = []
     for name, module in list(sys.modules.items()):
         if module is None or not is_book_module(name):
             continue
         for value in list(vars(module).values()):
             forward = vars(value).get("forward") if isinstance(value, type) else None
-            if value.__module__ == name and inspect.isfunction(forward) and computes(forward):
+            if inspect.isfunction(forward) and value.__module__ == name and computes(forward):
                 found.append(value)
     return found
 
@@ -81,7 +80,7 @@ def book_forward_of(cls, allowed=()):
     """The book class whose very ``forward`` function ``cls`` uses (or the book function it
     uses as its forward), or ``None``. Any module of the book counts, whenever it was added;
     the ``forward`` of a class in ``allowed`` does not."""
-    _verify_intact()
+    verify_intact()
     forward = getattr(cls, "forward", None)
     forward = getattr(forward, "__func__", forward)
     if not inspect.isfunction(forward) or not is_book_module(forward.__module__):
@@ -101,7 +100,7 @@ def _watching(name_of):
     installed with the functions of ``sys`` as they were when this module was loaded, and the
     block fails loudly if it was switched off while it ran.
     """
-    _verify_intact()
+    verify_intact()
     called, seen = [], {}
 
     def profile(frame, event, arg):
@@ -241,7 +240,6 @@ _ORIGINALS = {
         "CHECKER",
         "is_book_module",
         "computes",
-        "book_classes",
         "book_forward_of",
         "watching_calls",
         "watching_book_forwards",
@@ -252,10 +250,10 @@ _ORIGINALS = {
     )
 }
 #: The names a check module imports from here.
-_IMPORTED = ("book_classes", "book_forward_of", "watching_calls", "watching_book_forwards")
+_IMPORTED = ("book_forward_of", "watching_calls", "watching_book_forwards")
 
 
-def _verify_intact():
+def verify_intact():
     """Raise ``RuntimeError`` if a name the detection relies on was replaced, in this module
     or in a check module that imported it (a one-line monkeypatch must not switch a check
     off silently)."""
