@@ -1,4 +1,4 @@
-"""A forward that hands its work to any module of the book is caught, in more than one chapter,
+"""A forward that hands its work to any module of the book is caught, in chapters 3, 5 and 6,
 including a module added after the check was written; and a one-line patch of the checker
 does not switch the detection off without saying so.
 
@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 
 from mha import MultiHeadAttention
-from mha.checks import Skeleton, WeightSplitSkeleton, check_weight_split, check_wrapper
+from mha.checks import Skeleton, WeightSplitSkeleton, check_weight_split
 from mha.checks.classes import book_classes, book_forward_of, computes, is_book_module
 from mha.checks.fused import FusedAttentionStart, check_fused_attention
-from mha.checks.wrapper import WrapperSkeleton
+from mha.checks.gqa import check_gqa_forward
 from mha.gqa import GroupedQueryAttention
 
 # The modules themselves (``mha.checks.weight_split`` is also the name of an exercise).
@@ -98,46 +98,27 @@ def test_chapter_5_rejects_a_forward_that_hands_its_work_to_grouped_query_attent
     assert "hands the work to the book's GroupedQueryAttention" in result.feedback
 
 
-def wrapper_through_grouped_query_attention(self, x):
-    """Chapter 1's wrapper, its heads' weights stacked into the book's GQA (one group per head)."""
-    first = self.heads[0]
-    d_in, d_out = first.W_query.in_features, first.W_query.out_features
-    heads = len(self.heads)
-    inner = GroupedQueryAttention(
-        d_in, d_out * heads, first.mask.shape[0], 0.0, heads, num_kv_groups=heads
-    )
-    with torch.no_grad():
-        for name in ("W_query", "W_key", "W_value"):
-            weight = torch.cat([getattr(head, name).weight for head in self.heads])
-            getattr(inner, name).weight.copy_(weight)
-        inner.out_proj.weight.copy_(torch.eye(d_out * heads))
-        inner.out_proj.bias.zero_()
-    return inner(x)
-
-
-def test_chapter_1_rejects_a_forward_that_hands_its_work_to_grouped_query_attention():
-    cls = type(
-        "ThroughGQA", (WrapperSkeleton,), {"forward": wrapper_through_grouped_query_attention}
-    )
-    result = check_wrapper(cls)
-    assert not result.passed
-    assert "GroupedQueryAttention" in result.feedback, result.feedback
-
-
 FUTURE_MODULE = "mha.future_tiled"
+
+
+def pasted(name, base):
+    """Source of a class ``name`` on ``base`` with a forward of its own: ``base``'s, pasted."""
+    body = textwrap.indent(textwrap.dedent(inspect.getsource(base.forward)), "    ")
+    return f"class {name}({base.__name__}):\n{body}\n\n"
 
 
 def a_module_added_later():
     """A book module the checker has never heard of, loaded only when a forward first runs:
-    its class computes attention with a forward of its own (MultiHeadAttention's, pasted)."""
+    its classes compute attention with forwards of their own (the book's, pasted)."""
     if FUTURE_MODULE not in sys.modules:
         module = types.ModuleType(FUTURE_MODULE)
-        source = textwrap.dedent(inspect.getsource(MultiHeadAttention.forward))
-        body = textwrap.indent(source, "    ")
-        code = f"import torch\n\nclass TiledAttention(MultiHeadAttention):\n{body}"
-        module.MultiHeadAttention = MultiHeadAttention
+        for book in ("mha.attention", "mha.gqa"):  # torch, check_input, check_length, ...
+            vars(module).update(vars(sys.modules[book]))
+        vars(module).update(MultiHeadAttention=MultiHeadAttention, __name__=FUTURE_MODULE)
+        code = pasted("TiledAttention", MultiHeadAttention) + pasted(
+            "TiledGroupedAttention", GroupedQueryAttention
+        )
         exec(compile(code, f"<{FUTURE_MODULE}>", "exec"), vars(module))
-        module.TiledAttention.__module__ = FUTURE_MODULE
         sys.modules[FUTURE_MODULE] = module
     return sys.modules[FUTURE_MODULE]
 
@@ -163,6 +144,29 @@ def test_a_module_added_to_the_package_later_counts_even_if_loaded_during_the_ch
     assert not result.passed
     assert "hands its work to the book's TiledAttention.forward" in result.feedback
     assert a_module_added_later().TiledAttention in book_classes()
+
+
+class GroupsThroughAModuleAddedLater(GroupedQueryAttention):
+    """Chapter 6's exercise handed to the module added later."""
+
+    def forward(self, x):
+        inner = a_module_added_later().TiledGroupedAttention(
+            x.shape[-1],
+            self.d_out,
+            self.context_length,
+            self.dropout.p,
+            self.num_heads,
+            self.num_kv_groups,
+            qkv_bias=self.W_query.bias is not None,
+        )
+        inner.load_state_dict(self.state_dict())
+        return inner.train(self.training)(x)
+
+
+def test_chapter_6_refuses_a_forward_of_a_module_added_later(future_module):
+    result = check_gqa_forward(GroupsThroughAModuleAddedLater)
+    assert not result.passed
+    assert "runs the book's own TiledGroupedAttention.forward" in result.feedback
 
 
 def test_a_forward_taken_from_any_book_module_is_named_before_anything_runs(future_module):

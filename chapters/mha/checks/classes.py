@@ -125,9 +125,22 @@ def _watching(name_of):
         _setprofile(previous)
 
 
+def _book_forward_name(frame, allowed_code=frozenset()):
+    """``"Class.forward"`` if ``frame`` runs the ``forward`` of a book class (any module of
+    the book, loaded before or during the watch; not placeholders, not ``allowed_code``)."""
+    code = frame.f_code
+    if code.co_name != "forward" or code in allowed_code:
+        return None
+    if not is_book_module(frame.f_globals.get("__name__")) or not computes(code):
+        return None
+    return code.co_qualname.rpartition("<locals>.")[2]
+
+
 def watching_calls(code):
-    """Record the name of every function of ``code`` (``{code object: name}``) that runs."""
-    return _watching(lambda frame: code.get(frame.f_code))
+    """Record the name of every function of ``code`` (``{code object: name}``) that runs, and
+    of every book ``forward`` (``"Class.forward"``, see :func:`watching_book_forwards`): a
+    check that lists the book code it refuses need not list a module added later."""
+    return _watching(lambda frame: code.get(frame.f_code) or _book_forward_name(frame))
 
 
 def watching_book_forwards(allowed=()):
@@ -137,12 +150,8 @@ def watching_book_forwards(allowed=()):
     allowed_code = {vars(a)["forward"].__code__ for a in allowed if "forward" in vars(a)}
 
     def name_of(frame):
-        code = frame.f_code
-        if code.co_name != "forward" or code in allowed_code:
-            return None
-        if not is_book_module(frame.f_globals.get("__name__")) or not computes(code):
-            return None
-        return code.co_qualname.rpartition(".")[0].rpartition(".")[2] or code.co_qualname
+        name = _book_forward_name(frame, allowed_code)
+        return name and name.removesuffix(".forward")
 
     return _watching(name_of)
 
@@ -244,6 +253,7 @@ _ORIGINALS = {
         "watching_calls",
         "watching_book_forwards",
         "_watching",
+        "_book_forward_name",
         "_owner",
         "_setprofile",
         "_getprofile",
