@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha.reveal import NUMBER_WORDS, prediction_matches, reveal
+from mha.predictions import NUMBER_WORDS, format_of
+from mha.reveal import _verdict, prediction_matches, reveal
 
 #: The choices of chapter 2's first prediction (the width of the wrapper's output).
 WIDTH = {"A": "d_out", "B": "num_heads + d_out", "C": "num_heads × d_out"}
@@ -283,10 +284,8 @@ def test_a_question_with_choices_lists_them_in_the_format(answer, choices, shown
 
 def test_a_nested_format_is_said_once_and_in_order():
     """The hint of issue 18: "a tuple of 2: (a tuple of 4: (a whole number..." is gone."""
-    from mha.reveal import _format_of
-
     for answer in (((2, 6, 3, 2), (2, 3, 6, 2)), ([1, 1, 2, 2], [1, 2, 1, 2])):
-        shown = _format_of(answer)
+        shown = format_of(answer)
         assert "a tuple of 2" not in shown and "a tuple of 4" not in shown
         assert shown.count("(") == shown.count(")") and shown.count("[") == shown.count("]")
 
@@ -397,7 +396,5 @@ ANSWERS = (4, 8388608, 0.5, True, False, "B", "B and C", "no", "spread", (2, 6, 
 def test_reading_never_raises_and_always_gives_a_verdict(prediction, answer, choices):
     assert prediction_matches(prediction, answer, choices=choices) in (True, False)
     if prediction is not None:
-        from mha.reveal import _verdict
-
         verdict = _verdict(prediction, answer, None, choices)
         assert verdict.startswith("Your prediction") and verdict.endswith(".")

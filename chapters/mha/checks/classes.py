@@ -9,6 +9,12 @@ Such a practice must not pass without the skill, so the checks here recognise
 * a class whose ``forward`` *is* one of the book's own, or only hands the work to one
   (``super().forward(x)`` in a subclass of a book class, a saved reference to a book
   ``forward``, or a book module built inside).
+
+"The book's own" is any module of the ``mha`` package except the checker itself, read from
+the code that runs rather than from a list: a module a chapter adds later counts from the day
+it is added, even one first imported inside the reader's forward. A check whose detector was
+replaced (a one-line monkeypatch of a name here, or where a check imported it) fails and says
+so, instead of passing quietly: :func:`verify_intact`.
 """
 
 import contextlib
@@ -18,7 +24,7 @@ import sys
 
 import torch
 
-from .core import Mistake, kind_of
+from .core import BEFORE_EACH_CHECK, Mistake, kind_of
 
 
 class Skeleton(torch.nn.Module):
@@ -279,3 +285,6 @@ def verify_intact():
                     "your forward is your own. Restart the kernel and run the chapter again, "
                     "without changing the checker."
                 )
+
+
+BEFORE_EACH_CHECK.append(verify_intact)
