@@ -20,8 +20,10 @@ import torch.nn.functional as F
 from mha import MultiHeadAttention
 from mha.checks import Skeleton, WeightSplitSkeleton, check_weight_split
 from mha.checks.classes import book_classes, book_forward_of, computes, is_book_module
-from mha.checks.fused import FusedAttentionStart, check_fused_attention
+from mha.checks.fused import FusedAttentionStart, check_fused_attention, fused_attention_recipe
 from mha.checks.gqa import check_gqa_forward
+from mha.checks.gqa_trial import grouped_attention
+from mha.checks.reference import split_attention
 from mha.gqa import GroupedQueryAttention
 
 # The modules themselves (``mha.checks.weight_split`` is also the name of an exercise).
@@ -167,6 +169,38 @@ def test_chapter_6_refuses_a_forward_of_a_module_added_later(future_module):
     result = check_gqa_forward(GroupsThroughAModuleAddedLater)
     assert not result.passed
     assert "runs the book's own TiledGroupedAttention.forward" in result.feedback
+
+
+class ThroughTheChecksAnswerKey(WeightSplitSkeleton):
+    def forward(self, x):
+        return split_attention(self, x, self.num_heads)
+
+
+def fused_through_the_checks_answer_key(self, x):
+    return fused_attention_recipe(self, x)
+
+
+class GroupsThroughTheChecksAnswerKey(GroupedQueryAttention):
+    def forward(self, x):
+        return grouped_attention(self, x, self.num_heads, self.num_kv_groups)
+
+
+@pytest.mark.parametrize(
+    "check, cls, phrase",
+    [
+        (check_weight_split, ThroughTheChecksAnswerKey, "split_attention()"),
+        (
+            check_fused_attention,
+            type("Keyed", (FusedAttentionStart,), {"forward": fused_through_the_checks_answer_key}),
+            "fused_attention_recipe()",
+        ),
+        (check_gqa_forward, GroupsThroughTheChecksAnswerKey, "grouped_attention()"),
+    ],
+    ids=["chapter 3", "chapter 5", "chapter 6"],
+)
+def test_a_forward_that_calls_the_checks_own_reference_is_refused(check, cls, phrase):
+    result = check(cls)
+    assert not result.passed and phrase in result.feedback, result.feedback
 
 
 def test_a_forward_taken_from_any_book_module_is_named_before_anything_runs(future_module):

@@ -47,12 +47,15 @@ CHECKER = __package__
 _setprofile, _getprofile = sys.setprofile, sys.getprofile
 
 
+def _in_package(name):
+    """Whether the module called ``name`` is in the package (the book's or its checker)."""
+    return isinstance(name, str) and (name == PACKAGE or name.startswith(PACKAGE + "."))
+
+
 def is_book_module(name):
     """Whether the module called ``name`` is one of the book's (in ``mha``, not its checker)."""
-    if not isinstance(name, str):
-        return False
-    in_package = name == PACKAGE or name.startswith(PACKAGE + ".")
-    return in_package and not (name == CHECKER or name.startswith(CHECKER + "."))
+    checker = isinstance(name, str) and (name == CHECKER or name.startswith(CHECKER + "."))
+    return _in_package(name) and not checker
 
 
 def computes(function):
@@ -132,14 +135,24 @@ def _watching(name_of):
 
 
 def _book_forward_name(frame, allowed_code=frozenset()):
-    """``"Class.forward"`` if ``frame`` runs the ``forward`` of a book class (any module of
-    the book, loaded before or during the watch; not placeholders, not ``allowed_code``)."""
+    """What the book computes in ``frame``, if the reader's answer may not hand work to it:
+    ``"Class.forward"`` for the ``forward`` of a book class (any module of the book, loaded
+    before or during the watch; not placeholders, not ``allowed_code``), or ``"name()"`` for
+    a function of the checker (its answer key, ``split_attention`` ...) called from outside
+    the package. Else ``None``."""
     code = frame.f_code
-    if code.co_name != "forward" or code in allowed_code:
-        return None
-    if not is_book_module(frame.f_globals.get("__name__")) or not computes(code):
-        return None
-    return code.co_qualname.rpartition("<locals>.")[2]
+    module = frame.f_globals.get("__name__")
+    if code.co_name == "forward":
+        if code in allowed_code or not is_book_module(module) or not computes(code):
+            return None
+        return code.co_qualname.rpartition("<locals>.")[2]
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
+        return None  # resumed by whoever iterates it (contextlib, for a context manager)
+    by_reader = frame.f_back is not None and not _in_package(frame.f_back.f_globals.get("__name__"))
+    checker = _in_package(module) and not is_book_module(module)
+    if by_reader and checker and "." not in code.co_qualname and code.co_name[:1] not in "_<":
+        return f"{code.co_name}()"
+    return None
 
 
 def watching_calls(code):
@@ -238,10 +251,10 @@ def book_shortcut_message(cls, book, what):
 def delegation_message(cls, called, what):
     """What to say when ``cls``'s forward hands the work to the book modules in ``called``."""
     name = getattr(cls, "__name__", "your class")
-    books = sorted(set(called))
+    books = [book if book.endswith(")") else f"{book}.forward" for book in sorted(set(called))]
     return (
-        f"{name}.forward hands its work to the book's {' and '.join(books)}.forward (through "
-        "super().forward, or a book module it calls), so it does not compute attention itself. "
+        f"{name}.forward hands its work to the book's {' and '.join(books)} (through "
+        "super().forward, or book code it calls), so it does not compute attention itself. "
         f"Write {what} in your own forward, from the layers the skeleton gives you."
     )
 
@@ -260,6 +273,7 @@ _ORIGINALS = {
         "watching_book_forwards",
         "_watching",
         "_book_forward_name",
+        "_in_package",
         "_owner",
         "_setprofile",
         "_getprofile",
