@@ -6,7 +6,10 @@ question; "8,388,608" and "8 388 608"; number words up to twenty; the text of a 
 label; every answer a question offers. Next to each, the near misses a human grader marks wrong.
 """
 
+from collections import namedtuple
+
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +24,7 @@ CACHE = {"A": "128 MiB", "B": "1 GiB", "C": "4 GiB", "D": "32 GiB"}
 FASTER = {"yes": "faster", "no": "slower", "inconclusive": "within the noise"}
 #: Chapter 4's question "where does head 1 look?".
 OFFSETS = (1, 2, 3, 4, "spread")
+Pair = namedtuple("Pair", "first second")
 
 
 def verdict_of(capsys, answer, prediction, **options):
@@ -90,6 +94,10 @@ def verdict_of(capsys, answer, prediction, **options):
         ("2, 6, 4", (2, 6, 4)),
         ("[2 6 4]", (2, 6, 4)),
         ("2 x 6 x 4", (2, 6, 4)),
+        ("torch.Size([2, 6, 4])", (2, 6, 4)),
+        (torch.Size([2, 6, 4]), (2, 6, 4)),
+        (torch.tensor([2, 6, 4]), (2, 6, 4)),
+        (torch.tensor(4), 4),
         ("(two, six, four)", (2, 6, 4)),
         ([[2, 6, 3, 2], [2, 3, 6, 2]], ((2, 6, 3, 2), (2, 3, 6, 2))),
         ("(2, 6, 3, 2), (2, 3, 6, 2)", ((2, 6, 3, 2), (2, 3, 6, 2))),
@@ -193,6 +201,9 @@ def test_a_prediction_that_says_something_else_does_not_match(prediction, answer
         (1.0, 1, OFFSETS),
         ("(B)", "B", ("A", "B", "C")),
         ("A and C", "A and C", WIDTH),
+        ("4: four heads", 4, {4: "four heads", 5: "five heads"}),
+        ("Five heads.", 5, {4: "four heads", 5: "five heads"}),
+        ("no - slower", "no", FASTER),
         ("C, A", "A and C", WIDTH),
     ],
 )
@@ -222,6 +233,7 @@ def test_a_choice_named_by_its_text_or_label_means_that_choice(prediction, answe
         ("one", "spread", OFFSETS),
         ("everywhere", "spread", OFFSETS),
         ("A", "A and C", WIDTH),
+        ("4.5", 4, {4: "four heads", 5: "five heads"}),
         ("d_out", "A and C", WIDTH),
     ],
 )
@@ -260,6 +272,8 @@ def test_an_answer_the_question_offers_is_readable_whatever_the_right_ones_type(
         ),
         ("lots", (15, 6), "a pair of whole numbers, such as (1, 2)"),
         ("yes", (1, "spread"), "a tuple of 2: a whole number and text in quotes"),
+        ("big", torch.Size([2, 6, 4]), "a tuple of 3 whole numbers, such as (1, 2, 3)"),
+        ("big", Pair(1, 2), "a pair of whole numbers, such as (2, 3)"),
     ],
 )
 def test_reveal_shows_the_format_of_a_prediction_it_cannot_read(prediction, answer, shown, capsys):

@@ -38,7 +38,7 @@ _LETTERS = re.compile(r"[A-Z](?:\s*(?:,|&|and)\s*[A-Z])*")
 #: What joins several letters in a prediction: "B and C", "B, C", "B & C", "B + C", "B/C".
 _JOINS = re.compile(r"\s*(?:,|&|\+|/|\band\b)\s*")
 #: A label and the text of its choice together: "B. num_heads * d_out", "(b) 1 GiB".
-_LABEL_THEN_TEXT = re.compile(r"\(?\s*(\w+)\s*(?:\)|\.|:|-)\s*(.+)")
+_LABEL_THEN_TEXT = re.compile(r"\(?\s*(\w+)\s*(?:\)\s*|[.:-]\s+)(.+)")
 _ARITHMETIC = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -187,7 +187,7 @@ def _items(text):
         value = None
     if isinstance(value, (list, tuple)):
         return value
-    said = text.strip()
+    said = re.sub(r"^(?:torch\.)?Size\((.*)\)$", r"\1", text.strip())  # torch.Size([2, 6, 4])
     if re.fullmatch(r"\d+(?:\s*[x×*]\s*\d+)+", said):
         return re.split(r"\s*[x×*]\s*", said)
     stack = [[]]
@@ -364,7 +364,7 @@ def _example(answer, shift=0, position=0):
         return (("A and D", "A and B", "B and D") if several else "ABC")[shift]
     if isinstance(answer, (list, tuple)):
         items = [_example(item, shift, i + 1) for i, item in enumerate(answer)]
-        return None if None in items else type(answer)(items)
+        return None if None in items else (list if isinstance(answer, list) else tuple)(items)
     return None
 
 
