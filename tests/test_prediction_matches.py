@@ -296,6 +296,12 @@ def test_a_question_with_choices_lists_them_in_the_format(answer, choices, shown
     assert f"cannot be read as this answer: write it as {shown}." in verdict
 
 
+@pytest.mark.parametrize("choices", [(), {}, None, iter(OFFSETS), [1, 2, 3, 4, "spread"]])
+def test_choices_may_be_any_sequence_and_empty_ones_offer_nothing(choices, capsys):
+    assert prediction_matches("Spread.", "spread", choices=choices)
+    assert "cannot be read" in verdict_of(capsys, 1, "x", choices=choices)
+
+
 def test_a_nested_format_is_said_once_and_in_order():
     """The hint of issue 18: "a tuple of 2: (a tuple of 4: (a whole number..." is gone."""
     for answer in (((2, 6, 3, 2), (2, 3, 6, 2)), ([1, 1, 2, 2], [1, 2, 1, 2])):

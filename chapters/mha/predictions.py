@@ -286,20 +286,27 @@ def _choice_named(prediction, choices):
     return _NO_CHOICE
 
 
+def offered(choices):
+    """``choices`` as a dict of labels or a tuple of answers; ``None`` if it offers nothing."""
+    if not choices:
+        return None
+    return choices if isinstance(choices, dict) else tuple(choices)
+
+
 def read(prediction, answer, choices=None):
     """Whether ``prediction`` means ``answer``; raises :class:`Unreadable` if it cannot tell.
 
     ``choices`` (see :func:`prediction_matches`) are the answers the question offers.
     """
-    prediction = _plain(prediction)
+    prediction, choices = _plain(prediction), offered(choices)
     if isinstance(choices, dict):
         label = _choice_named(prediction, choices)
         if label is not _NO_CHOICE:
             return _means(label, answer)
     elif choices is not None:
-        for offered in choices:
-            if _means(prediction, offered):
-                return _means(offered, answer)
+        for choice in choices:
+            if _means(prediction, choice):
+                return _means(choice, answer)
     if choices is not None and isinstance(answer, str) and not _LETTERS.fullmatch(answer.strip()):
         raise Unreadable  # text that names none of the choices
     return _read_as(prediction, answer)
@@ -370,9 +377,10 @@ def _example(answer, shift=0, position=0):
 
 def format_of(answer, choices=None):
     """How a prediction for ``answer`` is written, without quoting the answer as the example."""
-    if choices is not None:
-        offered = [_literal(choice) for choice in choices]
-        one_of = " or ".join(filter(None, (", ".join(offered[:-1]), offered[-1])))
+    choices = offered(choices)
+    if choices:
+        said = [_literal(choice) for choice in choices]
+        one_of = " or ".join(filter(None, (", ".join(said[:-1]), said[-1])))
         texts = isinstance(choices, dict) and any(t is not None for t in choices.values())
         return f"one of {one_of}" + (" (or the text of a choice)" if texts else "")
     kind = _kind(answer)[0]

@@ -23,7 +23,7 @@ import html
 import re
 import textwrap
 
-from .predictions import format_of, prediction_matches, read
+from .predictions import format_of, offered, prediction_matches, read
 
 __all__ = [
     "BOX_COLOURS",
@@ -157,5 +157,6 @@ def reveal(answer, prediction=None, explanation="", *, choices=None, matches=Non
     verdict: the answer speaks for itself. ``choices`` are the answers the question offers
     (see :func:`prediction_matches`).
     """
+    choices = offered(choices)  # read once: an iterator is read both to judge and to explain
     verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
     _show(Revealed(answer, verdict, explanation))
