@@ -31,7 +31,8 @@ NUMBER_WORDS = {
 }
 _YES = frozenset({"yes", "y", "yeah", "yep", "true"})
 _NO = frozenset({"no", "n", "nope", "false"})
-#: Digits in groups of three, one separator throughout: 8,388,608, 8 388 608, 8'388'608.
+#: Digits in groups of three, one separator throughout: 8,388,608, 8 388 608, 8'388'608
+#: (and 8.388.608, where two full stops cannot be a decimal point).
 _GROUPED = re.compile(r"[+-]?\d{1,3}(?P<sep>[, '_])\d{3}(?:(?P=sep)\d{3})*(?:\.\d+)?")
 #: An answer naming choices by letter: "B", or several, "A and C".
 _LETTERS = re.compile(r"[A-Z](?:\s*(?:,|&|and)\s*[A-Z])*")
@@ -92,11 +93,8 @@ def _label(text):
     """``text`` without what a reader writes around a label: "(B)", "b)", "[B]", "option B",
     "answer: B" all give "b"."""
     said = re.sub(r"^(?:option|choice|answer|letter)\b\s*:?\s*", "", _said(text))
-    if said[:1] in "([" and said[-1:] in ")]":
-        said = said[1:-1]
-    elif said[-1:] == ")":
-        said = said[:-1]
-    return said.strip().rstrip(".:").strip()
+    said = re.sub(r"^[(\[*\s]+|[)\]*\s]+$", "", said)  # (b), b), [b], **b**
+    return said.rstrip(".:").strip()
 
 
 def _letters(prediction):
@@ -123,6 +121,8 @@ def _number(prediction):
         return NUMBER_WORDS[said]
     if _GROUPED.fullmatch(said):
         said = re.sub(r"[, '_]", "", said)
+    elif re.fullmatch(r"[+-]?\d{1,3}(?:\.\d{3}){2,}", said):
+        said = said.replace(".", "")
     if len(said) > 100:
         raise Unreadable
     try:
