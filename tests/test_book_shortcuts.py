@@ -203,6 +203,19 @@ def test_a_forward_that_calls_the_checks_own_reference_is_refused(check, cls, ph
     assert not result.passed and phrase in result.feedback, result.feedback
 
 
+def test_the_checker_may_use_its_answer_key_before_and_after_the_reader_does():
+    """Only the reader's own call counts, whichever comes first (nothing is remembered)."""
+    checker = {"__name__": "mha.checks.simulated", "split_attention": split_attention}
+    exec("def expected(m, x):\n    return split_attention(m, x, m.num_heads)", checker)
+    module, x = WeightSplitSkeleton(3, 4, 6, 0.0, 2), torch.rand(1, 6, 3)
+    with torch.no_grad(), classes.watching_book_forwards() as called:
+        checker["expected"](module, x)
+        assert "split_attention()" not in called
+        split_attention(module, x, 2)
+        checker["expected"](module, x)
+    assert called.count("split_attention()") == 1
+
+
 def test_a_forward_taken_from_any_book_module_is_named_before_anything_runs(future_module):
     taken = type("Taken", (WeightSplitSkeleton,), {"forward": GroupedQueryAttention.forward})
     assert book_forward_of(taken) is GroupedQueryAttention

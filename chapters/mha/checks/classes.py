@@ -100,9 +100,12 @@ def book_forward_of(cls, allowed=()):
 
 
 @contextlib.contextmanager
-def _watching(name_of):
-    """Record ``name_of(frame)`` for every Python call that starts while the block runs,
-    where it is not ``None``. The names go to the yielded list.
+def _watching(describe):
+    """Record the names of the book's code that runs while the block runs, in the yielded list.
+
+    ``describe(code, module)`` says what a code object running in the module called ``module``
+    is: ``None`` (not the book's work), ``(name, False)`` (the book's work, whoever calls it)
+    or ``(name, True)`` (the book's work when the reader's code calls it directly).
 
     A profiler sees every call, whatever route it took: directly, through ``super()``, through
     a reference saved beforehand, or through a module built inside the block. The profiler is
@@ -113,12 +116,19 @@ def _watching(name_of):
     called, seen = [], {}
 
     def profile(frame, event, arg):
-        if event == "call":
-            code = frame.f_code
-            if code not in seen:
-                seen[code] = name_of(frame)
-            if seen[code] is not None:
-                called.append(seen[code])
+        if event != "call":
+            return
+        code = frame.f_code
+        if code not in seen:
+            seen[code] = describe(code, frame.f_globals.get("__name__"))
+        if seen[code] is None:
+            return
+        name, only_from_outside = seen[code]
+        caller = frame.f_back
+        if not only_from_outside or (
+            caller is not None and not _in_package(caller.f_globals.get("__name__"))
+        ):
+            called.append(name)
 
     previous = _getprofile()
     _setprofile(profile)
@@ -134,45 +144,51 @@ def _watching(name_of):
         _setprofile(previous)
 
 
-def _book_forward_name(frame, allowed_code=frozenset()):
-    """What the book computes in ``frame``, if the reader's answer may not hand work to it:
-    ``"Class.forward"`` for the ``forward`` of a book class (any module of the book, loaded
-    before or during the watch; not placeholders, not ``allowed_code``), or ``"name()"`` for
-    a function of the checker (its answer key, ``split_attention`` ...) called from outside
-    the package. Else ``None``."""
-    code = frame.f_code
-    module = frame.f_globals.get("__name__")
+def _book_code(code, module, allowed_code=frozenset()):
+    """What the book computes in ``code``, run in ``module``, for :func:`_watching`.
+
+    The ``forward`` of a book class counts whoever calls it: any module of the book, loaded
+    before or during the watch (not placeholders that only raise, not ``allowed_code``). A
+    function of the checker (its answer key: ``split_attention`` ...) counts when the
+    reader's code calls it; the checker calls it too, to compute what it expects.
+    """
     if code.co_name == "forward":
         if code in allowed_code or not is_book_module(module) or not computes(code):
             return None
-        return code.co_qualname.rpartition("<locals>.")[2]
+        return code.co_qualname.rpartition("<locals>.")[2], False
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
         return None  # resumed by whoever iterates it (contextlib, for a context manager)
-    by_reader = frame.f_back is not None and not _in_package(frame.f_back.f_globals.get("__name__"))
     checker = _in_package(module) and not is_book_module(module)
-    if by_reader and checker and "." not in code.co_qualname and code.co_name[:1] not in "_<":
-        return f"{code.co_name}()"
+    if checker and "." not in code.co_qualname and code.co_name[:1] not in "_<":
+        return f"{code.co_name}()", True
     return None
 
 
 def watching_calls(code):
     """Record the name of every function of ``code`` (``{code object: name}``) that runs, and
-    of every book ``forward`` (``"Class.forward"``, see :func:`watching_book_forwards`): a
-    check that lists the book code it refuses need not list a module added later."""
-    return _watching(lambda frame: code.get(frame.f_code) or _book_forward_name(frame))
+    of the book's other work (see :func:`watching_book_forwards`; a forward is named
+    ``"Class.forward"``): a check that lists the book code it refuses need not list a module
+    added later."""
+
+    def describe(running, module):
+        name = code.get(running)
+        return (name, False) if name is not None else _book_code(running, module)
+
+    return _watching(describe)
 
 
 def watching_book_forwards(allowed=()):
-    """Record the class name of every book ``forward`` that runs (see :func:`book_forward_of`):
-    any module of the book, loaded before the block or inside it, except classes in
-    ``allowed``."""
+    """Record the book's work that runs: the class name of every book ``forward`` (see
+    :func:`book_forward_of`; any module of the book, loaded before the block or inside it,
+    except classes in ``allowed``), and ``"name()"`` for a function of the checker that the
+    reader's code calls."""
     allowed_code = {vars(a)["forward"].__code__ for a in allowed if "forward" in vars(a)}
 
-    def name_of(frame):
-        name = _book_forward_name(frame, allowed_code)
-        return name and name.removesuffix(".forward")
+    def describe(code, module):
+        found = _book_code(code, module, allowed_code)
+        return found and (found[0].removesuffix(".forward"), found[1])
 
-    return _watching(name_of)
+    return _watching(describe)
 
 
 def untouched(cls, skeleton):
@@ -272,7 +288,7 @@ _ORIGINALS = {
         "watching_calls",
         "watching_book_forwards",
         "_watching",
-        "_book_forward_name",
+        "_book_code",
         "_in_package",
         "_owner",
         "_setprofile",
