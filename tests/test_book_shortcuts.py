@@ -188,13 +188,13 @@ class GroupsThroughTheChecksAnswerKey(GroupedQueryAttention):
 @pytest.mark.parametrize(
     "check, cls, phrase",
     [
-        (check_weight_split, ThroughTheChecksAnswerKey, "split_attention()"),
+        (check_weight_split, ThroughTheChecksAnswerKey, "split_attention"),
         (
             check_fused_attention,
             type("Keyed", (FusedAttentionStart,), {"forward": fused_through_the_checks_answer_key}),
-            "fused_attention_recipe()",
+            "fused_attention_recipe",
         ),
-        (check_gqa_forward, GroupsThroughTheChecksAnswerKey, "grouped_attention()"),
+        (check_gqa_forward, GroupsThroughTheChecksAnswerKey, "grouped_attention"),
     ],
     ids=["chapter 3", "chapter 5", "chapter 6"],
 )
