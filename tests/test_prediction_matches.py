@@ -22,6 +22,12 @@ WIDTH = {"A": "d_out", "B": "num_heads + d_out", "C": "num_heads × d_out"}
 CACHE = {"A": "128 MiB", "B": "1 GiB", "C": "4 GiB", "D": "32 GiB"}
 #: Chapter 5's question "is the split still faster at the longest length?".
 FASTER = {"yes": "faster", "no": "slower", "inconclusive": "within the noise"}
+#: Chapter 3's question "what if .contiguous() is left out?".
+CONTIGUOUS = {
+    "A": "Nothing: view works the same either way",
+    "B": "view raises an error",
+    "C": "view runs but silently mixes up the numbers",
+}
 #: Chapter 4's question "where does head 1 look?".
 OFFSETS = (1, 2, 3, 4, "spread")
 Pair = namedtuple("Pair", "first second")
@@ -206,6 +212,11 @@ def test_a_prediction_that_says_something_else_does_not_match(prediction, answer
         (1.0, 1, OFFSETS),
         ("(B)", "B", ("A", "B", "C")),
         ("A and C", "A and C", WIDTH),
+        ("View raises an error.", "B", CONTIGUOUS),
+        ("nothing", "A", CONTIGUOUS),
+        ("Nothing: view works the same either way.", "A", CONTIGUOUS),
+        ("yes", True, (True, False)),
+        ("No.", False, (True, False)),
         ("4: four heads", 4, {4: "four heads", 5: "five heads"}),
         ("Five heads.", 5, {4: "four heads", 5: "five heads"}),
         ("no - slower", "no", FASTER),
@@ -238,6 +249,10 @@ def test_a_choice_named_by_its_text_or_label_means_that_choice(prediction, answe
         ("one", "spread", OFFSETS),
         ("everywhere", "spread", OFFSETS),
         ("A", "A and C", WIDTH),
+        ("nothing", "B", CONTIGUOUS),
+        ("view", "B", CONTIGUOUS),
+        ("yes", False, (True, False)),
+        (1, True, (True, False)),
         ("4.5", 4, {4: "four heads", 5: "five heads"}),
         ("d_out", "A and C", WIDTH),
     ],

@@ -269,6 +269,16 @@ def _choice_named(prediction, choices):
                 return label
         elif text is not None and not isinstance(text, str) and _means(prediction, text):
             return label
+    if isinstance(prediction, str):  # the words before a colon: "Nothing" for "Nothing: ..."
+        leads = [
+            label
+            for label, text in choices.items()
+            if isinstance(text, str)
+            and ":" in text
+            and _compact(text.split(":")[0]) == _compact(prediction)
+        ]
+        if len(leads) == 1:
+            return leads[0]
     if isinstance(prediction, str):
         together = _LABEL_THEN_TEXT.fullmatch(_said(prediction))
         if together:
