@@ -73,13 +73,15 @@ def _owner(function):
 
 
 def book_classes():
-    """Every class of the book's modules loaded so far whose own ``forward`` computes."""
+    """Every module class of the book's modules loaded so far whose own ``forward`` computes
+    (a module the reader never imported cannot be used, so the loaded ones are enough)."""
     found = []
     for name, module in list(sys.modules.items()):
         if module is None or not is_book_module(name):
             continue
         for value in list(vars(module).values()):
-            forward = vars(value).get("forward") if isinstance(value, type) else None
+            is_module = isinstance(value, type) and issubclass(value, torch.nn.Module)
+            forward = vars(value).get("forward") if is_module else None
             if inspect.isfunction(forward) and value.__module__ == name and computes(forward):
                 found.append(value)
     return found
