@@ -5,6 +5,12 @@ reader's prediction (only if one was recorded), then the explanation. In Jupyter
 book it is HTML that wraps to any width; in a terminal, or wherever HTML is not shown, it is
 plain text wrapped at ``TEXT_WIDTH`` characters.
 
+The verdict reads the prediction as a person grading it would (:func:`prediction_matches`):
+"(b)" and "option B" are the letter B, "No." answers a yes/no question, "8,388,608" and
+"four" are numbers, and the text of a choice means that choice. A prediction it cannot read
+is neither right nor wrong: the verdict says how to write it, naming the answer's type
+(and the choices, when the question offers some) without quoting the answer.
+
 Every coloured box the book shows (this answer, a measured finding, a check's verdict, a hint,
 a solution) is
 drawn by :func:`box_html`: one CSS class per kind, styled for the light and the dark theme by
@@ -13,11 +19,22 @@ loaded (JupyterLab, Binder). ``BOX_COLOURS`` holds that fallback and must match 
 stylesheet's light variant (``tests/test_feedback_box_colours.py`` checks both themes).
 """
 
-import ast
 import html
-import numbers
 import re
 import textwrap
+
+from .predictions import format_of, offered, prediction_matches, read
+
+__all__ = [
+    "BOX_COLOURS",
+    "TEXT_WIDTH",
+    "Finding",
+    "Revealed",
+    "box_html",
+    "finding",
+    "prediction_matches",
+    "reveal",
+]
 
 #: Printed lines stay within this many characters (a phone shows about 41, a desktop 80).
 TEXT_WIDTH = 79
@@ -115,125 +132,15 @@ def _show(obj):
         print(obj)
 
 
-class Unreadable(ValueError):
-    """A prediction that cannot be compared with the answer; the message shows the format."""
-
-
-def _is_number(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _format_of(answer):
-    """How a prediction for ``answer`` is written, without giving the answer away."""
-    if isinstance(answer, bool):
-        return "True or False (without quotes)"
-    if isinstance(answer, numbers.Integral):
-        return f"a whole number, such as {8 if answer == 7 else 7}"
-    if _is_number(answer):
-        return f"a number, such as {0.25 if answer == 0.5 else 0.5}"
-    if isinstance(answer, str):
-        example = "B" if answer.strip().casefold() == "a" else "A"
-        return f'text in quotes, such as "{example}"'
-    if isinstance(answer, (list, tuple)):
-        parts = ", ".join(_format_of(item).split(",")[0] for item in answer)
-        return f"a tuple of {len(answer)}: ({parts})"
-    return f"a value like the answer's type, {type(answer).__name__}"
-
-
-def _choice_label(prediction, choices):
-    """The label of the choice whose text ``prediction`` repeats, else ``prediction`` itself.
-
-    ``choices`` maps each label a question offers ("A", "B" ...) to the text of that choice;
-    a reader who copies the text of a choice means its label.
-    """
-    if isinstance(choices, dict) and isinstance(prediction, str):
-        said = " ".join(prediction.split()).casefold()
-        for label, text in choices.items():
-            if text is not None and said == " ".join(str(text).split()).casefold():
-                return label
-    return prediction
-
-
-def _read(prediction, answer, choices=None):
-    """Whether ``prediction`` means ``answer``; raises :class:`Unreadable` if it cannot tell.
-
-    ``choices`` (see :func:`prediction_matches`) are the answers the question offers.
-    """
-    prediction = _choice_label(prediction, choices)
-    if choices is not None and not isinstance(choices, dict):
-        offered = [c for c in choices if isinstance(c, str)]
-        if isinstance(prediction, str) and any(
-            prediction.strip().casefold() == c.strip().casefold() for c in offered
-        ):
-            return isinstance(answer, str) and (
-                prediction.strip().casefold() == answer.strip().casefold()
-            )
-    if isinstance(prediction, str) and not isinstance(answer, str):
-        text = prediction.strip()
-        if isinstance(answer, bool):
-            if text.casefold() in ("true", "false"):
-                return text.casefold() == str(answer).casefold()
-            raise Unreadable(_format_of(answer))
-        try:
-            prediction = ast.literal_eval(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            raise Unreadable(_format_of(answer)) from None
-        if isinstance(prediction, str):
-            raise Unreadable(_format_of(answer))
-    if isinstance(answer, bool) or isinstance(prediction, bool):
-        if isinstance(answer, bool) and isinstance(prediction, bool):
-            return prediction == answer
-        raise Unreadable(_format_of(answer))
-    if _is_number(answer):
-        if _is_number(prediction):
-            return prediction == answer
-        raise Unreadable(_format_of(answer))
-    if isinstance(answer, str):
-        if isinstance(prediction, str):
-            return prediction.strip().casefold() == answer.strip().casefold()
-        if _is_number(prediction):
-            return str(prediction) == answer.strip()
-        raise Unreadable(_format_of(answer))
-    if isinstance(answer, (list, tuple)):
-        if not isinstance(prediction, (list, tuple)):
-            raise Unreadable(_format_of(answer))
-        if len(prediction) != len(answer):
-            return False
-        return all(_read(p, a) for p, a in zip(prediction, answer, strict=True))
-    return prediction == answer
-
-
-def prediction_matches(prediction, answer, choices=None):
-    """Whether ``prediction`` says what ``answer`` says, read as a reader means it.
-
-    Text compares without case or surrounding spaces ("b" means "B", "No" means "no"); a number
-    matches a number of equal value (4.0 means 4, and "4" means 4); "True" and "False" mean the
-    booleans, but 0 and 1 do not; a list matches a tuple element by element. A prediction that
-    cannot be read as the answer's kind does not match.
-
-    ``choices`` is what the question offers, when it offers something: a dict from each label
-    to the text of its choice (``{"A": "d_out", "B": "num_heads * d_out"}``: the text of a
-    choice means its label), or a sequence of the answers it offers (``(1, 2, 3, "spread")``:
-    each of them is a readable answer, whatever type the right one has).
-    """
-    try:
-        return bool(_read(prediction, answer, choices))
-    except Unreadable:
-        return False
-    except Exception:  # an exotic object that cannot even be compared
-        return False
-
-
 def _verdict(prediction, answer, matches, choices=None):
     """The line that judges the prediction, or says how to write one that can be judged."""
     if matches is None:
         try:
-            right = bool(_read(prediction, answer, choices))
-        except Exception as error:
-            shape = str(error) if isinstance(error, Unreadable) else _format_of(answer)
+            right = bool(read(prediction, answer, choices))
+        except Exception:  # unreadable, or an exotic object that cannot even be compared
             return (
                 f"Your prediction, {prediction!r}, cannot be read as this "
-                f"answer: write it as {shape}."
+                f"answer: write it as {format_of(answer, choices)}."
             )
     else:
         right = matches(prediction, answer)
@@ -250,5 +157,6 @@ def reveal(answer, prediction=None, explanation="", *, choices=None, matches=Non
     verdict: the answer speaks for itself. ``choices`` are the answers the question offers
     (see :func:`prediction_matches`).
     """
+    choices = offered(choices)  # read once: an iterator is read both to judge and to explain
     verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
     _show(Revealed(answer, verdict, explanation))

@@ -9,15 +9,22 @@ Such a practice must not pass without the skill, so the checks here recognise
 * a class whose ``forward`` *is* one of the book's own, or only hands the work to one
   (``super().forward(x)`` in a subclass of a book class, a saved reference to a book
   ``forward``, or a book module built inside).
+
+"The book's own" is any module of the ``mha`` package except the checker itself, read from
+the code that runs rather than from a list: a module a chapter adds later counts from the day
+it is added, even one first imported inside the reader's forward. A check whose detector was
+replaced (a one-line monkeypatch of a name here, or where a check imported it) fails and says
+so, instead of passing quietly: :func:`verify_intact`.
 """
 
 import contextlib
+import dis
 import inspect
 import sys
 
 import torch
 
-from .core import Mistake, kind_of
+from .core import BEFORE_EACH_CHECK, Mistake, kind_of
 
 
 class Skeleton(torch.nn.Module):
@@ -27,59 +34,163 @@ class Skeleton(torch.nn.Module):
         raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
-def book_classes():
-    """The book's own modules (``mha.attention``, ``mha.variants``) that define a forward."""
-    from .. import attention, variants  # imported here: mha.checks loads without them
+#: The book's package ("mha"): a forward of any of its modules, loaded now or added later, is
+#: the book's work, not the reader's.
+PACKAGE = __package__.rpartition(".")[0]
+#: The checker inside it ("mha.checks"): its skeletons and the solutions it shows are the
+#: reader's to use, so they do not count as the book's work.
+CHECKER = __package__
 
+
+#: The profiler's switches as they were at import: replacing ``sys.setprofile`` later does
+#: not switch the watcher off.
+_setprofile, _getprofile = sys.setprofile, sys.getprofile
+
+
+def _in_package(name):
+    """Whether the module called ``name`` is in the package (the book's or its checker)."""
+    return isinstance(name, str) and (name == PACKAGE or name.startswith(PACKAGE + "."))
+
+
+def is_book_module(name):
+    """Whether the module called ``name`` is one of the book's (in ``mha``, not its checker)."""
+    checker = isinstance(name, str) and (name == CHECKER or name.startswith(CHECKER + "."))
+    return _in_package(name) and not checker
+
+
+def computes(function):
+    """Whether ``function`` can return a value: a placeholder ``forward`` only raises."""
+    code = getattr(function, "__code__", function)
+    return any(step.opname.startswith("RETURN") for step in dis.get_instructions(code))
+
+
+def _owner(function):
+    """The class that defines ``function`` (from its qualified name), else ``function``."""
+    owner = sys.modules.get(function.__module__)
+    for part in function.__qualname__.split(".")[:-1]:
+        owner = getattr(owner, part, None)
+    return owner if isinstance(owner, type) else function
+
+
+def book_classes():
+    """Every module class of the book's modules loaded so far whose own ``forward`` computes
+    (a module the reader never imported cannot be used, so the loaded ones are enough)."""
     found = []
-    for module in (attention, variants):
-        for _, value in inspect.getmembers(module, inspect.isclass):
-            is_book = value.__module__ == module.__name__
-            if is_book and issubclass(value, torch.nn.Module) and "forward" in vars(value):
+    for name, module in list(sys.modules.items()):
+        if module is None or not is_book_module(name):
+            continue
+        for value in list(vars(module).values()):
+            is_module = isinstance(value, type) and issubclass(value, torch.nn.Module)
+            forward = vars(value).get("forward") if is_module else None
+            if inspect.isfunction(forward) and value.__module__ == name and computes(forward):
                 found.append(value)
     return found
 
 
 def book_forward_of(cls, allowed=()):
-    """The book class whose very ``forward`` function ``cls`` uses, or ``None``."""
+    """The book class whose very ``forward`` function ``cls`` uses (or the book function it
+    uses as its forward), or ``None``. Any module of the book counts, whenever it was added;
+    the ``forward`` of a class in ``allowed`` does not."""
+    verify_intact()
     forward = getattr(cls, "forward", None)
-    for book in book_classes():
-        if book not in allowed and vars(book)["forward"] is forward:
-            return book
-    return None
+    forward = getattr(forward, "__func__", forward)
+    if not inspect.isfunction(forward) or not is_book_module(forward.__module__):
+        return None
+    if not computes(forward) or any(vars(a).get("forward") is forward for a in allowed):
+        return None
+    return _owner(forward)
 
 
 @contextlib.contextmanager
-def watching_calls(code):
-    """Record the name of every function of ``code`` (``{code object: name}``) that runs.
+def _watching(describe):
+    """Record the names of the book's code that runs while the block runs, in the yielded list.
 
-    A profiler compares the code of every Python call that starts with ``code``, so a call
-    is seen whatever route it took: directly, through ``super()``, through a reference saved
-    beforehand, or through a module built inside the block. The names go to the yielded list.
+    ``describe(code, module)`` says what a code object running in the module called ``module``
+    is: ``None`` (not the book's work), ``(name, False)`` (the book's work, whoever calls it)
+    or ``(name, True)`` (the book's work when the reader's code calls it directly).
+
+    A profiler sees every call, whatever route it took: directly, through ``super()``, through
+    a reference saved beforehand, or through a module built inside the block. The profiler is
+    installed with the functions of ``sys`` as they were when this module was loaded, and the
+    block fails loudly if it was switched off while it ran.
     """
-    called = []
+    verify_intact()
+    called, seen = [], {}
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code in code:
-            called.append(code[frame.f_code])
+        if event != "call":
+            return
+        code = frame.f_code
+        if code not in seen:
+            seen[code] = describe(code, frame.f_globals.get("__name__"))
+        if seen[code] is None:
+            return
+        name, only_from_outside = seen[code]
+        caller = frame.f_back
+        if not only_from_outside or (
+            caller is not None and not _in_package(caller.f_globals.get("__name__"))
+        ):
+            called.append(name)
 
-    previous = sys.getprofile()
-    sys.setprofile(profile)
+    previous = _getprofile()
+    _setprofile(profile)
     try:
         yield called
+        if _getprofile() is not profile:
+            raise RuntimeError(
+                "the check's call watcher (a profiler, sys.setprofile) was switched off while "
+                "your code ran, so the check cannot tell whose forward ran. Leave the "
+                "profiler alone, restart the kernel and run the check again."
+            )
     finally:
-        sys.setprofile(previous)
+        _setprofile(previous)
+
+
+def _book_code(code, module, allowed_code=frozenset()):
+    """What the book computes in ``code``, run in ``module``, for :func:`_watching`.
+
+    The ``forward`` of a book class counts whoever calls it: any module of the book, loaded
+    before or during the watch (not placeholders that only raise, not ``allowed_code``). A
+    function of the checker (its answer key: ``split_attention`` ...) counts when the
+    reader's code calls it; the checker calls it too, to compute what it expects.
+    """
+    if code.co_name == "forward":
+        if code in allowed_code or not is_book_module(module) or not computes(code):
+            return None
+        return code.co_qualname.rpartition("<locals>.")[2], False
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE):
+        return None  # resumed by whoever iterates it (contextlib, for a context manager)
+    checker = _in_package(module) and not is_book_module(module)
+    if checker and "." not in code.co_qualname and code.co_name[:1] not in "_<":
+        return f"{code.co_name}()", True
+    return None
+
+
+def watching_calls(code):
+    """Record the name of every function of ``code`` (``{code object: name}``) that runs, and
+    of the book's other work (see :func:`watching_book_forwards`; a forward is named
+    ``"Class.forward"``): a check that lists the book code it refuses need not list a module
+    added later."""
+
+    def describe(running, module):
+        name = code.get(running)
+        return (name, False) if name is not None else _book_code(running, module)
+
+    return _watching(describe)
 
 
 def watching_book_forwards(allowed=()):
-    """:func:`watching_calls` for the ``forward`` of every book class not in ``allowed``."""
-    return watching_calls(
-        {
-            vars(book)["forward"].__code__: book.__name__
-            for book in book_classes()
-            if book not in allowed
-        }
-    )
+    """Record the book's work that runs: the class name of every book ``forward`` (see
+    :func:`book_forward_of`; any module of the book, loaded before the block or inside it,
+    except classes in ``allowed``), and ``"name()"`` for a function of the checker that the
+    reader's code calls."""
+    allowed_code = {vars(a)["forward"].__code__ for a in allowed if "forward" in vars(a)}
+
+    def describe(code, module):
+        found = _book_code(code, module, allowed_code)
+        return found and (found[0].removesuffix(".forward"), found[1])
+
+    return _watching(describe)
 
 
 def untouched(cls, skeleton):
@@ -139,6 +250,11 @@ class AnswerFacts:
 def book_shortcut_message(cls, book, what):
     """What to say when ``cls``'s forward is, or only calls, ``book``'s forward."""
     name = getattr(cls, "__name__", "your class")
+    if not isinstance(book, type):
+        return (
+            f"{name}.forward is the book's {book.__qualname__}, not a forward of your own. "
+            f"Subclass the skeleton and write {what} in your own forward."
+        )
     if book is cls:
         return (
             f"{name} is the book's own class: its forward is the one this practice asks you "
@@ -153,9 +269,54 @@ def book_shortcut_message(cls, book, what):
 def delegation_message(cls, called, what):
     """What to say when ``cls``'s forward hands the work to the book modules in ``called``."""
     name = getattr(cls, "__name__", "your class")
-    books = sorted(set(called))
+    books = [book if book.endswith(")") else f"{book}.forward" for book in sorted(set(called))]
     return (
-        f"{name}.forward hands its work to the book's {' and '.join(books)}.forward (through "
-        "super().forward, or a book module it calls), so it does not compute attention itself. "
+        f"{name}.forward hands its work to the book's {' and '.join(books)} (through "
+        "super().forward, or book code it calls), so it does not compute attention itself. "
         f"Write {what} in your own forward, from the layers the skeleton gives you."
     )
+
+
+#: What the detection of the book's work relies on, as it was defined. A check that finds one
+#: of these replaced (here, or where a check imported it) says so instead of passing quietly.
+_ORIGINALS = {
+    name: globals()[name]
+    for name in (
+        "PACKAGE",
+        "CHECKER",
+        "is_book_module",
+        "computes",
+        "book_forward_of",
+        "watching_calls",
+        "watching_book_forwards",
+        "_watching",
+        "_book_code",
+        "_in_package",
+        "_owner",
+        "_setprofile",
+        "_getprofile",
+    )
+}
+#: The names a check module imports from here.
+_IMPORTED = ("book_forward_of", "watching_calls", "watching_book_forwards")
+
+
+def verify_intact():
+    """Raise ``RuntimeError`` if a name the detection relies on was replaced, in this module
+    or in a check module that imported it (a one-line monkeypatch must not switch a check
+    off silently)."""
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == CHECKER or module_name.startswith(CHECKER + ".")):
+            continue
+        names = _ORIGINALS if module_name == __name__ else _IMPORTED
+        for name in names:
+            value = vars(module).get(name, _ORIGINALS[name])
+            if value is not _ORIGINALS[name]:
+                raise RuntimeError(
+                    f"{module_name}.{name} has been replaced, so this check cannot see whether "
+                    "your forward is your own. Restart the kernel and run the chapter again, "
+                    "without changing the checker."
+                )
+
+
+BEFORE_EACH_CHECK.append(verify_intact)

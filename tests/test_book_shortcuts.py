@@ -1,0 +1,309 @@
+"""A forward that hands its work to any module of the book is caught, in chapters 3, 5 and 6,
+including a module added after the check was written; and a one-line patch of the checker
+does not switch the detection off without saying so.
+
+Issue 18: chapter 3's check accepted a forward that builds ``mha.gqa.GroupedQueryAttention``
+with ``num_kv_groups=num_heads``, loads its own state dict into it and returns its output.
+"""
+
+import contextlib
+import importlib
+import inspect
+import sys
+import textwrap
+import types
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mha import MultiHeadAttention
+from mha.checks import Skeleton, WeightSplitSkeleton, check_weight_split
+from mha.checks.classes import book_classes, book_forward_of, computes, is_book_module
+from mha.checks.fused import FusedAttentionStart, check_fused_attention, fused_attention_recipe
+from mha.checks.gqa import check_gqa_forward
+from mha.checks.gqa_trial import grouped_attention
+from mha.checks.reference import split_attention
+from mha.gqa import GroupedQueryAttention
+
+# The modules themselves (``mha.checks.weight_split`` is also the name of an exercise).
+classes = importlib.import_module("mha.checks.classes")
+fused_check = importlib.import_module("mha.checks.fused")
+weight_split_check = importlib.import_module("mha.checks.weight_split")
+
+
+class ThroughGroupedQueryAttention(WeightSplitSkeleton):
+    """Issue 18's shortcut in chapter 3: the book's GQA with one group per head does the work."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.arguments = (d_in, d_out, context_length, dropout, num_heads)
+        self.qkv_bias = qkv_bias
+
+    def forward(self, x):
+        num_heads = self.arguments[-1]
+        inner = GroupedQueryAttention(
+            *self.arguments, num_kv_groups=num_heads, qkv_bias=self.qkv_bias
+        )
+        inner.load_state_dict(self.state_dict(), strict=False)
+        return inner.train(self.training)(x)
+
+
+def fused_through_grouped_query_attention(self, x):
+    """The same shortcut in chapter 5: the fused layer's weights copied into the book's GQA."""
+    inner = GroupedQueryAttention(
+        self.d_in,
+        self.d_out,
+        self.mask.shape[0],
+        self.dropout_p,
+        self.num_heads,
+        num_kv_groups=self.num_heads,
+        qkv_bias=self.qkv.bias is not None,
+    )
+    with torch.no_grad():
+        layers = (inner.W_query, inner.W_key, inner.W_value)
+        for layer, weight in zip(layers, self.qkv.weight.chunk(3), strict=True):
+            layer.weight.copy_(weight)
+        if self.qkv.bias is not None:
+            for layer, bias in zip(layers, self.qkv.bias.chunk(3), strict=True):
+                layer.bias.copy_(bias)
+        inner.out_proj.load_state_dict(self.out_proj.state_dict())
+    return inner.train(self.training)(x)
+
+
+FusedThroughGroupedQueryAttention = type(
+    "FusedThroughGroupedQueryAttention",
+    (FusedAttentionStart,),
+    {"forward": fused_through_grouped_query_attention},
+)
+
+
+def test_the_gqa_shortcut_computes_the_right_output_so_only_the_delegation_can_fail_it():
+    torch.manual_seed(0)
+    shortcut = ThroughGroupedQueryAttention(4, 6, 5, 0.0, 3, qkv_bias=True).eval()
+    book = MultiHeadAttention(4, 6, 5, 0.0, 3, qkv_bias=True).eval()
+    book.load_state_dict(shortcut.state_dict())
+    x = torch.rand(2, 5, 4)  # (b, num_tokens, d_in)
+    with torch.no_grad():
+        torch.testing.assert_close(shortcut(x), book(x), rtol=0, atol=1e-6)
+
+
+def test_chapter_3_rejects_a_forward_that_hands_its_work_to_grouped_query_attention():
+    result = check_weight_split(ThroughGroupedQueryAttention)
+    assert not result.passed
+    assert "hands its work to the book's GroupedQueryAttention.forward" in result.feedback
+
+
+def test_chapter_5_rejects_a_forward_that_hands_its_work_to_grouped_query_attention():
+    result = check_fused_attention(FusedThroughGroupedQueryAttention)
+    assert not result.passed
+    assert "hands the work to the book's GroupedQueryAttention" in result.feedback
+
+
+FUTURE_MODULE = "mha.future_tiled"
+
+
+def pasted(name, base):
+    """Source of a class ``name`` on ``base`` with a forward of its own: ``base``'s, pasted."""
+    body = textwrap.indent(textwrap.dedent(inspect.getsource(base.forward)), "    ")
+    return f"class {name}({base.__name__}):\n{body}\n\n"
+
+
+def a_module_added_later():
+    """A book module the checker has never heard of, loaded only when a forward first runs:
+    its classes compute attention with forwards of their own (the book's, pasted)."""
+    if FUTURE_MODULE not in sys.modules:
+        module = types.ModuleType(FUTURE_MODULE)
+        for book in ("mha.attention", "mha.gqa"):  # torch, check_input, check_length, ...
+            vars(module).update(vars(sys.modules[book]))
+        vars(module).update(MultiHeadAttention=MultiHeadAttention, __name__=FUTURE_MODULE)
+        code = pasted("TiledAttention", MultiHeadAttention) + pasted(
+            "TiledGroupedAttention", GroupedQueryAttention
+        )
+        exec(compile(code, f"<{FUTURE_MODULE}>", "exec"), vars(module))
+        sys.modules[FUTURE_MODULE] = module
+    return sys.modules[FUTURE_MODULE]
+
+
+@pytest.fixture
+def future_module():
+    yield
+    sys.modules.pop(FUTURE_MODULE, None)
+
+
+class ThroughAModuleAddedLater(ThroughGroupedQueryAttention):
+    def forward(self, x):
+        inner = a_module_added_later().TiledAttention(*self.arguments, qkv_bias=self.qkv_bias)
+        inner.load_state_dict(self.state_dict(), strict=False)
+        return inner.train(self.training)(x)
+
+
+def test_a_module_added_to_the_package_later_counts_even_if_loaded_during_the_check(
+    future_module,
+):
+    assert FUTURE_MODULE not in sys.modules
+    result = check_weight_split(ThroughAModuleAddedLater)
+    assert not result.passed
+    assert "hands its work to the book's TiledAttention.forward" in result.feedback
+    assert a_module_added_later().TiledAttention in book_classes()
+
+
+class GroupsThroughAModuleAddedLater(GroupedQueryAttention):
+    """Chapter 6's exercise handed to the module added later."""
+
+    def forward(self, x):
+        inner = a_module_added_later().TiledGroupedAttention(
+            x.shape[-1],
+            self.d_out,
+            self.context_length,
+            self.dropout.p,
+            self.num_heads,
+            self.num_kv_groups,
+            qkv_bias=self.W_query.bias is not None,
+        )
+        inner.load_state_dict(self.state_dict())
+        return inner.train(self.training)(x)
+
+
+def test_chapter_6_refuses_a_forward_of_a_module_added_later(future_module):
+    result = check_gqa_forward(GroupsThroughAModuleAddedLater)
+    assert not result.passed
+    assert "runs the book's own TiledGroupedAttention.forward" in result.feedback
+
+
+class ThroughTheChecksAnswerKey(WeightSplitSkeleton):
+    def forward(self, x):
+        return split_attention(self, x, self.num_heads)
+
+
+def fused_through_the_checks_answer_key(self, x):
+    return fused_attention_recipe(self, x)
+
+
+class GroupsThroughTheChecksAnswerKey(GroupedQueryAttention):
+    def forward(self, x):
+        return grouped_attention(self, x, self.num_heads, self.num_kv_groups)
+
+
+@pytest.mark.parametrize(
+    "check, cls, phrase",
+    [
+        (check_weight_split, ThroughTheChecksAnswerKey, "split_attention"),
+        (
+            check_fused_attention,
+            type("Keyed", (FusedAttentionStart,), {"forward": fused_through_the_checks_answer_key}),
+            "fused_attention_recipe",
+        ),
+        (check_gqa_forward, GroupsThroughTheChecksAnswerKey, "grouped_attention"),
+    ],
+    ids=["chapter 3", "chapter 5", "chapter 6"],
+)
+def test_a_forward_that_calls_the_checks_own_reference_is_refused(check, cls, phrase):
+    result = check(cls)
+    assert not result.passed and phrase in result.feedback, result.feedback
+
+
+def test_the_checker_may_use_its_answer_key_before_and_after_the_reader_does():
+    """Only the reader's own call counts, whichever comes first (nothing is remembered)."""
+    checker = {"__name__": "mha.checks.simulated", "split_attention": split_attention}
+    exec("def expected(m, x):\n    return split_attention(m, x, m.num_heads)", checker)
+    module, x = WeightSplitSkeleton(3, 4, 6, 0.0, 2), torch.rand(1, 6, 3)
+    with torch.no_grad(), classes.watching_book_forwards() as called:
+        checker["expected"](module, x)
+        assert "split_attention()" not in called
+        split_attention(module, x, 2)
+        checker["expected"](module, x)
+    assert called.count("split_attention()") == 1
+
+
+def test_a_forward_taken_from_any_book_module_is_named_before_anything_runs(future_module):
+    taken = type("Taken", (WeightSplitSkeleton,), {"forward": GroupedQueryAttention.forward})
+    assert book_forward_of(taken) is GroupedQueryAttention
+    feedback = check_weight_split(taken).feedback
+    assert "Taken.forward is GroupedQueryAttention.forward, the book's own" in feedback
+    tiled = a_module_added_later().TiledAttention
+    assert book_forward_of(type("Later", (WeightSplitSkeleton,), dict(vars(tiled)))) is tiled
+    assert book_forward_of(tiled, allowed=(tiled,)) is None
+
+
+def test_what_counts_as_the_books_work():
+    found = set(book_classes())
+    assert {MultiHeadAttention, GroupedQueryAttention} <= found
+    assert not {Skeleton, WeightSplitSkeleton, FusedAttentionStart} & found
+    assert is_book_module("mha.gqa") and is_book_module("mha")
+    assert not is_book_module("mha.checks.weight_split") and not is_book_module("mhax.gqa")
+    assert computes(MultiHeadAttention.forward) and not computes(Skeleton.forward)
+    assert not computes(FusedAttentionStart.forward)
+    # The solutions the checker shows are the reader's to use: they pass.
+    assert check_weight_split(weight_split_check.weight_split.solution_code).passed
+
+
+# --- a one-line patch of the checker does not switch a check off silently -------------------
+
+
+def no_watcher(*args, **kwargs):
+    return contextlib.nullcontext([])
+
+
+@pytest.mark.parametrize(
+    "where, name, value",
+    [
+        (weight_split_check, "book_forward_of", lambda *args, **kwargs: None),
+        (weight_split_check, "watching_book_forwards", no_watcher),
+        (classes, "book_forward_of", lambda *args, **kwargs: None),
+        (classes, "is_book_module", lambda name: False),
+        (classes, "computes", lambda function: False),
+        (classes, "watching_calls", no_watcher),
+        (classes, "PACKAGE", "nothing"),
+        (fused_check, "watching_book_forwards", no_watcher),
+    ],
+)
+def test_a_replaced_detector_fails_the_check_loudly(monkeypatch, where, name, value):
+    monkeypatch.setattr(where, name, value)
+    for check, shortcut in (
+        (check_weight_split, ThroughGroupedQueryAttention),
+        (check_fused_attention, FusedThroughGroupedQueryAttention),
+    ):
+        result = check(shortcut)
+        assert not result.passed and "has been replaced" in result.feedback, result.feedback
+    monkeypatch.undo()
+    assert check_weight_split(weight_split_check.weight_split.solution_code).passed
+
+
+def test_replacing_book_classes_or_sys_setprofile_changes_nothing(monkeypatch):
+    """The issue's example patch, and the profiler's switch: detection does not use either."""
+    monkeypatch.setattr(classes, "book_classes", lambda: [])
+    monkeypatch.setattr(sys, "setprofile", lambda function: None)
+    result = check_weight_split(ThroughGroupedQueryAttention)
+    assert not result.passed and "GroupedQueryAttention" in result.feedback
+    monkeypatch.undo()
+    assert sys.getprofile() is None
+
+
+def switches_the_watcher_off(self, x):
+    sys.setprofile(None)
+    return MultiHeadAttention.forward(self, x)
+
+
+def test_a_forward_that_switches_the_watcher_off_is_told_so():
+    cls = type("Quiet", (WeightSplitSkeleton,), {"forward": switches_the_watcher_off})
+    result = check_weight_split(cls)
+    assert not result.passed and "switched off" in result.feedback, result.feedback
+    assert sys.getprofile() is None
+
+
+def sdpa_forward(self, x):
+    """A correct forward of chapter 5 (kept here so the patch tests have a passing answer)."""
+    b, num_tokens, _ = x.shape
+    qkv = self.qkv(x).view(b, num_tokens, 3, self.num_heads, self.head_dim)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)
+    p = self.dropout_p if self.training else 0.0
+    context = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+    return self.out_proj(context.transpose(1, 2).reshape(b, num_tokens, self.d_out))
+
+
+def test_correct_answers_still_pass_under_the_watcher():
+    assert check_fused_attention(
+        type("Mine", (FusedAttentionStart,), {"forward": sdpa_forward})
+    ).passed
+    assert check_weight_split(weight_split_check.weight_split.solution_code).passed
