@@ -414,7 +414,7 @@ NOT_A_CLASS_MISTAKES = (
     ),
     Mistake(
         "the starting code",
-        "{name} has no query_block of its own yet: TiledAttentionStart's only raises. What "
+        "{name} has no query_block of its own yet: the starting code's only raises. What "
         "must each row of a query block remember from one key block to the next? "
         "online_softmax.hint(1) starts from there.",
         lambda answer: answer.query_block is TiledAttentionStart.query_block,
