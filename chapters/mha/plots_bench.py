@@ -11,7 +11,7 @@ from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from . import plots
 from .bench.comparison import ratios, select
-from .bench.timing import LABELS, TIMED
+from .bench.timing import BENCHED, LABELS
 
 #: One colour, marker and line style per implementation, the same in every figure of the book.
 #: Hues belong to heads (``head_colour``), so implementations are black and greys, told apart
@@ -23,6 +23,7 @@ IMPLEMENTATION_STYLES = {
     "fused": ("dimgrey", "D"),
     "torch_mha": ("grey", "x"),
     "torch_mha_nofast": ("grey", "+"),
+    "tiled": ("black", "v"),
 }
 IMPLEMENTATION_LINESTYLES = {
     "wrapper": "solid",
@@ -31,11 +32,12 @@ IMPLEMENTATION_LINESTYLES = {
     "fused": "dashdot",
     "torch_mha": (0, (6, 2)),
     "torch_mha_nofast": (0, (1, 3)),
+    "tiled": (0, (4, 1, 1, 1)),
 }
 
 
 def implementation_colour(name):
-    """The colour of implementation ``name`` (a name in ``mha.bench.TIMED``) in every figure."""
+    """The colour of implementation ``name`` (a name in ``mha.bench.BENCHED``) in every figure."""
     return IMPLEMENTATION_STYLES[name][0]
 
 
@@ -56,7 +58,7 @@ def _implementation_line(ax, name, xs, ys):
 
 
 def _names(rows):
-    return [name for name in TIMED if any(r.implementation == name for r in rows)]
+    return [name for name in BENCHED if any(r.implementation == name for r in rows)]
 
 
 def _legend_below(fig, ax, ncols=1):

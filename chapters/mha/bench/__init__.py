@@ -37,6 +37,7 @@ from .faults import (
 )
 from .report import markdown, method_note, speedup_lines, summary, timing_tables, usage_table
 from .timing import (
+    BENCHED,
     COLUMNS,
     CSV_COLUMNS,
     FULL,
@@ -61,6 +62,7 @@ from .timing import (
 from .usage import Usage, resource_use
 
 __all__ = [
+    "BENCHED",
     "COLUMNS",
     "CSV_COLUMNS",
     "FULL",
