@@ -195,6 +195,12 @@ def borrowed(self, q, keys, values, q_start):
     return TiledAttention.query_block(self, q, keys, values, q_start)
 
 
+def the_checks_recipe(self, x):
+    from mha.checks.tiled import tiled_recipe
+
+    return tiled_recipe(self, x)
+
+
 def returns_none(self, q, keys, values, q_start):
     return None
 
@@ -218,6 +224,14 @@ def forgets_heads(self, q, keys, values, q_start):
         (type("Mine", (TiledAttentionStart,), {}), "no query_block of its own"),
         (styled(borrowed), "hands the work to the book's TiledAttention.query_block"),
         (styled(fused_per_block), "scaled_dot_product_attention"),
+        (
+            type(
+                "Mine",
+                (TiledAttentionStart,),
+                {"forward": the_checks_recipe, "query_block": make().query_block},
+            ),
+            "hands the work to the book's tiled_recipe",
+        ),
         (styled(full_row), "computes blocks of scores 12 keys or queries wide"),
         (styled(returns_none), "returned None"),
         (styled(forgets_heads), "returned shape (2, 4, 3) for q of shape (2, 2, 4, 3)"),

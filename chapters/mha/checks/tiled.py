@@ -230,8 +230,9 @@ def book_modules():
 
 
 def book_code():
-    """``{code: name}`` of every book module's forward and ``query_block``: calls to refuse."""
-    code = {}
+    """``{code: name}`` of the calls to refuse: every book module's forward and
+    ``query_block``, and this check's own recipe, which computes the answer."""
+    code = {tiled_recipe.__code__: "tiled_recipe (this check's own)"}
     for cls in book_modules():
         for method in ("forward", "query_block"):
             if method in vars(cls):
