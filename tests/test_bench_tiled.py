@@ -38,3 +38,27 @@ def test_the_command_line_asks_the_sweep_for_every_benched_module(monkeypatch, t
     except SystemExit:
         pass
     assert asked["implementations"] == BENCHED
+
+
+def test_a_tiny_real_sweep_reports_and_draws_the_tiled_module():
+    from mha.bench import Sweep, markdown, run_sweep, summary
+    from mha.plots_bench import plot_benchmark
+
+    tiny = Sweep(
+        d_out=24,
+        batch=1,
+        heads=(2,),
+        heads_sweep_tokens=16,
+        tokens=(16, 70),
+        tokens_sweep_heads=4,
+        min_run_time=0.001,
+        min_blocks=2,
+        rounds=1,
+        ceiling_size=32,
+    )
+    rows = run_sweep(tiny, implementations=BENCHED)
+    assert {r.implementation for r in rows} == set(BENCHED)
+    assert " tiled" in summary(rows)
+    assert "`tiled`" in markdown(rows, tiny, "torch x, cpu", ["--quick"])
+    labels = [t.get_text() for t in plot_benchmark(rows, None).legends[0].get_texts()]
+    assert LABELS["tiled"] in labels
