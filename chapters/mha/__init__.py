@@ -3,6 +3,7 @@
 from .attention import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 from .data import TOKENS, example_batch, example_inputs
 from .gqa import GroupedQueryAttention
+from .tiled import TiledAttention
 from .variants import (
     FusedMultiHeadAttention,
     MultiHeadAttentionCombinedQKV,
@@ -18,6 +19,7 @@ __all__ = [
     "MultiHeadAttentionCombinedQKV",
     "MultiHeadAttentionWrapper",
     "TOKENS",
+    "TiledAttention",
     "TorchMultiheadAttentionAdapter",
     "copy_weights",
     "example_batch",

@@ -12,12 +12,12 @@ from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from . import plots
 from .bench.comparison import ratios, select
-from .bench.timing import LABELS, TIMED
+from .bench.timing import BENCHED, LABELS
 
 #: The implementations' colours: black and the dark colours of Paul Tol's "muted" scheme
 #: (colour-blind safe). Each is at least 20 CIELAB units from every head colour (Okabe–Ito) and
 #: has at least 3:1 contrast on the white the figures keep in the dark theme. ``#CC6677`` (rose)
-#: is the one left for an implementation still to come.
+#: is chapter 7's ``tiled``.
 IMPLEMENTATION_PALETTE = (
     "#000000",
     "#332288",
@@ -35,6 +35,7 @@ IMPLEMENTATION_STYLES = {
     "fused": ("#117733", "D"),
     "torch_mha": ("#AA4499", "x"),
     "torch_mha_nofast": ("#999933", "+"),
+    "tiled": ("#CC6677", "v"),
 }
 IMPLEMENTATION_LINESTYLES = {
     "wrapper": "solid",
@@ -43,11 +44,12 @@ IMPLEMENTATION_LINESTYLES = {
     "fused": "dashdot",
     "torch_mha": (0, (6, 2)),
     "torch_mha_nofast": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
+    "tiled": (0, (4, 1, 1, 1)),
 }
 
 
 def implementation_colour(name):
-    """The colour of implementation ``name`` (a name in ``mha.bench.TIMED``) in every figure."""
+    """The colour of implementation ``name`` (a name in ``mha.bench.BENCHED``) in every figure."""
     return IMPLEMENTATION_STYLES[name][0]
 
 
@@ -70,7 +72,7 @@ def _implementation_line(ax, name, xs, ys):
 
 
 def _names(rows):
-    return [name for name in TIMED if any(r.implementation == name for r in rows)]
+    return [name for name in BENCHED if any(r.implementation == name for r in rows)]
 
 
 def _legend_below(fig, ax, ncols=1):

@@ -8,11 +8,11 @@ Imports run one way, from the bottom of this list to the top:
 - ``timing``: the modules, the timer, the sweeps and their ``Row``s;
 - ``usage``: CPU time and page faults per call, from ``resource.getrusage``.
 
-Adding an implementation (chapter 7's ``tiled``): register its class in
-``variants.IMPLEMENTATIONS`` (``timing.TIMED`` follows), give it a label and a column heading in
-``timing.LABELS`` and ``timing.COLUMNS``, and a colour, marker and line style in
-``plots_bench.IMPLEMENTATION_STYLES`` and ``IMPLEMENTATION_LINESTYLES`` (the palette keeps one
-colour for it). Chapter 5 keeps timing its own six (``timing.CHAPTER_5``).
+Chapter 5 times ``timing.TIMED``; the command line times ``timing.BENCHED``, which adds chapter
+7's ``tiled``. Adding an implementation: add its name to ``BENCHED`` and build it in
+``timing.timed_modules``, give it a label and a column heading in ``timing.LABELS`` and
+``timing.COLUMNS``, and a colour, marker and line style in ``plots_bench.IMPLEMENTATION_STYLES``
+and ``IMPLEMENTATION_LINESTYLES``.
 
 ``__main__`` is the command line (``python -m mha.bench --help``); the figures are in
 ``mha.plots_bench``. This file only gathers the names chapters and tests use, so that
@@ -55,7 +55,7 @@ from .report import (
     usage_table,
 )
 from .timing import (
-    CHAPTER_5,
+    BENCHED,
     COLUMNS,
     CSV_COLUMNS,
     FULL,
@@ -80,7 +80,7 @@ from .timing import (
 from .usage import Usage, resource_use
 
 __all__ = [
-    "CHAPTER_5",
+    "BENCHED",
     "COLUMNS",
     "CSV_COLUMNS",
     "FULL",

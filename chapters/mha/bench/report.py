@@ -6,7 +6,7 @@ import datetime
 import textwrap
 
 from .comparison import overhead_crossover, ratios, select, verdicts
-from .timing import COLUMNS, TIMED
+from .timing import BENCHED, COLUMNS
 
 WIDTH = 79
 #: Characters a 390 px phone shows in one line of an output box.
@@ -20,7 +20,7 @@ def _key(sweep):
 
 
 def _names(rows, sweep):
-    return [n for n in TIMED if select(rows, sweep, n)]
+    return [n for n in BENCHED if select(rows, sweep, n)]
 
 
 def table(rows, sweep, value="median_ms", fmt="{:.3f}", names=None):

@@ -35,17 +35,15 @@ from torch.utils.benchmark import Timer
 from tqdm import tqdm
 
 from ..counting import operator_counts
+from ..tiled import TiledAttention
 from ..variants import IMPLEMENTATIONS, equivalent_modules
 from .usage import resource_use
 
 #: Everything the benchmark times: the book's implementations, and nn.MultiheadAttention once
-#: more with its fast path switched off. An implementation added to ``variants.IMPLEMENTATIONS``
-#: joins it; give it an entry in ``LABELS`` and ``COLUMNS`` here and a look in
-#: ``plots_bench.IMPLEMENTATION_STYLES`` and ``IMPLEMENTATION_LINESTYLES``.
+#: more with its fast path switched off: what chapter 5 times and explains.
 TIMED = (*IMPLEMENTATIONS, "torch_mha_nofast")
-#: What chapter 5 times and explains: implementations that later chapters add join ``TIMED`` (and
-#: the command line), not the chapter that comes before them.
-CHAPTER_5 = ("wrapper", "split", "combined_qkv", "fused", "torch_mha", "torch_mha_nofast")
+#: What ``python -m mha.bench`` times: the above, and chapter 7's ``TiledAttention``.
+BENCHED = (*TIMED, "tiled")
 #: Names for tables and legends.
 LABELS = {
     "wrapper": "MultiHeadAttentionWrapper",
@@ -54,6 +52,7 @@ LABELS = {
     "fused": "FusedMultiHeadAttention",
     "torch_mha": "nn.MultiheadAttention, fast path",
     "torch_mha_nofast": "nn.MultiheadAttention, fast path off",
+    "tiled": "TiledAttention (blocks of 64)",
 }
 #: Column headings for text tables: at most 10 characters, so that three columns fit a phone.
 COLUMNS = {
@@ -63,6 +62,7 @@ COLUMNS = {
     "fused": "fused",
     "torch_mha": "torch fast",
     "torch_mha_nofast": "torch off",
+    "tiled": "tiled",
 }
 
 
@@ -197,12 +197,20 @@ class FastPathOff(nn.Module):
 
 
 def timed_modules(names, d_out, num_tokens, num_heads):
-    """Equivalent modules (``d_in = d_out``) for the names in ``TIMED``, in eval mode."""
-    unknown = [n for n in names if n not in TIMED]
+    """Equivalent modules (``d_in = d_out``) for the names in ``BENCHED``, in eval mode.
+
+    ``tiled`` takes the split's weights (``load_state_dict``: the same names).
+    """
+    unknown = [n for n in names if n not in BENCHED]
     if unknown:
-        raise ValueError(f"Unknown implementation(s) {unknown}; choose from {', '.join(TIMED)}.")
-    base = dict.fromkeys("torch_mha" if n == "torch_mha_nofast" else n for n in names)
+        raise ValueError(f"Unknown implementation(s) {unknown}; choose from {', '.join(BENCHED)}.")
+    based_on = {"torch_mha_nofast": "torch_mha", "tiled": "split"}
+    base = dict.fromkeys(based_on.get(n, n) for n in names)
     built = equivalent_modules(base, d_out, d_out, num_tokens, num_heads)
+    if "tiled" in names:
+        tiled = TiledAttention(d_out, d_out, num_tokens, 0.0, num_heads)
+        tiled.load_state_dict(built["split"].state_dict())
+        built["tiled"] = tiled.eval()
     return {
         n: FastPathOff(built["torch_mha"]) if n == "torch_mha_nofast" else built[n] for n in names
     }

@@ -1,0 +1,405 @@
+"""Chapter 7's exercise: the loop over key blocks of the online softmax.
+
+The reader subclasses :class:`TiledAttentionStart` (``MultiHeadAttention``'s layers, a
+``block_size``, and a ``forward`` that walks the query blocks) and writes ``query_block``: the
+loop over the key blocks one query block needs, the scores of each block, the diagonal mask,
+the running maximum, sum and output, and the final division. The check builds the class in
+several configurations (lengths that a block divides and that it does not, shorter than a
+block, a single token, biases, dropout), compares the output in eval mode with the book's
+``MultiHeadAttention`` given the instance's own weights, counts the blocks of scores it computed,
+and names the mistake it recognises.
+"""
+
+import torch
+from torch import nn
+
+from .classes import Skeleton
+from .core import (
+    CheckResult,
+    Exercise,
+    Mistake,
+    first_mistake,
+    kind_of,
+    never_raises,
+)
+from .tiled_trial import (
+    TILED_CONFIGS,
+    WRONG_FACTORS,
+    TiledRecipe,
+    TiledTrial,
+    book_modules,
+)
+
+
+class TiledAttentionStart(Skeleton):
+    """Chapter 7's starting point: the layers, the query blocks, and a ``query_block`` to write.
+
+    ``forward`` projects, splits the heads, hands each block of ``block_size`` queries to
+    ``query_block`` and merges the results; ``mask`` is ``True`` above the diagonal.
+    """
+
+    def __init__(
+        self, d_in, d_out, context_length, dropout, num_heads, block_size=64, qkv_bias=False
+    ):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}.")
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.block_size = block_size
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        future = torch.ones(context_length, context_length).triu(diagonal=1)
+        self.register_buffer("mask", future.bool())  # True: a later token
+
+    def split_heads(self, t):
+        """(b, num_tokens, d_out) → (b, num_heads, num_tokens, head_dim)."""
+        b, num_tokens, _ = t.shape
+        return t.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x):
+        b, num_tokens, _ = x.shape
+        # (b, num_heads, num_tokens, head_dim)
+        queries = self.split_heads(self.W_query(x))
+        keys = self.split_heads(self.W_key(x))
+        values = self.split_heads(self.W_value(x))
+        blocks = []
+        for q_start in range(0, num_tokens, self.block_size):
+            q = queries[:, :, q_start : q_start + self.block_size]
+            blocks.append(self.query_block(q, keys, values, q_start))
+        context = torch.cat(blocks, dim=2).transpose(1, 2)  # (b, T, num_heads, head_dim)
+        return self.out_proj(context.reshape(b, num_tokens, self.d_out))
+
+    def query_block(self, q, keys, values, q_start):
+        raise NotImplementedError("write the loop over key blocks in query_block")
+
+
+def _follows(**changes):
+    return lambda t: t.follows(TiledRecipe(**changes))
+
+
+NOT_A_CLASS_MISTAKES = (
+    Mistake(
+        "nothing passed",
+        "The check got None. Run the cell that defines your class, then pass the class "
+        "itself: online_softmax.check(MyTiledAttention).",
+        lambda answer: answer is None,
+    ),
+    Mistake(
+        "an instance instead of the class",
+        "You passed an instance of {name}, not the class. Pass the class itself: the check "
+        "builds its own instances in several configurations.",
+        lambda answer: isinstance(answer, nn.Module),
+    ),
+    Mistake(
+        "not a class",
+        "The check expects a class, but got {kind}. Pass the class you defined, by its name, "
+        "without calling it.",
+        lambda answer: not isinstance(answer, type),
+    ),
+    Mistake(
+        "not an nn.Module",
+        "{name} is a class, but not an nn.Module. Start it with "
+        "class {name}(TiledAttentionStart):, so that it has the layers to work with.",
+        lambda answer: not issubclass(answer, nn.Module),
+    ),
+    Mistake(
+        "the book's module",
+        "{name} is one of the book's own modules, or built on one. This exercise asks for "
+        "your own loop over key blocks: subclass TiledAttentionStart and write query_block.",
+        lambda answer: issubclass(answer, book_modules()),
+    ),
+    Mistake(
+        "not from the starting point",
+        "{name} does not start from TiledAttentionStart, so the check cannot know its "
+        "layers. Define it as class {name}(TiledAttentionStart): and write query_block.",
+        lambda answer: not issubclass(answer, TiledAttentionStart),
+    ),
+    Mistake(
+        "the starting code",
+        "{name} has no query_block of its own yet: the starting code's only raises. What "
+        "must each row of a query block remember from one key block to the next? "
+        "online_softmax.hint(1) starts from there.",
+        lambda answer: answer.query_block is TiledAttentionStart.query_block,
+    ),
+)
+
+
+DELEGATES = Mistake(
+    "delegates to the book",
+    "Your code hands the work to the book's {t.book_calls[0]}. Write the loop over key "
+    "blocks yourself, from q, keys and values.",
+    lambda t: t.book_calls,
+)
+FUSED_KERNEL = Mistake(
+    "the fused kernel",
+    "Your code calls scaled_dot_product_attention, PyTorch's fused kernel: it does the "
+    "online softmax for you. Write the scores, the running maximum, sum and output yourself.",
+    lambda t: t.uses_fused_kernel,
+)
+NOT_TILED = Mistake(
+    "scores larger than a block",
+    "Your code computes blocks of scores {t.widest_scores} keys or queries wide, but a "
+    "block has block_size={t.config.block_size}. The point is never to hold more than "
+    "block_size × block_size scores: take the keys block by block, "
+    "keys[:, :, k_start:k_start + self.block_size].",
+    lambda t: t.widest_scores > t.config.block_size,
+)
+
+DROPOUT_IN_EVAL = Mistake(
+    "dropout in evaluation mode",
+    "In evaluation mode your output changes from call to call: dropout is on. Use the "
+    "skeleton's self.dropout, which is off in evaluation mode.",
+    lambda t: t.dropout_in_eval,
+)
+
+TILED_MISTAKES = (
+    Mistake(
+        "constructor raises",
+        "Building your class as {t.call} raised {t.error_text}. Keep the constructor of "
+        "TiledAttentionStart: define only query_block.",
+        lambda t: t.stage == "constructor",
+    ),
+    Mistake(
+        "the starting code",
+        "Your query_block still raises NotImplementedError: this is the starting code, and "
+        "the loop over key blocks is yours to write. What must each row of a query block "
+        "remember from one key block to the next? online_softmax.hint(1) starts from there.",
+        lambda t: isinstance(t.error, NotImplementedError),
+    ),
+    DELEGATES,
+    FUSED_KERNEL,
+    Mistake(
+        "block size does not divide the length",
+        "Your code is right on {t.config.divisible_tokens} tokens, but on "
+        "{t.config.num_tokens} tokens, which blocks of {t.config.block_size} do not divide, "
+        "it goes wrong. The last block is shorter: slice it with "
+        "keys[:, :, k_start:k_start + self.block_size] (a slice stops at the end) and let "
+        "range(0, end, self.block_size) reach the last, partial block.",
+        lambda t: t.config.num_tokens % t.config.block_size and t.right_on_divisible_part,
+    ),
+    Mistake(
+        "query_block returns no tensor",
+        "Your query_block returned {t.block_kind}. Return the block's context: a tensor "
+        "shaped like q, (b, num_heads, rows, head_dim).",
+        lambda t: not isinstance(t.block_output, torch.Tensor),
+    ),
+    Mistake(
+        "query_block returns the wrong shape",
+        "Your query_block returned shape {t.block_shape} for q of shape {t.block_q_shape}. "
+        "It should return one row of head_dim values per query of q, for every head: the "
+        "shape of q, (b, num_heads, rows, head_dim).",
+        lambda t: t.block_shape != t.block_q_shape,
+    ),
+    Mistake(
+        "forward raises",
+        "Calling your class on an input of shape {t.config.input_shape} raised {t.error_text}.",
+        lambda t: t.stage == "forward",
+    ),
+    Mistake(
+        "not a tensor",
+        "Your query_block returned {kind}. Return the block's context, a tensor of shape "
+        "(b, num_heads, rows, head_dim), like q.",
+        lambda t: not isinstance(t.output, torch.Tensor),
+    ),
+    Mistake(
+        "wrong shape",
+        "The output has shape {t.output_shape}, but it should be {t.expected_shape}. Does "
+        "query_block return one row of head_dim values per query of q, "
+        "(b, num_heads, rows, head_dim)?",
+        lambda t: t.output_shape != t.expected_shape,
+    ),
+    NOT_TILED,
+    DROPOUT_IN_EVAL,
+    Mistake(
+        "running sum and output not rescaled",
+        "Neither the running sum nor the running output is rescaled when a block raises a "
+        "row's maximum. Both were summed relative to the old maximum: multiply each by "
+        "exp(old maximum - new maximum) before adding the new block.",
+        _follows(rescale_sum=False, rescale_out=False),
+    ),
+    Mistake(
+        "running sum not rescaled",
+        "The running output is rescaled, but the running sum is not. The sum of "
+        "exp(score - old maximum) is relative to the old maximum too: multiply it by "
+        "exp(old maximum - new maximum) before adding the new block's sum.",
+        _follows(rescale_sum=False),
+    ),
+    Mistake(
+        "running output not rescaled",
+        "The running sum is rescaled, but the running output is not. The output's terms "
+        "are exp(score - old maximum) × value: multiply it by exp(old maximum - new maximum) "
+        "as well, before adding the new block.",
+        _follows(rescale_out=False),
+    ),
+    Mistake(
+        "wrong factor",
+        "Your rescaling factor is upside down: exp(new maximum - old maximum) grows the old "
+        "terms (and with a starting maximum of -inf it is inf, and inf × 0 is nan). Going "
+        "from the old maximum to a larger new one shrinks them: exp(old - new), at most 1.",
+        lambda t: any(t.follows(recipe) for recipe in WRONG_FACTORS),
+    ),
+    Mistake(
+        "no diagonal mask",
+        "Every query sees the keys after it inside its own block: the diagonal block needs "
+        "the causal mask. Slice it at the block's position, "
+        "self.mask[q_start:q_start + rows, k_start:k_start + cols], and fill with -inf.",
+        _follows(diagonal="none"),
+    ),
+    Mistake(
+        "whole diagonal block masked",
+        "The whole diagonal block is masked (or skipped), so a query never sees the keys of "
+        "its own block, not even itself: the first block's rows see nothing at all (nan). "
+        "Only the keys after each query are hidden: mask the diagonal block with the "
+        "causal mask, self.mask[q_start:q_start + rows, k_start:k_start + cols].",
+        _follows(diagonal="whole"),
+    ),
+    Mistake(
+        "divided inside the loop",
+        "The output is divided by the running sum inside the loop. The next block then adds "
+        "unnormalised terms to a normalised output, and the sum keeps growing: keep out "
+        "unnormalised in the loop and divide once, after the last block.",
+        _follows(divide="inside"),
+    ),
+    Mistake(
+        "nan from a fully masked row",
+        "Some outputs are nan. A row whose scores in a block are all -inf has a maximum of "
+        "-inf, and exp(-inf - (-inf)) is nan. Skip the key blocks that lie entirely after a "
+        "query block, and start each row with a block that holds at least its first key.",
+        lambda t: t.has_nan,
+    ),
+    Mistake(
+        "no scaling",
+        "The scores are not divided by √head_dim, as MultiHeadAttention divides them: "
+        "scores = q @ k.transpose(2, 3) / self.head_dim**0.5.",
+        _follows(scaled=False),
+    ),
+)
+
+#: Checked once the output is right: what tiling and the causal mask must save.
+AFTER_MATCH_MISTAKES = (
+    DELEGATES,
+    FUSED_KERNEL,
+    NOT_TILED,
+    Mistake(
+        "blocks above the diagonal computed",
+        "Your output is right, but your code computed {t.blocks_computed} blocks of scores "
+        "where a causal pass needs {t.config.causal_blocks} (of {t.config.blocks} × "
+        "{t.config.blocks}). A key block that starts after a query block's last token is "
+        "all future: skip it, rather than compute it and mask it all.",
+        lambda t: t.blocks_computed > t.config.causal_blocks,
+    ),
+    DROPOUT_IN_EVAL,
+    Mistake(
+        "no dropout in training",
+        "In training mode your code applies no dropout, although the module was built with "
+        "dropout={t.config.dropout}. Apply self.dropout to the block's unnormalised weights "
+        "before they multiply the values.",
+        lambda t: t.config.dropout > 0 and t.no_dropout_in_training,
+    ),
+    Mistake(
+        "dropout on the sum",
+        "In training mode your dropout also reaches the running sum, so the division "
+        "undoes it (a token with one visible key gets its value back, or 0 / 0). Drop only "
+        "the weights that multiply the values; the sum takes the weights before dropout.",
+        lambda t: t.config.dropout > 0 and t.dropout_on_the_sum,
+    ),
+)
+
+
+@never_raises
+def check_online_softmax(cls):
+    """Check a class whose ``query_block`` runs the online softmax over key blocks.
+
+    The reader's random state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        return _check(cls)
+
+
+def _check(cls):
+    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls)
+    if problem:
+        name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
+        return CheckResult(False, problem.message.format(name=name, kind=kind_of(cls)))
+    for config in TILED_CONFIGS:
+        trial = TiledTrial(cls, config)
+        if trial.correct:
+            mistake = first_mistake(AFTER_MATCH_MISTAKES, trial)
+        else:
+            mistake = first_mistake(TILED_MISTAKES, trial) or UNEXPLAINED
+        if mistake is not None:
+            message = mistake.message.format(t=trial, kind=kind_of(trial.output))
+            seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
+            return CheckResult(False, message + seen)
+    return CheckResult(
+        True,
+        f"Your loop matches MultiHeadAttention in all {len(TILED_CONFIGS)} configurations "
+        "(lengths the block divides and does not, shorter than a block, one token, biases), "
+        "never holds more than a block of scores, skips the blocks above the diagonal, and "
+        "applies dropout only in training.",
+    )
+
+
+UNEXPLAINED = Mistake(
+    "unexplained",
+    "Your output has the right shape, {t.expected_shape}, but not the right values (largest "
+    "difference {t.largest_difference:.3g}), and none of the usual mistakes explains it. "
+    "Check each step for one key block: scores scaled by √head_dim, the mask on the diagonal "
+    "block, the new maximum, the rescaling of the old sum and output, the new terms added; "
+    "and one division after the loop.",
+    lambda t: True,
+)
+
+
+online_softmax = Exercise(
+    checker=check_online_softmax,
+    hints=(
+        "Each row of the query block keeps three things from one key block to the next: "
+        "the largest score so far (row_max), the sum of exp(score - row_max) so far "
+        "(row_sum), and the sum of exp(score - row_max) × value so far (out). The loop "
+        "visits the key blocks from the first up to the one that holds the block's last "
+        "query; only that last one, the diagonal block, needs the mask.",
+        "For one key block: scores = q @ k.transpose(2, 3) / self.head_dim**0.5, "
+        "(b, num_heads, rows, cols); on the diagonal block mask them with "
+        "self.mask[q_start:q_end, k_start:k_end]; new_max is the larger of row_max and the "
+        "block's own row maxima (keepdim=True). The old sum and the old out were taken "
+        "relative to row_max: what factor moves them to new_max?",
+        "The factor is torch.exp(row_max - new_max), 0 for the first block. Then "
+        "row_sum = row_sum * factor + weights.sum(-1, keepdim=True) and "
+        "out = out * factor + self.dropout(weights) @ v, with "
+        "weights = torch.exp(scores - new_max). After the loop, return out / row_sum.",
+    ),
+    solution_code="""\
+class MyTiledAttention(TiledAttentionStart):
+    def query_block(self, q, keys, values, q_start):
+        b, num_heads, rows, _ = q.shape
+        q_end = q_start + rows
+        # (b, num_heads, rows, 1): each row's running maximum and sum
+        row_max = q.new_full((b, num_heads, rows, 1), -torch.inf)
+        row_sum = q.new_zeros((b, num_heads, rows, 1))
+        out = torch.zeros_like(q)  # (b, num_heads, rows, head_dim)
+        for k_start in range(0, q_end, self.block_size):
+            k_end = min(k_start + self.block_size, q_end)
+            k = keys[:, :, k_start:k_end]  # (b, num_heads, cols, head_dim)
+            v = values[:, :, k_start:k_end]
+            # (b, num_heads, rows, cols)
+            scores = q @ k.transpose(2, 3) / self.head_dim**0.5
+            if k_end > q_start + 1:  # the diagonal block
+                future = self.mask[q_start:q_end, k_start:k_end]
+                scores = scores.masked_fill(future, -torch.inf)
+            new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
+            weights = torch.exp(scores - new_max)
+            factor = torch.exp(row_max - new_max)  # 0 for the first block
+            row_sum = row_sum * factor + weights.sum(-1, keepdim=True)
+            out = out * factor + self.dropout(weights) @ v
+            row_max = new_max
+        return out / row_sum  # (b, num_heads, rows, head_dim)
+
+
+online_softmax.check(MyTiledAttention)
+""",
+)
