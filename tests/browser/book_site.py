@@ -408,3 +408,83 @@ def horizontal_overflow_problems(page):
                 "past the window's edge"
             )
     return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Printed output on a phone: lines against their box, scroll cues, whole tokens
+# ---------------------------------------------------------------------------------------------
+
+#: At most this share of printed output lines may be wider than their box at 390 px (issue 19);
+#: none at 900 px and up. Wider lines scroll sideways inside their box, with a visible cue.
+PHONE_OVERFLOW_BUDGET = 0.10
+
+#: Printed output: the text a cell prints or returns (stream and text/plain outputs). The code of
+#: a solution, drawn inside its box, is code (at most 79 characters a line, like every cell's).
+PRINTED_OUTPUT = "article.bd-article .cell_output pre:not(.mha-box pre)"
+
+#: Every non-blank line of each block: its rendered width (a Range over the line's text, so what
+#: the font draws, not a count of characters) against the width of its box's content area.
+LINE_WIDTHS = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
+    const style = getComputedStyle(pre);
+    const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const lines = [];
+    let start = null, text = '';
+    const finish = (node, offset) => {
+        if (start && text.trim()) {
+            const range = document.createRange();
+            range.setStart(start[0], start[1]);
+            range.setEnd(node, offset);
+            lines.push([text, range.getBoundingClientRect().width, room]);
+        }
+        start = null; text = '';
+    };
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let last = null;
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest('button')) continue;
+        last = node;
+        for (let i = 0; i < node.data.length; i++) {
+            if (node.data[i] === '\\n') { finish(node, i); continue; }
+            if (!start) start = [node, i];
+            text += node.data[i];
+        }
+    }
+    if (last) finish(last, last.data.length);
+    return lines;
+})"""
+
+
+@dataclass
+class LineCount:
+    """How many printed lines a page has, and which of them are wider than their box."""
+
+    lines: int
+    wide: list  # (text, rendered width, box width) of each line wider than its box
+
+    def __str__(self):
+        return f"{len(self.wide)} of {self.lines}"
+
+
+def printed_line_count(page):
+    """Every printed output line on the page, as laid out now: open the toggles first."""
+    lines = page.eval_on_selector_all(PRINTED_OUTPUT, LINE_WIDTHS)
+    return LineCount(len(lines), [line for line in lines if line[1] > line[2] + 0.5])
+
+
+def line_budget_problems(counts, width, budget):
+    """Problems with the book's printed lines at ``width`` px: ``counts`` maps chapter to its
+    :class:`LineCount`; at most ``budget`` of all lines may be wider than their box."""
+    lines = sum(c.lines for c in counts.values())
+    wide = sum(len(c.wide) for c in counts.values())
+    if not lines or wide <= budget * lines:
+        return []
+    per_chapter = "\n".join(
+        f"  {name}: {count}"
+        + "".join(f"\n      {text[:60]!r} {shown:.0f} px in {room:.0f}" for text, shown, room in count.wide[:3])
+        for name, count in counts.items()
+    )
+    return [
+        f"at {width} px, {wide} of {lines} printed output lines ({wide / lines:.0%}) are wider "
+        f"than their box; the budget is {budget:.0%}. Per chapter (wide of all, first three "
+        f"wide lines):\n{per_chapter}"
+    ]
