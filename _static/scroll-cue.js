@@ -5,12 +5,11 @@
  * one scrolls, so a cut-off line would look like the whole line. Each box that scrolls gets
  * data-mha-more-right while more of it lies to the right, and data-mha-more-left once it is
  * scrolled; _static/scroll-cue.css draws a shaded edge on that side. Both are updated as the box
- * scrolls, as the window resizes and when a toggle opens (a hidden box has no width).
+ * scrolls, as the window resizes and when a toggle opens (a hidden box has no width), and boxes
+ * that scripts add or move later are watched too.
  */
 (function () {
-  const BOXES =
-    "article.bd-article pre, article.bd-article .pst-scrollable-table-container, " +
-    "article.bd-article .cell_output, article.bd-article .cell_output .output";
+  const BOXES = "pre, .pst-scrollable-table-container, .cell_output, .cell_output .output";
 
   function update(box) {
     const more = box.scrollWidth - box.clientWidth;
@@ -23,14 +22,19 @@
     return ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
   }
 
-  function watch() {
-    const boxes = Array.from(document.querySelectorAll(BOXES)).filter(scrollsSideways);
-    const resized = new ResizeObserver(function (entries) {
-      entries.forEach(function (entry) {
-        update(entry.target);
-      });
+  const watched = new WeakSet();
+  const resized = new ResizeObserver(function (entries) {
+    entries.forEach(function (entry) {
+      update(entry.target);
     });
+  });
+
+  function watch(root) {
+    const boxes = Array.from(root.querySelectorAll(BOXES));
+    if (root.matches(BOXES)) boxes.push(root);
     boxes.forEach(function (box) {
+      if (watched.has(box) || !scrollsSideways(box)) return;
+      watched.add(box);
       box.addEventListener("scroll", function () {
         update(box);
       }, { passive: true });
@@ -39,9 +43,22 @@
     });
   }
 
+  function start() {
+    const article = document.querySelector("article.bd-article");
+    if (!article) return;
+    watch(article);
+    new MutationObserver(function (mutations) {
+      mutations.forEach(function (mutation) {
+        mutation.addedNodes.forEach(function (node) {
+          if (node.nodeType === Node.ELEMENT_NODE) watch(node);
+        });
+      });
+    }).observe(article, { childList: true, subtree: true });
+  }
+
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", watch);
+    document.addEventListener("DOMContentLoaded", start);
   } else {
-    watch();
+    start();
   }
 })();

@@ -15,6 +15,7 @@ Chapter pages are discovered from ``_toc.yml``; a chapter follows the convention
 import contextlib
 import functools
 import http.server
+import io
 import json
 import threading
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import yaml
+from PIL import Image
 
 from mha.plots import FIGURE_DENSITY, FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 
@@ -480,7 +482,10 @@ def line_budget_problems(counts, width, budget):
         return []
     per_chapter = "\n".join(
         f"  {name}: {count}"
-        + "".join(f"\n      {text[:60]!r} {shown:.0f} px in {room:.0f}" for text, shown, room in count.wide[:3])
+        + "".join(
+            f"\n      {text[:60]!r} {shown:.0f} px in {room:.0f}"
+            for text, shown, room in count.wide[:3]
+        )
         for name, count in counts.items()
     )
     return [
@@ -488,3 +493,102 @@ def line_budget_problems(counts, width, budget):
         f"than their box; the budget is {budget:.0%}. Per chapter (wide of all, first three "
         f"wide lines):\n{per_chapter}"
     ]
+
+
+#: Every box in the article that scrolls sideways, with whether it has more to show on the right.
+SCROLLING_BOXES = """(boxes) => boxes
+    .filter(b => ['auto', 'scroll'].includes(getComputedStyle(b).overflowX) && b.clientWidth > 0)
+    .map(b => ({
+        kind: b.matches('.pst-scrollable-table-container') ? 'table'
+            : b.closest('.cell_input') ? 'code' : 'output',
+        wider: b.scrollWidth > b.clientWidth + 1,
+        text: b.innerText.trim().split('\\n')[0].slice(0, 60),
+        index: boxes.indexOf(b),
+    }))"""
+SCROLLABLE = (
+    "article.bd-article pre, article.bd-article .pst-scrollable-table-container, "
+    "article.bd-article .cell_output, article.bd-article .cell_output .output"
+)
+
+
+def scrolling_boxes(page):
+    """``(locator, facts)`` of every box on the page that scrolls sideways (visible ones only)."""
+    boxes = page.locator(SCROLLABLE)
+    return [
+        (boxes.nth(facts["index"]), facts)
+        for facts in page.eval_on_selector_all(SCROLLABLE, SCROLLING_BOXES)
+    ]
+
+
+def mean_colour(page, clip):
+    """The average RGB colour of the screen inside ``clip`` (a dict of x, y, width, height)."""
+    image = Image.open(io.BytesIO(page.screenshot(clip=clip))).convert("RGB")
+    pixels = list(image.get_flattened_data())
+    return tuple(sum(p[i] for p in pixels) / len(pixels) for i in range(3))
+
+
+def colour_distance(a, b):
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+#: How far (0-255, in any channel) an edge must differ from the box's own background to count as
+#: a cue a reader sees; a plain edge differs by a few units at most (a glyph's edge, a border).
+CUE_MIN_DIFFERENCE = 40
+
+
+#: The colour a box shows where nothing is drawn on it: its own background, else its ancestors'.
+BACKGROUND = """box => {
+    for (let e = box; e; e = e.parentElement) {
+        const colour = getComputedStyle(e).backgroundColor;
+        const alpha = colour.match(/rgba\\(.*,\\s*([\\d.]+)\\)/);
+        if (!alpha || parseFloat(alpha[1]) > 0.5) {
+            return colour.match(/[\\d.]+/g).slice(0, 3).map(Number);
+        }
+    }
+    return [255, 255, 255];
+}"""
+
+
+def edge_colours(page, box):
+    """``(left edge, background, right edge)``: the mean colours of the 2 px strips just inside the
+    box's left and right borders (rounded corners left out), as the reader's screen shows them,
+    and the box's own background colour."""
+    box.scroll_into_view_if_needed()
+    r = box.bounding_box()
+    strip = {"y": r["y"] + 6, "width": 2, "height": max(r["height"] - 12, 1)}
+    return (
+        mean_colour(page, {**strip, "x": r["x"] + 1}),
+        tuple(box.evaluate(BACKGROUND)),
+        mean_colour(page, {**strip, "x": r["x"] + r["width"] - 3}),
+    )
+
+
+def scroll_cue_problems(page, box, where):
+    """A box wider than its content shows a cue on the right; scrolled to its end, on the left
+    only. What the reader's screen shows, compared with the box's own background."""
+    problems = []
+    left, background, right = edge_colours(page, box)
+    if colour_distance(right, background) < CUE_MIN_DIFFERENCE:
+        problems.append(f"{where} scrolls sideways but its right edge shows no cue")
+    if colour_distance(left, background) >= CUE_MIN_DIFFERENCE:
+        problems.append(f"{where} shows a cue on its left before it is scrolled")
+    box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+    page.wait_for_timeout(100)
+    left, background, right = edge_colours(page, box)
+    if colour_distance(right, background) >= CUE_MIN_DIFFERENCE:
+        problems.append(f"{where} still shows a cue on its right once scrolled to its end")
+    if colour_distance(left, background) < CUE_MIN_DIFFERENCE:
+        problems.append(f"{where}, scrolled to its end, shows no cue that more lies to the left")
+    box.evaluate("b => { b.scrollLeft = 0; }")
+    return problems
+
+
+def no_cue_problems(page, box, where):
+    """A box that fits shows no cue (a cue on every box would tell the reader nothing)."""
+    left, background, right = edge_colours(page, box)
+    if (
+        max(colour_distance(left, background), colour_distance(right, background))
+        >= CUE_MIN_DIFFERENCE
+    ):
+        return [f"{where} fits its box yet shows a scroll cue"]
+    return []

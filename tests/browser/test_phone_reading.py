@@ -9,12 +9,18 @@ from .book_site import (
     TABLET,
     chapters,
     line_budget_problems,
+    no_cue_problems,
     open_every_toggle,
     printed_line_count,
+    scroll_cue_problems,
+    scrolling_boxes,
+    wait_for_transitions,
 )
 
 CHAPTERS = chapters()
 BUDGETS = [(PHONE, PHONE_OVERFLOW_BUDGET), (TABLET, 0), (DESKTOP, 0)]
+VIEWPORTS = [PHONE, TABLET, DESKTOP]
+WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
 
 
 @pytest.mark.parametrize(
@@ -29,4 +35,61 @@ def test_printed_output_lines_fit_their_box(visit, book_url, viewport, budget):
         counts[chapter.name] = printed_line_count(page)
         page.context.close()
     problems = line_budget_problems(counts, viewport["width"], budget)
+    assert not problems, "\n".join(problems)
+
+
+WIDE_OUTPUT = (
+    '<div class="cell_output docutils container"><div class="output stream highlight-myst-ansi">'
+    '<div class="highlight"><pre>{}</pre></div></div></div>'
+)
+
+
+def add_printed_output(page, text):
+    """A printed output, as myst-nb renders one, at the end of the article; returns its box."""
+    page.evaluate(
+        "html => document.querySelector('article.bd-article')"
+        ".insertAdjacentHTML('beforeend', html)",
+        WIDE_OUTPUT.format(text),
+    )
+    added = page.locator("article.bd-article > .cell_output pre")
+    return added.nth(added.count() - 1)
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+def test_a_printed_line_wider_than_its_box_shows_a_cue_until_scrolled_to_its_end(
+    visit, book_url, viewport, color_scheme
+):
+    page = visit(
+        f"{book_url}/{CHAPTERS[0].url_path}", viewport=viewport, color_scheme=color_scheme
+    ).page
+    wide = add_printed_output(page, "a printed table, one row: " + "  column" * 20)
+    narrow = add_printed_output(page, "a short line")
+    wait_for_transitions(page)
+    problems = scroll_cue_problems(page, wide, "a 186-character line") + no_cue_problems(
+        page, narrow, "a short line"
+    )
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+def test_every_output_code_block_and_table_fits_or_shows_that_it_scrolls(visit, book_url, viewport):
+    """In every chapter: each output, code block and markdown table either fits its box or shows
+    a cue (checked on the screen for the first of each kind, by computed style for the rest)."""
+    problems = []
+    for chapter in CHAPTERS:
+        page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
+        open_every_toggle(page)
+        wait_for_transitions(page)
+        looked_at = set()
+        for box, facts in scrolling_boxes(page):
+            where = f"{chapter.name}: {facts['kind']} {facts['text']!r}"
+            if not facts["wider"]:
+                continue
+            if facts["kind"] not in looked_at:
+                looked_at.add(facts["kind"])
+                problems += scroll_cue_problems(page, box, where)
+            elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
+                problems.append(f"{where} scrolls sideways without a cue")
+        page.context.close()
     assert not problems, "\n".join(problems)
