@@ -592,3 +592,44 @@ def no_cue_problems(page, box, where):
     ):
         return [f"{where} fits its box yet shows a scroll cue"]
     return []
+
+
+#: Where each inline code element's text runs onto a new line, as the reader sees it: the code's
+#: text with "|" at each break, and the two characters either side of the break.
+CODE_BREAKS = """codes => codes.filter(c => c.getClientRects().length > 1).flatMap(code => {
+    const chars = [];
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (let i = 0; i < node.data.length; i++) {
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const rect = range.getClientRects()[0];
+            chars.push([node.data[i], rect && rect.width > 0 ? rect.top : null]);
+        }
+    }
+    const breaks = [];
+    let previous = null;
+    chars.forEach(([char, top], i) => {
+        if (top === null) return;
+        if (previous !== null && top > chars[previous][1] + 2) {
+            const text = chars.map(c => c[0]).join('');
+            breaks.push([text.slice(0, i) + '|' + text.slice(i), chars[previous][0], char,
+                         text.slice(previous + 1, i)]);
+        }
+        previous = i;
+    });
+    return breaks;
+})"""
+
+
+def broken_token_problems(page):
+    """Inline code breaks across lines only between words, or before a dot of a long name."""
+    problems = []
+    for text, before, after, between in page.eval_on_selector_all(
+        "article.bd-article code", CODE_BREAKS
+    ):
+        if between.strip() == "" and between or after == ".":
+            continue
+        problems.append(f"{text!r} breaks inside a word ({before!r}|{after!r})")
+    return problems

@@ -7,6 +7,7 @@ from .book_site import (
     PHONE,
     PHONE_OVERFLOW_BUDGET,
     TABLET,
+    broken_token_problems,
     chapters,
     line_budget_problems,
     no_cue_problems,
@@ -91,5 +92,16 @@ def test_every_output_code_block_and_table_fits_or_shows_that_it_scrolls(visit, 
                 problems += scroll_cue_problems(page, box, where)
             elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
                 problems.append(f"{where} scrolls sideways without a cue")
+        page.context.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+def test_commands_and_names_in_inline_code_never_break_inside_a_word(visit, book_url, viewport):
+    problems = []
+    for chapter in CHAPTERS:
+        page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
+        open_every_toggle(page)
+        problems += [f"{chapter.name}: {p}" for p in broken_token_problems(page)]
         page.context.close()
     assert not problems, "\n".join(problems)
