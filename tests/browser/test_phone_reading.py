@@ -105,3 +105,18 @@ def test_commands_and_names_in_inline_code_never_break_inside_a_word(visit, book
         problems += [f"{chapter.name}: {p}" for p in broken_token_problems(page)]
         page.context.close()
     assert not problems, "\n".join(problems)
+
+
+def test_every_markdown_table_fits_the_desktop_column(visit, book_url):
+    """At 1280 px no table needs its scroll cue: the reader sees every column at once."""
+    problems = []
+    for chapter in CHAPTERS:
+        page = visit(f"{book_url}/{chapter.url_path}", viewport=DESKTOP).page
+        problems += [
+            f"{chapter.name}: the table {facts['text']!r} is wider than the column"
+            f" ({box.evaluate('b => b.scrollWidth')} px in {box.evaluate('b => b.clientWidth')})"
+            for box, facts in scrolling_boxes(page)
+            if facts["kind"] == "table" and facts["wider"]
+        ]
+        page.context.close()
+    assert not problems, "\n".join(problems)
