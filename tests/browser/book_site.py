@@ -425,7 +425,8 @@ PHONE_OVERFLOW_BUDGET = 0.10
 PRINTED_OUTPUT = "article.bd-article .cell_output pre:not(.mha-box pre)"
 
 #: Every non-blank line of each block: its rendered width (a Range over the line's text, so what
-#: the font draws, not a count of characters) against the width of its box's content area.
+#: the font draws, not a count of characters), the width of its box's content area, and on how
+#: many rows of the screen it is drawn (more than one: it wraps, and a printed table falls apart).
 LINE_WIDTHS = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
     const style = getComputedStyle(pre);
     const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
@@ -436,7 +437,8 @@ LINE_WIDTHS = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre
             const range = document.createRange();
             range.setStart(start[0], start[1]);
             range.setEnd(node, offset);
-            lines.push([text, range.getBoundingClientRect().width, room]);
+            const rows = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+            lines.push([text, range.getBoundingClientRect().width, room, rows.size]);
         }
         start = null; text = '';
     };
@@ -462,6 +464,7 @@ class LineCount:
 
     lines: int
     wide: list  # (text, rendered width, box width) of each line wider than its box
+    wrapped: list  # the text of each line drawn on more than one row
 
     def __str__(self):
         return f"{len(self.wide)} of {self.lines}"
@@ -470,7 +473,11 @@ class LineCount:
 def printed_line_count(page):
     """Every printed output line on the page, as laid out now: open the toggles first."""
     lines = page.eval_on_selector_all(PRINTED_OUTPUT, LINE_WIDTHS)
-    return LineCount(len(lines), [line for line in lines if line[1] > line[2] + 0.5])
+    return LineCount(
+        len(lines),
+        [line[:3] for line in lines if line[1] > line[2] + 0.5],
+        [line[0] for line in lines if line[3] > 1],
+    )
 
 
 def line_budget_problems(counts, width, budget):
@@ -478,8 +485,13 @@ def line_budget_problems(counts, width, budget):
     :class:`LineCount`; at most ``budget`` of all lines may be wider than their box."""
     lines = sum(c.lines for c in counts.values())
     wide = sum(len(c.wide) for c in counts.values())
+    problems = [
+        f"at {width} px, {name} wraps a printed line (a table's columns fall apart): {text[:60]!r}"
+        for name, count in counts.items()
+        for text in count.wrapped
+    ]
     if not lines or wide <= budget * lines:
-        return []
+        return problems
     per_chapter = "\n".join(
         f"  {name}: {count}"
         + "".join(
@@ -488,7 +500,7 @@ def line_budget_problems(counts, width, budget):
         )
         for name, count in counts.items()
     )
-    return [
+    return problems + [
         f"at {width} px, {wide} of {lines} printed output lines ({wide / lines:.0%}) are wider "
         f"than their box; the budget is {budget:.0%}. Per chapter (wide of all, first three "
         f"wide lines):\n{per_chapter}"

@@ -120,3 +120,24 @@ def test_every_markdown_table_fits_the_desktop_column(visit, book_url):
         ]
         page.context.close()
     assert not problems, "\n".join(problems)
+
+
+#: What the chapters are told a phone's output box shows uncut (COMMON.md, issue 19).
+PHONE_LINE_CHARACTERS = 44
+
+
+def test_a_44_character_printed_line_fits_its_box_on_a_390_px_phone(visit, book_url):
+    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE).page
+    add_printed_output(page, "x" * PHONE_LINE_CHARACTERS)
+    add_printed_output(page, "x" * (PHONE_LINE_CHARACTERS + 4))
+    too_long = [text for text, _, _ in printed_line_count(page).wide]
+    assert "x" * PHONE_LINE_CHARACTERS not in too_long, "a 44-character line is cut off"
+    assert "x" * (PHONE_LINE_CHARACTERS + 4) in too_long, "the measurement misses a wide line"
+
+
+def test_the_measurement_sees_a_printed_line_that_wraps(visit, book_url):
+    """Wrapping would hide overflow and break a table's columns: the count must notice it."""
+    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE).page
+    wrapping = add_printed_output(page, "a row of a table " * 6)
+    wrapping.evaluate("pre => { pre.style.whiteSpace = 'pre-wrap'; }")
+    assert printed_line_count(page).wrapped == ["a row of a table " * 6]
