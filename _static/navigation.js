@@ -6,6 +6,10 @@
  * buttons did nothing. Here every later copy passes its click on to the wired-up first one:
  * below 992 px that opens the theme's sidebar dialog; from 992 px the book theme's own handler
  * on that button hides and shows the chapter list instead.
+ *
+ * On a phone or tablet either list opens as a dialog over the page. A tap on one of its links
+ * closes the dialog (the theme leaves it open, over three quarters of a phone's screen, even when
+ * the link only scrolls to a section of this page).
  */
 (function () {
   function forwardClicks(selector) {
@@ -22,9 +26,26 @@
     });
   }
 
+  function closeAfterTap(dialog) {
+    if (!dialog) return;
+    dialog.addEventListener("click", function (event) {
+      const link = event.target.closest("a[href]");
+      if (!link || !dialog.open) return;
+      // Close first, then go once the page is laid out without the dialog: scrolled to while
+      // the dialog still held the page, a section ended up hundreds of pixels below the top.
+      event.preventDefault();
+      dialog.close();
+      setTimeout(function () {
+        window.location.assign(link.href);
+      }, 0);
+    });
+  }
+
   function fixToggles() {
     forwardClicks(".primary-toggle");
     forwardClicks(".secondary-toggle");
+    closeAfterTap(document.getElementById("pst-primary-sidebar-modal"));
+    closeAfterTap(document.getElementById("pst-secondary-sidebar-modal"));
   }
 
   if (document.readyState === "loading") {

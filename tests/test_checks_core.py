@@ -1,5 +1,8 @@
 """The self-check convention every exercise shares (mha.checks core)."""
 
+import html
+import re
+
 import torch
 from torch import nn
 
@@ -16,6 +19,7 @@ from mha.checks import (
     listed,
     never_raises,
 )
+from mha.checks.core import highlighted_python
 
 
 def test_a_result_reads_as_plain_text_and_as_an_escaped_coloured_box():
@@ -73,7 +77,10 @@ def test_an_exercise_offers_check_hints_and_solution():
     assert "Hint 2 of 2" in str(exercise.hint(2)) and "Larger." in str(exercise.hint(2))
     assert "hint(1) to hint(2)" in str(exercise.hint(5))
     assert "answer = 42" in str(exercise.solution())
-    assert "<pre>answer = 42</pre>" in exercise.solution()._repr_html_()
+    assert (
+        '<div class="highlight"><pre><span class="n">answer</span> <span class="o">=</span> '
+        '<span class="mi">42</span></pre></div>'
+    ) in exercise.solution()._repr_html_()
 
 
 def test_a_hint_asked_for_with_a_string_or_a_float_says_how_to_ask():
@@ -118,3 +125,26 @@ def test_kinds_and_lists_read_as_words():
     assert kind_of(3) == "an int" and kind_of(torch.Size([1])) == "a torch.Size"
     assert kind_of(test_kinds_and_lists_read_as_words).startswith("the function")
     assert listed(["a"]) == "a" and listed(["a", "b", "c"]) == "a, b and c"
+
+
+def test_a_solution_is_highlighted_as_pygments_classes_and_keeps_its_text_exactly():
+    code = 'class A(B):\n    def f(self, x):  # <why>\n        return len(x) > 1.5 and "s"\n'
+    html_code = highlighted_python(code)
+    assert html_code.startswith('<div class="highlight"><pre>')
+    for css, token in [
+        ("k", "class"),
+        ("nc", "A"),
+        ("nf", "f"),
+        ("bp", "self"),
+        ("nb", "len"),
+        ("c1", "# &lt;why&gt;"),
+        ("mf", "1.5"),
+        ("ow", "and"),
+        ("s2", "&quot;s&quot;"),
+    ]:
+        assert f'<span class="{css}">{token}</span>' in html_code, css
+    assert html.unescape(re.sub(r"<[^>]+>", "", html_code)) == code
+
+
+def test_code_that_does_not_tokenize_is_shown_as_plain_text_in_the_same_block():
+    assert highlighted_python("x = (1 <") == '<div class="highlight"><pre>x = (1 &lt;</pre></div>'

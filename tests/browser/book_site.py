@@ -15,6 +15,7 @@ Chapter pages are discovered from ``_toc.yml``; a chapter follows the convention
 import contextlib
 import functools
 import http.server
+import io
 import json
 import threading
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 import yaml
+from PIL import Image
 
 from mha.plots import FIGURE_DENSITY, FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 
@@ -407,4 +409,239 @@ def horizontal_overflow_problems(page):
                 f"figure {PurePosixPath(src).name} runs {right - width:.0f}px "
                 "past the window's edge"
             )
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Printed output on a phone: lines against their box, scroll cues, whole tokens
+# ---------------------------------------------------------------------------------------------
+
+#: At most this share of printed output lines may be wider than their box at 390 px (issue 19);
+#: none at 900 px and up. Wider lines scroll sideways inside their box, with a visible cue.
+PHONE_OVERFLOW_BUDGET = 0.10
+
+#: Printed output: the text a cell prints or returns (stream and text/plain outputs). The code of
+#: a solution, drawn inside its box, is code (at most 79 characters a line, like every cell's).
+PRINTED_OUTPUT = "article.bd-article .cell_output pre:not(.mha-box pre)"
+
+#: Every non-blank line of each block: its rendered width (a Range over the line's text, so what
+#: the font draws, not a count of characters), the width of its box's content area, and on how
+#: many rows of the screen it is drawn (more than one: it wraps, and a printed table falls apart).
+LINE_WIDTHS = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
+    const style = getComputedStyle(pre);
+    const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const lines = [];
+    let start = null, text = '';
+    const finish = (node, offset) => {
+        if (start && text.trim()) {
+            const range = document.createRange();
+            range.setStart(start[0], start[1]);
+            range.setEnd(node, offset);
+            const rows = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+            lines.push([text, range.getBoundingClientRect().width, room, rows.size]);
+        }
+        start = null; text = '';
+    };
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let last = null;
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest('button')) continue;
+        last = node;
+        for (let i = 0; i < node.data.length; i++) {
+            if (node.data[i] === '\\n') { finish(node, i); continue; }
+            if (!start) start = [node, i];
+            text += node.data[i];
+        }
+    }
+    if (last) finish(last, last.data.length);
+    return lines;
+})"""
+
+
+@dataclass
+class LineCount:
+    """How many printed lines a page has, and which of them are wider than their box."""
+
+    lines: int
+    wide: list  # (text, rendered width, box width) of each line wider than its box
+    wrapped: list  # the text of each line drawn on more than one row
+
+    def __str__(self):
+        return f"{len(self.wide)} of {self.lines}"
+
+
+def printed_line_count(page):
+    """Every printed output line on the page, as laid out now: open the toggles first."""
+    lines = page.eval_on_selector_all(PRINTED_OUTPUT, LINE_WIDTHS)
+    return LineCount(
+        len(lines),
+        [line[:3] for line in lines if line[1] > line[2] + 0.5],
+        [line[0] for line in lines if line[3] > 1],
+    )
+
+
+def line_budget_problems(counts, width, budget):
+    """Problems with the book's printed lines at ``width`` px: ``counts`` maps chapter to its
+    :class:`LineCount`; at most ``budget`` of all lines may be wider than their box."""
+    lines = sum(c.lines for c in counts.values())
+    wide = sum(len(c.wide) for c in counts.values())
+    problems = [
+        f"at {width} px, {name} wraps a printed line (a table's columns fall apart): {text[:60]!r}"
+        for name, count in counts.items()
+        for text in count.wrapped
+    ]
+    if not lines or wide <= budget * lines:
+        return problems
+    per_chapter = "\n".join(
+        f"  {name}: {count}"
+        + "".join(
+            f"\n      {text[:60]!r} {shown:.0f} px in {room:.0f}"
+            for text, shown, room in count.wide[:3]
+        )
+        for name, count in counts.items()
+    )
+    return problems + [
+        f"at {width} px, {wide} of {lines} printed output lines ({wide / lines:.0%}) are wider "
+        f"than their box; the budget is {budget:.0%}. Per chapter (wide of all, first three "
+        f"wide lines):\n{per_chapter}"
+    ]
+
+
+#: Every box in the article that scrolls sideways, with whether it has more to show on the right.
+SCROLLING_BOXES = """(boxes) => boxes
+    .filter(b => ['auto', 'scroll'].includes(getComputedStyle(b).overflowX) && b.clientWidth > 0)
+    .map(b => ({
+        kind: b.matches('.pst-scrollable-table-container') ? 'table'
+            : b.closest('.cell_input') ? 'code' : 'output',
+        wider: b.scrollWidth > b.clientWidth + 1,
+        text: b.innerText.trim().split('\\n')[0].slice(0, 60),
+        index: boxes.indexOf(b),
+    }))"""
+SCROLLABLE = (
+    "article.bd-article pre, article.bd-article .pst-scrollable-table-container, "
+    "article.bd-article .cell_output, article.bd-article .cell_output .output"
+)
+
+
+def scrolling_boxes(page):
+    """``(locator, facts)`` of every box on the page that scrolls sideways (visible ones only)."""
+    boxes = page.locator(SCROLLABLE)
+    return [
+        (boxes.nth(facts["index"]), facts)
+        for facts in page.eval_on_selector_all(SCROLLABLE, SCROLLING_BOXES)
+    ]
+
+
+def mean_colour(page, clip):
+    """The average RGB colour of the screen inside ``clip`` (a dict of x, y, width, height)."""
+    image = Image.open(io.BytesIO(page.screenshot(clip=clip))).convert("RGB")
+    pixels = list(image.get_flattened_data())
+    return tuple(sum(p[i] for p in pixels) / len(pixels) for i in range(3))
+
+
+def colour_distance(a, b):
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+#: How far (0-255, in any channel) an edge must differ from the box's own background to count as
+#: a cue a reader sees; a plain edge differs by a few units at most (a glyph's edge, a border).
+CUE_MIN_DIFFERENCE = 40
+
+
+#: The colour a box shows where nothing is drawn on it: its own background, else its ancestors'.
+BACKGROUND = """box => {
+    for (let e = box; e; e = e.parentElement) {
+        const colour = getComputedStyle(e).backgroundColor;
+        const alpha = colour.match(/rgba\\(.*,\\s*([\\d.]+)\\)/);
+        if (!alpha || parseFloat(alpha[1]) > 0.5) {
+            return colour.match(/[\\d.]+/g).slice(0, 3).map(Number);
+        }
+    }
+    return [255, 255, 255];
+}"""
+
+
+def edge_colours(page, box):
+    """``(left edge, background, right edge)``: the mean colours of the 2 px strips just inside the
+    box's left and right borders (rounded corners left out), as the reader's screen shows them,
+    and the box's own background colour."""
+    box.scroll_into_view_if_needed()
+    r = box.bounding_box()
+    strip = {"y": r["y"] + 6, "width": 2, "height": max(r["height"] - 12, 1)}
+    return (
+        mean_colour(page, {**strip, "x": r["x"] + 1}),
+        tuple(box.evaluate(BACKGROUND)),
+        mean_colour(page, {**strip, "x": r["x"] + r["width"] - 3}),
+    )
+
+
+def scroll_cue_problems(page, box, where):
+    """A box wider than its content shows a cue on the right; scrolled to its end, on the left
+    only. What the reader's screen shows, compared with the box's own background."""
+    problems = []
+    left, background, right = edge_colours(page, box)
+    if colour_distance(right, background) < CUE_MIN_DIFFERENCE:
+        problems.append(f"{where} scrolls sideways but its right edge shows no cue")
+    if colour_distance(left, background) >= CUE_MIN_DIFFERENCE:
+        problems.append(f"{where} shows a cue on its left before it is scrolled")
+    box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+    page.wait_for_timeout(100)
+    left, background, right = edge_colours(page, box)
+    if colour_distance(right, background) >= CUE_MIN_DIFFERENCE:
+        problems.append(f"{where} still shows a cue on its right once scrolled to its end")
+    if colour_distance(left, background) < CUE_MIN_DIFFERENCE:
+        problems.append(f"{where}, scrolled to its end, shows no cue that more lies to the left")
+    box.evaluate("b => { b.scrollLeft = 0; }")
+    return problems
+
+
+def no_cue_problems(page, box, where):
+    """A box that fits shows no cue (a cue on every box would tell the reader nothing)."""
+    left, background, right = edge_colours(page, box)
+    if (
+        max(colour_distance(left, background), colour_distance(right, background))
+        >= CUE_MIN_DIFFERENCE
+    ):
+        return [f"{where} fits its box yet shows a scroll cue"]
+    return []
+
+
+#: Where each inline code element's text runs onto a new line, as the reader sees it: the code's
+#: text with "|" at each break, and the two characters either side of the break.
+CODE_BREAKS = """codes => codes.filter(c => c.getClientRects().length > 1).flatMap(code => {
+    const chars = [];
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (let i = 0; i < node.data.length; i++) {
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const rect = range.getClientRects()[0];
+            chars.push([node.data[i], rect && rect.width > 0 ? rect.top : null]);
+        }
+    }
+    const breaks = [];
+    let previous = null;
+    chars.forEach(([char, top], i) => {
+        if (top === null) return;
+        if (previous !== null && top > chars[previous][1] + 2) {
+            const text = chars.map(c => c[0]).join('');
+            breaks.push([text.slice(0, i) + '|' + text.slice(i), chars[previous][0], char,
+                         text.slice(previous + 1, i)]);
+        }
+        previous = i;
+    });
+    return breaks;
+})"""
+
+
+def broken_token_problems(page):
+    """Inline code breaks across lines only between words, or before a dot of a long name."""
+    problems = []
+    for text, before, after, between in page.eval_on_selector_all(
+        "article.bd-article code", CODE_BREAKS
+    ):
+        if between.strip() == "" and between or after == ".":
+            continue
+        problems.append(f"{text!r} breaks inside a word ({before!r}|{after!r})")
     return problems

@@ -67,11 +67,26 @@ class Visit:
 def visit(browser):
     """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a
     fresh browser context (its own storage, so one page's theme choice cannot leak into the next).
-    ``offline=True`` blocks, and records, every request that is not to 127.0.0.1."""
+    ``offline=True`` blocks, and records, every request that is not to 127.0.0.1.
+    ``init_script`` runs in the page before any of its own scripts; ``permissions`` (such as
+    ``["clipboard-read"]``) are granted to the page."""
     contexts = []
 
-    def open_page(url, *, viewport=DESKTOP, color_scheme="light", offline=False, wait_until="load"):
-        context = browser.new_context(viewport=viewport, color_scheme=color_scheme)
+    def open_page(
+        url,
+        *,
+        viewport=DESKTOP,
+        color_scheme="light",
+        offline=False,
+        wait_until="load",
+        init_script=None,
+        permissions=(),
+    ):
+        context = browser.new_context(
+            viewport=viewport, color_scheme=color_scheme, permissions=list(permissions)
+        )
+        if init_script:
+            context.add_init_script(init_script)
         contexts.append(context)
         page = context.new_page()
         visit = Visit(page)

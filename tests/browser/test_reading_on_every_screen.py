@@ -266,14 +266,3 @@ def test_a_local_build_says_its_launch_links_need_the_published_repository(visit
         assert not notice.count(), (
             "the launch links point at a real repository, yet the notice shows"
         )
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
-def test_names_in_tables_stay_whole_on_a_phone(visit, book_url, chapter):
-    """A table scrolls sideways in its box rather than break "combined_qkv" as "combined_ / qkv"."""
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=PHONE).page
-    broken = page.eval_on_selector_all(
-        "article.bd-article table code",
-        "codes => codes.filter(c => c.getClientRects().length > 1).map(c => c.innerText)",
-    )
-    assert not broken, f"names broken across lines in a table: {broken}"

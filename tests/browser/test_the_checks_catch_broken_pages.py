@@ -25,6 +25,8 @@ from .book_site import (
     hidden_cell_problems,
     launch_link_problems,
     offline_rendering_problems,
+    scroll_cue_problems,
+    scrolling_boxes,
     serve,
 )
 
@@ -109,6 +111,13 @@ def answer_before_its_code_toggle_removed(html):
     return html.replace('src="../_static/reveal.js', 'data-removed="../_static/reveal.js')
 
 
+def without_the_scroll_cue(html):
+    """The page without the stylesheet that draws a box's scroll cue."""
+    return html.replace(
+        'href="../_static/scroll-cue.css', 'data-removed="../_static/scroll-cue.css'
+    )
+
+
 def with_a_real_address(html):
     """The page as the deploy workflow builds it: repository.url is the repository it runs in."""
     return html.replace("example-org/mha-book", "real-org/mha-book")
@@ -135,6 +144,7 @@ BREAKAGES = [
     binder_on_master,
     stylesheet_from_a_cdn,
     with_a_real_address,
+    without_the_scroll_cue,
 ]
 
 
@@ -226,3 +236,10 @@ def test_a_build_with_the_real_address_shows_no_launch_notice(visit, broken_book
     page = broken_page(visit, broken_book, with_a_real_address).page
     assert page.locator("article.bd-article").count()
     assert not page.locator(".mha-launch-notice").count()
+
+
+def test_output_that_scrolls_without_a_drawn_cue_fails_the_cue_check(visit, broken_book):
+    page = broken_page(visit, broken_book, without_the_scroll_cue, viewport=PHONE).page
+    box = next(box for box, facts in scrolling_boxes(page) if facts["wider"])
+    problems = scroll_cue_problems(page, box, "the box")
+    assert any("right edge shows no cue" in p for p in problems), problems

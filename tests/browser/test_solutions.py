@@ -1,0 +1,114 @@
+"""A solution shows its code as the book shows code: highlighted, with a copy button.
+
+``mha.checks.core.highlighted_python`` draws it; the theme colours it and sphinx-copybutton adds
+the button. Checked as a reader meets it at 390, 900 and 1280 px in the light and the dark theme:
+the colours on screen (several, each with AA contrast on what is behind it), a copy button that
+appears on hover and puts the exact solution on the clipboard.
+"""
+
+import json
+
+import pytest
+
+from mha.checks.fused import fused_attention
+
+from .book_site import DESKTOP, PHONE, TABLET, chapters, open_every_toggle, wait_for_transitions
+from .test_reading_on_every_screen import WCAG_AA, contrast, parse_rgb
+
+CHAPTERS = chapters()
+VIEWPORTS = [PHONE, TABLET, DESKTOP]
+WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
+SOLUTION = fused_attention.solution()
+SOLUTION_CODE = "article.bd-article .mha-solution div.highlight pre"
+
+#: Places the solution box, as myst-nb places an HTML output, at the top of the article before
+#: the page's own scripts run (so sphinx-copybutton sees it, as it sees a solution in the book).
+SHOW_SOLUTION = """document.addEventListener('DOMContentLoaded', () => {
+    const output = document.createElement('div');
+    output.className = 'cell_output docutils container';
+    output.innerHTML = '<div class="output text_html">' + %s + '</div>';
+    document.querySelector('article.bd-article').prepend(output);
+});"""
+
+#: Each highlighted token's colour, and the colour it is drawn on (the first opaque background
+#: among it and its ancestors).
+TOKEN_COLOURS = """spans => spans.filter(s => s.textContent.trim()).map(span => {
+    let background = 'rgb(255, 255, 255)';
+    for (let e = span; e; e = e.parentElement) {
+        const c = getComputedStyle(e).backgroundColor;
+        if (c !== 'transparent' && !/rgba\\(.*, 0\\)$/.test(c)) { background = c; break; }
+    }
+    return [span.className, span.textContent, getComputedStyle(span).color, background];
+})"""
+
+
+def colour_problems(page, where):
+    problems = []
+    tokens = page.eval_on_selector_all(f"{where} span[class]", TOKEN_COLOURS)
+    if not tokens:
+        return [f"{where}: no highlighted tokens"]
+    colours = {colour for _, _, colour, _ in tokens}
+    if len(colours) < 3:
+        problems.append(f"{where}: its code is drawn in {len(colours)} colour(s): not highlighted")
+    for css, text, colour, background in tokens:
+        ratio = contrast(parse_rgb(colour), parse_rgb(background))
+        if ratio < WCAG_AA:
+            problems.append(f"{where}: {text!r} ({css}) is {colour} on {background}: {ratio:.2f}")
+    return problems
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+def test_a_solution_is_highlighted_code_with_a_copy_button(visit, book_url, viewport, color_scheme):
+    page = visit(
+        f"{book_url}/{CHAPTERS[0].url_path}",
+        viewport=viewport,
+        color_scheme=color_scheme,
+        init_script=SHOW_SOLUTION % json.dumps(SOLUTION._repr_html_()),
+        permissions=["clipboard-read", "clipboard-write"],
+    ).page
+    wait_for_transitions(page)
+    code = page.locator(SOLUTION_CODE).first
+    assert code.is_visible(), "the solution's code is not shown"
+    problems = colour_problems(page, SOLUTION_CODE)
+    assert not problems, "\n".join(problems)
+    button = page.locator("article.bd-article .mha-solution button.copybtn").first
+    code.hover()
+    page.wait_for_function(
+        "b => getComputedStyle(b).opacity === '1'", arg=button.element_handle(), timeout=5_000
+    )
+    box, button_box = code.bounding_box(), button.bounding_box()
+    assert (
+        box["x"] <= button_box["x"]
+        and button_box["x"] + button_box["width"] <= box["x"] + box["width"] + 1
+    ), "the copy button is not on the code it copies"
+    button.click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    # sphinx-copybutton drops the last newline, so that pasting does not run the code at once
+    assert copied == SOLUTION.text.rstrip("\n"), "the copy button copies something else"
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_every_solution_in_the_book_is_highlighted_with_a_copy_button(
+    visit, book_url, color_scheme
+):
+    """The chapters' own solutions: their committed outputs come from the current package."""
+    problems = []
+    for chapter in CHAPTERS:
+        page = visit(f"{book_url}/{chapter.url_path}", color_scheme=color_scheme).page
+        open_every_toggle(page)
+        wait_for_transitions(page)
+        solutions = page.locator("article.bd-article .mha-solution")
+        for i in range(solutions.count()):
+            where = f"{chapter.name}: solution {i + 1}"
+            if not solutions.nth(i).locator("div.highlight pre + button.copybtn").count():
+                problems.append(
+                    f"{where} has no highlighted code with a copy button (re-execute the chapter)"
+                )
+        problems += (
+            [f"{chapter.name}: {p}" for p in colour_problems(page, SOLUTION_CODE)]
+            if page.locator(SOLUTION_CODE).count()
+            else []
+        )
+        page.context.close()
+    assert not problems, "\n".join(problems)
