@@ -12,6 +12,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+BOOK_STAMP := $(VENV)/.installed-for-the-book
 STAMP := $(VENV)/.installed-from-requirements
 REQUIREMENTS := requirements.txt requirements-book.txt requirements-dev.txt requirements-lock.txt
 PIP_VERSION := 26.3
@@ -24,16 +25,24 @@ SHOWN := chapters/mha/attention.py chapters/mha/variants.py
 .PHONY: book test lint unit nbval html lint-workflows chromium browser binder-check execute \
 	excerpts lab lock clean
 
-# The pinned tools, then `mha` itself, editable: tests, .ci/ and `python -m mha.bench` import the
-# chapters' own copy from anywhere.
-$(STAMP): $(REQUIREMENTS) pyproject.toml
+# What `make book` needs, and nothing more: the HTML tools of requirements-book.txt, pinned by the
+# lock. The build shows the committed outputs and runs no chapter, so it needs no torch, no `mha`
+# and no test tools. --no-compile: Python compiles the modules the build imports when it first
+# imports them, instead of byte-compiling every installed file up front.
+$(BOOK_STAMP): requirements-book.txt requirements-lock.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet pip==$(PIP_VERSION)
+	$(PY) -m pip install --quiet --no-compile -r requirements-book.txt -c requirements-lock.txt
+	touch $@
+
+# Then everything else `make test` needs (requirements-dev.txt, same lock), and `mha` itself,
+# editable: tests, .ci/ and `python -m mha.bench` import the chapters' own copy from anywhere.
+$(STAMP): $(BOOK_STAMP) $(REQUIREMENTS) pyproject.toml
 	$(PY) -m pip install --quiet -r requirements-dev.txt -c requirements-lock.txt
 	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
-book: $(STAMP)
+book: $(BOOK_STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
