@@ -88,7 +88,7 @@ def test_the_first_code_cell_installs_mha_only_where_it_is_missing(notebook):
     text = source(cell)
     where = f"{path.name}: the first code cell"
     assert 'if importlib.util.find_spec("mha") is None:' in text, (
-        f"{where} does not install mha where it is missing: run standalone_nb_edits.py"
+        f"{where} does not install mha where it is missing (README: A chapter on its own)"
     )
     assert 'os.environ.get("MHA_PACKAGE", package)' in text, f"{where} ignores $MHA_PACKAGE"
     # Colab's and Kaggle's own PyTorch stays: the pins would download gigabytes of CUDA torch.
@@ -211,8 +211,8 @@ def test_every_prediction_says_how_to_make_it_from_the_web(notebook):
             continue
         before = cells[i - 1] if i else None
         assert before and before["cell_type"] == "markdown" and source(before) == PREDICT_ROUTE, (
-            f"{path.name}: {source(cell)[:50]!r} has no web route before it "
-            "(run standalone_nb_edits.py)"
+            f"{path.name}: {source(cell)[:50]!r} has no web route right before it: "
+            "a markdown cell with PREDICT_ROUTE (tests/test_standalone_chapters.py)"
         )
 
 
@@ -236,8 +236,9 @@ def test_every_exercise_says_how_to_do_it_from_the_web(notebook):
         assert first_code is not None, f"{path.name}: {title!r} has no code"
         before = cells[first_code - 1]
         assert before["cell_type"] == "markdown" and source(before) == PRACTICE_ROUTE, (
-            f"{path.name}: the exercise under {title!r} has no web route before its code "
-            "(run standalone_nb_edits.py)"
+            f"{path.name}: the exercise under {title!r} has no web route right before its "
+            "first code cell: a markdown cell with PRACTICE_ROUTE "
+            "(tests/test_standalone_chapters.py)"
         )
 
 
