@@ -1,7 +1,8 @@
 """Standalone rehearsal: does a chapter run alone, as Colab, Kaggle or a download runs it?
 
-Usage: python .ci/standalone_check.py [chapters/NN_name.ipynb]
-       (``make standalone-check``; ``make test`` runs it on the first chapter, a fast one)
+Usage: python .ci/standalone_check.py [chapters/NN_name.ipynb ...]
+       (``make standalone-check``; ``make test`` runs it on the first chapter, a fast one;
+       ``make standalone-check CHAPTER="chapters/0*.ipynb"`` on several, one after another)
 
 Offline, on this machine:
 
@@ -14,7 +15,8 @@ Offline, on this machine:
    kernel of that environment, with ``MHA_PACKAGE`` pointing at the wheel. Its first cell must
    install ``mha``, and every cell must run without error. Outputs are not compared: Colab's
    versions differ from the pins, so there a chapter must run, not reproduce byte for byte.
-4. Afterwards ``mha`` is importable in the environment, installed from the wheel.
+4. Afterwards ``mha`` is importable in the environment, installed from the wheel. With several
+   chapters, ``mha`` is uninstalled again before the next one, so each chapter installs it.
 
 Exits non-zero if any step fails.
 """
@@ -135,8 +137,37 @@ def run_alone(chapter, folder, venv, wheel):
     return ""
 
 
+def rehearse(chapter, temporary, python, wheel):
+    """Run one chapter alone; return a line that starts with "ok" or "FAIL"."""
+    if has_mha(python) is not None:
+        subprocess.run(
+            [str(python), "-m", "pip", "uninstall", "--quiet", "--yes", "mha"],
+            check=True,
+            env=clean_environment(),
+        )
+    before = has_mha(python)
+    if before is not None:
+        return f"FAIL  {chapter.name}: the fresh environment imports mha already ({before})"
+    folder = temporary / f"alone-{chapter.stem}"
+    folder.mkdir()
+    shutil.copy2(chapter, folder / chapter.name)
+    step(f"running {chapter.name} alone in an empty folder, MHA_PACKAGE={wheel.name}")
+    started = time.perf_counter()
+    error = run_alone(folder / chapter.name, folder, temporary / "venv", wheel)
+    seconds = time.perf_counter() - started
+    installed = has_mha(python)
+    if error:
+        return f"FAIL  {chapter.name} did not run on its own ({seconds:.0f} s):\n{error}"
+    if installed is None or "site-packages" not in installed:
+        return f"FAIL  {chapter.name} ran, but its first cell did not install mha ({installed})"
+    return (
+        f"ok    {chapter.name} ran alone, top to bottom, after its first cell installed mha "
+        f"from the wheel ({seconds:.0f} s)"
+    )
+
+
 def main():
-    chapter = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else DEFAULT_CHAPTER
+    chapters = [Path(a).resolve() for a in sys.argv[1:]] or [DEFAULT_CHAPTER]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="standalone-check-") as temporary:
         temporary = Path(temporary)
@@ -144,30 +175,14 @@ def main():
         step(f"built {wheel.name}")
         python = create_environment(temporary / "venv")
         step(f"fresh environment from requirements.txt ({time.perf_counter() - started:.0f} s)")
-        before = has_mha(python)
-        if before is not None:
-            sys.exit(f"standalone-check: the fresh environment imports mha already ({before})")
-        folder = temporary / "alone"
-        folder.mkdir()
-        shutil.copy2(chapter, folder / chapter.name)
-        step(f"running {chapter.name} alone in an empty folder, MHA_PACKAGE={wheel.name}")
-        run_started = time.perf_counter()
-        error = run_alone(folder / chapter.name, folder, temporary / "venv", wheel)
-        seconds = time.perf_counter() - run_started
-        installed = has_mha(python)
-        cleanup_started = time.perf_counter()
-    step(f"removed the environment ({time.perf_counter() - cleanup_started:.0f} s)")
-    if error:
-        print(f"FAIL  {chapter.name} did not run on its own ({seconds:.0f} s):\n{error}")
-        return 1
-    if installed is None or "site-packages" not in installed:
-        print(f"FAIL  {chapter.name} ran, but its first cell did not install mha ({installed})")
-        return 1
+        results = [rehearse(chapter, temporary, python, wheel) for chapter in chapters]
+    print("\n".join(results))
+    failed = [r for r in results if not r.startswith("ok")]
     print(
-        f"ok    {chapter.name} ran alone, top to bottom, after its first cell installed mha "
-        f"from the wheel ({seconds:.0f} s; {time.perf_counter() - started:.0f} s in all)"
+        f"{len(results) - len(failed)} of {len(results)} chapters ran on their own; "
+        f"{time.perf_counter() - started:.0f} s in all."
     )
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -27,18 +27,17 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
 #: The markdown cell right before every ``prediction_... =`` cell.
 PREDICT_ROUTE = (
-    '**Your guess.** Reading on the web? Settle on an answer, then open "Reveal the answer"\n'
-    "below. In a running copy of this chapter (the launch button at the top of the page opens it\n"
-    "in Binder or Colab; the download button saves the notebook), write it in the next cell in\n"
-    "place of `None`, then run the answer's cell: it says whether your guess matches."
+    '**Your guess.** On the web, settle on an answer, then open "Reveal the answer". In a\n'
+    "running copy (launch this chapter in Binder or Colab, or download it, from the top of\n"
+    "the page), write it in the next cell in place of `None`, then run the answer's cell: it\n"
+    "says if you were right."
 )
 #: The markdown cell right before the first code cell of every "## Practice" section.
 PRACTICE_ROUTE = (
     "**Doing the exercise.** The check runs your code, so it needs a running copy of this\n"
-    "chapter: the launch button at the top of the page opens it in Binder or Colab, and the\n"
-    "download button saves the notebook for your own Jupyter. There, write your answer in the\n"
-    "code below and run it and its check. On the web you can still open the hints and the\n"
-    "solution."
+    "chapter: launch it in Binder or Colab, or download it, from the buttons at the top of\n"
+    "the page. There, write your answer in the code below and run it and its check. On the\n"
+    "web you can still open the hints and the solution."
 )
 #: Prose that only makes sense inside a running notebook (issue 19's examples, and their kin).
 NOTEBOOK_ONLY_PROSE = (
