@@ -106,6 +106,12 @@ def test_the_install_cell_installs_from_the_books_repository_and_branch(notebook
     assert setting(cell, "BOOK_VERSION") == CONFIG["repository"]["branch"]
 
 
+def test_every_chapter_has_the_same_install_cell():
+    """The behaviour tests below run the first chapter's cell: it speaks for every chapter."""
+    cells = {p.name: source(install_cell(load(p))) for p in NOTEBOOKS}
+    assert len(set(cells.values())) == 1, sorted(cells)
+
+
 def test_no_other_cell_installs_anything(notebook):
     path, nb = notebook
     cells = [c for c in nb["cells"] if c["cell_type"] == "code"][1:]
