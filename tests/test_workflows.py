@@ -29,7 +29,13 @@ def test_the_test_workflow_runs_every_check_in_parallel_jobs():
     jobs = workflow("test.yml")["jobs"]
     assert len(jobs) >= 3 and not any("needs" in job for job in jobs.values())
     commands = {name: runs(job) for name, job in jobs.items()}
-    for make in ("make lint", "make unit", "make lint-workflows", "make browser"):
+    for make in (
+        "make lint",
+        "make unit",
+        "make lint-workflows",
+        "make browser",
+        "make standalone-check",
+    ):
         assert sum(make in run.splitlines() for run in commands.values()) == 1, make
 
 
@@ -81,6 +87,20 @@ def test_deploy_points_the_books_repository_url_at_the_repository_it_builds():
     assert yaml.safe_load(rewritten)["repository"]["url"] == url
 
 
+def test_deploy_points_each_chapters_install_cell_at_the_commit_it_builds():
+    steps = workflow("deploy.yml")["jobs"]["build"]["steps"]
+    names = [s.get("run", "") for s in steps]
+    (index,) = [i for i, run in enumerate(names) if ".ci/point_install_cells.py" in run]
+    step = steps[index]
+    assert step["run"] == 'python .ci/point_install_cells.py "${REPOSITORY_URL}" "${COMMIT}"'
+    assert step["env"] == {
+        "REPOSITORY_URL": "https://github.com/${{ github.repository }}",
+        "COMMIT": "${{ github.event.workflow_run.head_sha }}",
+    }
+    build = next(i for i, run in enumerate(names) if run.startswith("jupyter-book build"))
+    assert index < build
+
+
 @pytest.mark.parametrize("event", ["push", "pull_request"])
 def test_the_binder_rehearsal_runs_when_binder_changes(event):
     binder = workflow("binder.yml")
@@ -100,4 +120,5 @@ def test_ci_runs_everything_through_make_test():
     prerequisites = re.search(r"^test: (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
     assert prerequisites.split() == [
         "lint", "unit", "nbval", "html", "lint-workflows", "browser", "binder-check",
+        "standalone-check",
     ]  # fmt: skip
