@@ -13,7 +13,6 @@ mistakes in ``mha.checks.gqa`` tests.
 """
 
 import re
-import sys
 import traceback
 from dataclasses import dataclass, replace
 
@@ -129,29 +128,12 @@ def _same(output, expected):
 
 
 def book_code():
-    """``{code object: name}`` of the book's code a reader's forward must not run: the forward
-    of every module class of the ``mha`` package loaded so far (a chapter that adds a module
-    is covered without a list to keep), the cache helpers, and the checks' own references.
-
-    A module the reader never imported cannot be called, so the loaded modules are enough.
-    """
-    found = {}
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "mha" or name.startswith("mha.")):
-            continue
-        for cls_name, cls in list(vars(module).items()):
-            if (
-                isinstance(cls, type)
-                and issubclass(cls, torch.nn.Module)
-                and "forward" in vars(cls)
-                and cls.__module__ == name
-            ):
-                found[vars(cls)["forward"].__code__] = f"{cls_name}.forward"
+    """``{code object: name}`` of the book's code a reader's forward must not run, beyond the
+    forward of any module class of ``mha``, which :func:`watching_calls` records by itself: the
+    cache helpers, and the checks' own references."""
     helpers = (book.attend_to_cache, book.generate, book.prefill, book.KVCache.append)
     helpers += (grouped_attention, reference.attend, reference.split_attention)
-    for function in helpers:
-        found[function.__code__] = function.__qualname__
-    return found
+    return {function.__code__: function.__qualname__ for function in helpers}
 
 
 class GroupTrial(Trial):
