@@ -120,9 +120,11 @@ def test_no_cell_before_chapter_2s_second_practice_builds_its_answer():
     (six wide, and asks which d_out makes them twelve wide) and chapter 2's first practice two:
     nothing before the second practice, code, output, table or reveal, has four heads."""
     chapter_2 = cells("02_two_dim_output.ipynb")
-    practice_at = next(
+    practice_at = max(i for i, c in enumerate(chapter_2) if source(c).startswith("## Practice"))
+    checked_at = next(
         i for i, c in enumerate(chapter_2) if "check_twelve_wide_output(my_wrapper12)" in source(c)
     )
+    assert practice_at < checked_at  # the section that states the practice, and its cell
     before = cells("01_sequential_wrapper.ipynb") + chapter_2[:practice_at]
     for cell in before:
         shown = source(cell) + text_of(cell)
