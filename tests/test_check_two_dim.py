@@ -1,6 +1,7 @@
 """Chapter 2's check: it accepts every correct wrapper and names each catalogued mistake."""
 
 import copy
+import re
 from collections import Counter
 from functools import partial
 
@@ -16,12 +17,13 @@ from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, 
 from mha.checks import (
     TWO_DIM_MISTAKES,
     TwoDimAttempt,
-    check_six_wide_output,
+    check_twelve_wide_output,
     check_two_dim_output,
     first_mistake,
-    six_wide_output,
+    twelve_wide_output,
     two_dim_output,
 )
+from mha.checks.two_dim import TWELVE_WIDE, TWO_DIM
 
 
 def build(
@@ -37,8 +39,8 @@ def build(
     return cls(d_in, d_out, context_length, 0.0, num_heads, qkv_bias)
 
 
-def diagnosis(answer):
-    mistake = first_mistake(TWO_DIM_MISTAKES, TwoDimAttempt(answer))
+def diagnosis(answer, target=TWO_DIM):
+    mistake = first_mistake(TWO_DIM_MISTAKES, TwoDimAttempt(answer, target))
     return mistake.name if mistake else None
 
 
@@ -505,8 +507,67 @@ def test_each_mistake_is_rejected_and_named(expected, answer, phrase):
     assert phrase in result.feedback
 
 
+#: Mistakes only the second exercise (four heads, twelve values wide) can make: an answer copied
+#: from a configuration the book builds before it.
+TWELVE_WIDE_MISTAKES = [
+    (
+        "an answer from earlier in the book",
+        lambda: build(d_out=2, num_heads=3),
+        "This is chapter 1's running example: 3 heads of width 2",
+    ),
+    (
+        "an answer from earlier in the book",
+        lambda: build(d_out=1),
+        "This is the first practice's answer: 2 heads of width 1",
+    ),
+    (
+        "an answer from earlier in the book",
+        lambda: build(d_out=4, num_heads=3, qkv_bias=True, seed=5),
+        "the answer to chapter 1's question about d_out: 3 heads of width 4",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "expected, answer, phrase",
+    TWELVE_WIDE_MISTAKES,
+    ids=[f"{m[0]}-{i}" for i, m in enumerate(TWELVE_WIDE_MISTAKES)],
+)
+def test_each_mistake_of_the_second_exercise_is_rejected_and_named(expected, answer, phrase):
+    answer = answer()
+    result = check_twelve_wide_output(answer)
+    assert not result.passed
+    assert diagnosis(answer, TWELVE_WIDE) == expected
+    assert phrase in result.feedback, result.feedback
+
+
+@pytest.mark.parametrize("answer", [lambda: build(d_out=2, num_heads=3), lambda: build(d_out=1)])
+def test_an_earlier_answer_handed_in_again_is_named_and_the_reader_asked_not_told(answer):
+    """Chapter 1's running example and the first practice's answer fail the second practice,
+    with feedback that says where the wrapper comes from, why its width is what it is, and asks
+    for the step the reader has to take, without taking it."""
+    feedback = check_twelve_wide_output(answer()).feedback
+    assert "num_heads × d_out" in feedback and "12 values from 4 heads" in feedback
+    assert "?" in feedback and "twelve_wide_output.hint(1)" in feedback
+    assert "12 / 4" not in feedback
+    assert not re.search(r"d_out\s*=\s*3(?!\s*×)", feedback)  # d_out=3, but not "d_out = 3 × 2"
+
+
+def test_the_first_exercise_names_no_earlier_answer():
+    """Chapter 1's configurations come before the first practice too, but only the second one
+    lists them: the first exercise's feedback for them is unchanged."""
+    assert TWO_DIM.earlier == ()
+    assert diagnosis(build(d_out=2, num_heads=3)) == "num_heads changed"
+
+
+def test_an_earlier_configuration_with_a_changed_forward_is_not_called_a_copy():
+    answer = build(d_out=2, num_heads=3, cls=joined_with(lambda outs: torch.cat(outs[::-1], -1)))
+    assert diagnosis(answer, TWELVE_WIDE) != "an answer from earlier in the book"
+    assert not check_twelve_wide_output(answer).passed
+
+
 def test_every_catalogued_mistake_is_tested_with_at_least_two_implementations():
-    tested = Counter(expected for expected, _, _ in MISTAKES)
+    tested = Counter(expected for expected, _, _ in MISTAKES + TWELVE_WIDE_MISTAKES)
     assert {m.name for m in TWO_DIM_MISTAKES} == set(tested)
     assert min(tested.values()) >= 2
 
@@ -582,14 +643,17 @@ def test_exercise_gives_hints_in_order_and_the_solution():
 
 @pytest.mark.parametrize(
     "exercise, variable, first_row",
-    [(two_dim_output, "my_wrapper", [-0.5740, 0.2216]), (six_wide_output, "my_wrapper6", None)],
+    [
+        (two_dim_output, "my_wrapper", [-0.5740, 0.2216]),
+        (twelve_wide_output, "my_wrapper12", None),
+    ],
 )
 def test_each_solution_builds_the_wrapper_and_passes_its_check(exercise, variable, first_row):
     namespace = {
         "torch": torch,
         "MultiHeadAttentionWrapper": MultiHeadAttentionWrapper,
         "check_two_dim_output": check_two_dim_output,
-        "check_six_wide_output": check_six_wide_output,
+        "check_twelve_wide_output": check_twelve_wide_output,
     }
     *body, last = exercise.solution_code.splitlines()
     exec("\n".join(body), namespace)
@@ -601,30 +665,60 @@ def test_each_solution_builds_the_wrapper_and_passes_its_check(exercise, variabl
     assert all(len(line) <= 75 for line in exercise.solution_text.splitlines())
 
 
-@pytest.mark.parametrize("check", [check_two_dim_output, check_six_wide_output])
+@pytest.mark.parametrize("check", [check_two_dim_output, check_twelve_wide_output])
 def test_feedback_on_the_starting_code_asks_instead_of_telling(check):
     feedback = check(build(d_out=2)).feedback
     assert "?" in feedback and ".hint(1)" in feedback
-    for fix in ("d_out=1", "d_out=2", "num_heads=3", "change d_out", "d_out to"):
+    for fix in ("d_out=1", "d_out=2", "d_out=3", "num_heads=4", "change d_out", "d_out to"):
         assert fix not in feedback
 
 
-SIX_WIDE_CASES = [
-    (lambda: build(d_out=2, num_heads=3), True, "Three heads, each with W_query, W_key and"),
-    (lambda: heads_of_widths(1, 2, 3), False, "heads 1, 2 and 3 are 1, 2 and 3 values wide"),
+class EmptySubclass(MultiHeadAttentionWrapper):
+    pass
+
+
+TWELVE_WIDE_CASES = [
+    (lambda: build(d_out=3, num_heads=4), True, "Four heads, each with W_query, W_key and"),
+    (lambda: build(d_out=3, num_heads=4, qkv_bias=True, seed=4), True, "12-dimensional"),
+    (lambda: build(d_out=3, num_heads=4, cls=EmptySubclass), True, "4 × 3"),
+    # Every head's W_query, W_key and W_value must have the width the arguments give.
     (
-        lambda: with_projections(build(d_out=4, num_heads=3), W_value=2),
+        lambda: heads_of_widths(1, 2, 4, 5),
         False,
-        "are 4, 4 and 2 values wide",
+        "heads 1, 2, 3 and 4 are 1, 2, 4 and 5 values wide",
     ),
-    (lambda: build(d_out=2, num_heads=3, qkv_bias=True, seed=4), True, "6-dimensional"),
+    (
+        lambda: with_projections(build(d_out=4, num_heads=4), W_value=3),
+        False,
+        "are 4, 4 and 3 values wide",
+    ),
+    (
+        lambda: with_projections(build(d_out=3, num_heads=4), W_query=1, W_key=1),
+        False,
+        "are 1, 1 and 3 values wide",
+    ),
+    (
+        lambda: weights_cut_to_one_row(build(d_out=3, num_heads=4)),
+        False,
+        "says out_features=3, but its weight has 1 row",
+    ),
+    # The book's classes, an empty subclass and the untouched starting code.
+    (lambda: MultiHeadAttentionWrapper, False, "the class MultiHeadAttentionWrapper itself"),
+    (lambda: EmptySubclass, False, "the class EmptySubclass itself"),
+    (lambda: build(d_out=12, num_heads=4, cls=MultiHeadAttention), False, "weight splits"),
     (lambda: build(d_out=2), False, "This is the starting wrapper"),
-    (lambda: build(d_out=6, num_heads=3), False, "the total width you want"),
-    (lambda: build(d_out=3, num_heads=2), False, "asks for 3"),
-    (lambda: build(d_out=1, num_heads=3), False, "not 6"),
+    (lambda: build(d_out=2, cls=EmptySubclass), False, "This is the starting wrapper"),
+    # Answers copied from earlier in the book.
+    (lambda: build(d_out=2, num_heads=3), False, "chapter 1's running example"),
+    (lambda: build(d_out=1), False, "the first practice's answer"),
+    (lambda: build(d_out=4, num_heads=3), False, "chapter 1's question about d_out"),
+    # Wrong arguments and wrong joins.
+    (lambda: build(d_out=12, num_heads=4), False, "the total width you want"),
+    (lambda: build(d_out=6, num_heads=2), False, "asks for 4"),
+    (lambda: build(d_out=4, num_heads=4), False, "not 12"),
     (
         lambda: build(
-            d_out=2, num_heads=3, cls=joined_with(lambda outs: torch.cat(outs[::-1], -1))
+            d_out=3, num_heads=4, cls=joined_with(lambda outs: torch.cat(outs[::-1], -1))
         ),
         False,
         "but reversed",
@@ -632,9 +726,9 @@ SIX_WIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("answer, passed, phrase", SIX_WIDE_CASES)
-def test_the_second_exercise_asks_for_three_heads_six_values_wide(answer, passed, phrase):
-    result = check_six_wide_output(answer())
+@pytest.mark.parametrize("answer, passed, phrase", TWELVE_WIDE_CASES)
+def test_the_second_exercise_asks_for_four_heads_twelve_values_wide(answer, passed, phrase):
+    result = check_twelve_wide_output(answer())
     assert result.passed == passed and phrase in result.feedback, result.feedback
 
 
@@ -729,9 +823,9 @@ def test_a_change_to_a_head_the_check_cannot_name_is_described_without_a_guess()
     assert "perhaps" not in feedback and "scaling" not in feedback
 
 
-@pytest.mark.parametrize("check", [check_two_dim_output, check_six_wide_output])
+@pytest.mark.parametrize("check", [check_two_dim_output, check_twelve_wide_output])
 def test_the_success_message_says_what_was_checked(check):
-    answer = build(d_out=1) if check is check_two_dim_output else build(d_out=2, num_heads=3)
+    answer = build(d_out=1) if check is check_two_dim_output else build(d_out=3, num_heads=4)
     result = check(answer)
     assert result.passed
     assert "each with W_query, W_key and W_value" in result.feedback

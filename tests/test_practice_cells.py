@@ -14,7 +14,7 @@ PRACTICE = {
     "01_sequential_wrapper.ipynb": ["check_wrapper(MyWrapper)"],
     "02_two_dim_output.ipynb": [
         "check_two_dim_output(my_wrapper)",
-        "check_six_wide_output(my_wrapper6)",
+        "check_twelve_wide_output(my_wrapper12)",
     ],
     "03_weight_splits.ipynb": ["check_weight_split(MyWeightSplit)"],
 }
@@ -109,10 +109,29 @@ def test_chapter_2_asks_nothing_before_its_practice_that_gives_the_answer_away()
     before = " ".join(source(c) + text_of(c) for c in all_cells[:practice_at])
     assert "d_out=1" not in before and "d_out to 1" not in before
     # The width table of the first prediction teaches the rule with other head counts: no row
-    # of it is either practice's answer (2 heads of width 1, 3 heads of width 2).
+    # of it is either practice's answer (2 heads of width 1, 4 heads of width 3).
     table = next(text_of(c) for c in all_cells[:practice_at] if "output width" in text_of(c))
     rows = [line.split() for line in table.splitlines() if line.startswith("num_heads=")]
-    assert rows and not {row[0] for row in rows} & {"num_heads=2", "num_heads=3"}
+    assert rows and not {row[0] for row in rows} & {"num_heads=2", "num_heads=4"}
+
+
+def test_no_cell_before_chapter_2s_second_practice_builds_its_answer():
+    """The second practice asks for four heads, twelve values wide. Chapter 1 runs three heads
+    (six wide, and asks which d_out makes them twelve wide) and chapter 2's first practice two:
+    nothing before the second practice, code, output, table or reveal, has four heads."""
+    chapter_2 = cells("02_two_dim_output.ipynb")
+    practice_at = max(i for i, c in enumerate(chapter_2) if source(c).startswith("## Practice"))
+    checked_at = next(
+        i for i, c in enumerate(chapter_2) if "check_twelve_wide_output(my_wrapper12)" in source(c)
+    )
+    assert practice_at < checked_at  # the section that states the practice, and its cell
+    before = cells("01_sequential_wrapper.ipynb") + chapter_2[:practice_at]
+    for cell in before:
+        shown = source(cell) + text_of(cell)
+        assert not re.search(r"num_heads\s*=\s*4\b", shown), shown
+        assert not re.search(r"\b(4|four) heads\b", shown, re.I), shown
+        assert not re.search(r"\b4 × 3\b|\b3 × 4\b", shown), shown
+        assert "twelve_wide_output.solution()" not in source(cell)
 
 
 def test_chapter_2s_variables_do_not_shadow_the_package():

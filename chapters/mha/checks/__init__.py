@@ -31,9 +31,9 @@ from .reference import PROJECTIONS, Recipe, head_output, same, split_attention
 from .two_dim import (
     TWO_DIM_MISTAKES,
     TwoDimAttempt,
-    check_six_wide_output,
+    check_twelve_wide_output,
     check_two_dim_output,
-    six_wide_output,
+    twelve_wide_output,
     two_dim_output,
 )
 from .weight_split import (
@@ -61,7 +61,7 @@ __all__ = [
     "WrapperSkeleton",
     "book_forward_of",
     "book_shortcut_message",
-    "check_six_wide_output",
+    "check_twelve_wide_output",
     "check_two_dim_output",
     "check_weight_split",
     "check_wrapper",
@@ -77,8 +77,8 @@ __all__ = [
     "never_raises",
     "same",
     "sequential_wrapper",
-    "six_wide_output",
     "split_attention",
+    "twelve_wide_output",
     "two_dim_output",
     "watching_book_forwards",
     "weight_split",

@@ -1,9 +1,14 @@
 """Chapter 2's exercises: choose the wrapper's arguments for a given output width.
 
 The first exercise keeps two heads and asks for two-dimensional context vectors; the second
-asks for three heads whose context vectors are six values wide. Both start from the same call,
+asks for four heads whose context vectors are twelve values wide. Both start from the same call,
 ``MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=2)``,
 and keep the class as it is: only the arguments change.
+
+The second target is one no earlier cell of the book builds: chapter 1 runs three heads of
+width 2 (six values wide), and asks which d_out gives three heads twelve values. An answer
+copied from there, or the first exercise's answer, fails with feedback that names where it
+comes from.
 """
 
 import types
@@ -38,6 +43,9 @@ class Target:
     exercise: str  # the Exercise's name, for hint(1)
     heads: int
     width: int
+    #: Configurations the book builds before this exercise, as (num_heads, d_out, what it is):
+    #: an answer copied from one of them is named as such.
+    earlier: tuple = ()
 
     @property
     def d_out(self):
@@ -45,7 +53,17 @@ class Target:
 
 
 TWO_DIM = Target("check_two_dim_output", "two_dim_output", heads=2, width=2)
-SIX_WIDE = Target("check_six_wide_output", "six_wide_output", heads=3, width=6)
+TWELVE_WIDE = Target(
+    "check_twelve_wide_output",
+    "twelve_wide_output",
+    heads=4,
+    width=12,
+    earlier=(
+        (3, 2, "chapter 1's running example"),
+        (3, 4, "the answer to chapter 1's question about d_out"),
+        (2, 1, "the first practice's answer"),
+    ),
+)
 
 
 class TwoDimAttempt(HeadsRun):
@@ -94,6 +112,17 @@ class TwoDimAttempt(HeadsRun):
             and self.context_length == START["context_length"]
             and self.is_joined_correctly()
         )
+
+    @property
+    def earlier_answer(self):
+        """What the wrapper is, when it is a configuration the book built before this exercise
+        (its own class and forward, the chapter's input), or ``None``."""
+        if self.d_in != START["d_in"] or (self.context_length or 0) < PROBE_SHAPE[1]:
+            return None
+        for heads, d_out, what in self.target.earlier:
+            if self.num_heads == heads and self.head_width == d_out:
+                return what if self.is_joined_correctly() else None
+        return None
 
     def is_correct(self):
         return (
@@ -258,6 +287,15 @@ TWO_DIM_MISTAKES = (
         "ones. What decides the width of the wrapper's output? {t.exercise}.hint(1) starts "
         "from there.",
         lambda a: a.is_start(),
+    ),
+    Mistake(
+        "an answer from earlier in the book",
+        "This is {earlier_answer}: {heads_phrase} of width {head_width}, so its context vectors "
+        "are num_heads × d_out = {num_heads} × {head_width} = {width} values wide. This "
+        "practice asks for {t.width} values from {t.heads} heads, a configuration no earlier "
+        "cell builds. How many values must each of the {t.heads} heads give? "
+        "{t.exercise}.hint(1) starts from there.",
+        lambda a: a.earlier_answer is not None,
     ),
     Mistake(
         "d_in changed",
@@ -443,13 +481,13 @@ def check_two_dim_output(wrapper):
 
 
 @never_raises
-def check_six_wide_output(wrapper):
-    """Check chapter 2's second exercise: three heads, six-dimensional context vectors."""
+def check_twelve_wide_output(wrapper):
+    """Check chapter 2's second exercise: four heads, twelve-dimensional context vectors."""
     return _check(
         wrapper,
-        SIX_WIDE,
-        "Three heads, each with W_query, W_key and W_value 2 values wide: the context vectors "
-        "are 6-dimensional (num_heads × d_out = 3 × 2). Each head reads the same x and "
+        TWELVE_WIDE,
+        "Four heads, each with W_query, W_key and W_value 3 values wide: the context vectors "
+        "are 12-dimensional (num_heads × d_out = 4 × 3). Each head reads the same x and "
         "computes causal attention from its own weights, and the output holds the heads' "
         "values side by side, in head order.",
     )
@@ -474,32 +512,34 @@ two_dim_output = Exercise(
     ),
 )
 
-six_wide_output = Exercise(
-    check_six_wide_output,
+twelve_wide_output = Exercise(
+    check_twelve_wide_output,
     hints=(
         "Two arguments set the output's width. Which one counts the heads, and which one is "
         "the width of each head?",
-        "Six values shared by three heads: how many values does each head contribute?",
-        "num_heads=3, and d_out is the width of each head, not of the whole output.",
+        "Twelve values shared by four heads: how many values does each head contribute? "
+        "Chapter 1 shared twelve values among three heads; one more head changes each "
+        "head's share.",
+        "num_heads=4, and d_out is the width of each head, not of the whole output.",
     ),
     solution_code=(
         "torch.manual_seed(123)\n"
-        "my_wrapper6 = MultiHeadAttentionWrapper(\n"
-        "    d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=3\n"
+        "my_wrapper12 = MultiHeadAttentionWrapper(\n"
+        "    d_in=3, d_out=3, context_length=6, dropout=0.0, num_heads=4\n"
         ")\n"
-        "check_six_wide_output(my_wrapper6)"
+        "check_twelve_wide_output(my_wrapper12)"
     ),
 )
 
 __all__ = [
-    "SIX_WIDE",
+    "TWELVE_WIDE",
     "TWO_DIM",
     "TWO_DIM_MISTAKES",
     "Target",
     "TwoDimAttempt",
-    "check_six_wide_output",
+    "check_twelve_wide_output",
     "check_two_dim_output",
     "close",
-    "six_wide_output",
+    "twelve_wide_output",
     "two_dim_output",
 ]
