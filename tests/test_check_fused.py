@@ -245,7 +245,35 @@ def calls_the_books_forward(self, x):
     return FusedMultiHeadAttention.forward(self, x)
 
 
+def starting_code(self, x):
+    """The practice cell as the chapter gives it, run without a change."""
+    b, num_tokens, _ = x.shape
+    raise NotImplementedError("write the forward pass of MyFusedAttention")
+
+
+def torch_layer(self, x, need_weights=False):
+    """torch's own attention layer on self.qkv's three parts, its own projections identities."""
+    num_tokens, E = x.shape[1], self.d_out
+    queries, keys, values = self.qkv(x).split(E, dim=-1)
+    layer = torch.nn.MultiheadAttention(
+        E, self.num_heads, dropout=self.dropout_p, bias=False, batch_first=True
+    )
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(torch.eye(E).repeat(3, 1))
+        layer.out_proj.weight.copy_(torch.eye(E))
+    layer.train(self.training)
+    future = self.mask[:num_tokens, :num_tokens]
+    context = layer(queries, keys, values, attn_mask=future, need_weights=need_weights)[0]
+    return self.out_proj(context)
+
+
+def torch_layer_with_weights(self, x):
+    return torch_layer(self, x, need_weights=True)
+
+
 MISTAKES = {
+    "the starting code": starting_code,
+    "torch's attention layer": torch_layer,
     "no causal mask": no_mask,
     "mask inverted": inverted_mask,
     "mask not sliced": unsliced_mask,
@@ -292,6 +320,21 @@ def test_every_catalogued_mistake_is_tested():
     named = {m.name for m in FUSED_MISTAKES + AFTER_MATCH_MISTAKES}
     untested = named - set(MISTAKES) - {"constructor raises", "forward raises"}
     assert not untested
+
+
+def test_the_untouched_starting_code_is_named_and_points_to_the_first_hint():
+    feedback = check_fused_attention(reader_class(starting_code)).feedback
+    assert "this is the starting code" in feedback and "hint(1)" in feedback
+    assert "Seen with" not in feedback and "scaled_dot_product_attention" not in feedback
+
+
+@pytest.mark.parametrize("forward", [torch_layer, torch_layer_with_weights])
+def test_torch_attention_layer_is_refused_with_what_it_does(forward):
+    """Finding 10: nn.MultiheadAttention (its fast path, or its Python path) is not told that
+    it throws the kernel's result away: it is named, with what it does for the reader."""
+    feedback = check_fused_attention(reader_class(forward)).feedback
+    assert "torch.nn.MultiheadAttention" in feedback, feedback
+    assert "does not use what it returns" not in feedback
 
 
 def test_calling_the_books_forward_on_ones_own_module_is_a_delegation():

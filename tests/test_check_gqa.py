@@ -201,8 +201,6 @@ CORRECT = [FromScratch, solution_class()] + [
     for f in (
         repeat_interleave_both,
         expand_and_reshape,
-        sdpa_enable_gqa,
-        sdpa_with_expanded_keys_and_a_mask,
         queries_grouped_instead,
         einsum_groups,
         repeated_before_the_transpose,
@@ -521,23 +519,18 @@ MISTAKEN = [
         "group_size = num_heads // num_kv_groups = 3",
     ),
     (scaled_by_the_key_width, "scaled by the key width", "√(num_kv_groups × head_dim) = √4"),
-    (scaled_by_the_key_width_in_sdpa, "scaled by the key width", "width of W_key's whole output"),
     (scaled_by_d_out, "scaled by √d_out", "√d_out = √12"),
     (scaled_by_the_group_size, "scaled by the group size", "√group_size = √3"),
     (not_scaled, "not scaled", "not scaled"),
     (no_causal_mask, "no causal mask", "no causal mask"),
-    (sdpa_without_is_causal, "no causal mask", "no causal mask"),
     (mask_filled_with_zero, "mask filled with 0", "instead of -inf"),
     (mask_after_softmax, "mask after softmax", "after the softmax"),
     (mask_not_sliced, "mask not sliced", "self.mask[:num_tokens, :num_tokens]"),
     (softmax_over_queries, "softmax over the wrong axis", "dim=-1"),
     (merged_without_transposing_back, "heads merged without transposing back", ".transpose(1, 2)"),
     (out_proj_forgotten, "out_proj not applied", "self.out_proj(context)"),
-    (sdpa_without_out_proj, "out_proj not applied", "self.out_proj(context)"),
     (dropout_on_in_eval_mode, "dropout in eval mode", "self.dropout(attn_weights)"),
-    (sdpa_dropout_always, "dropout in eval mode", "dropout_p=self.dropout.p if self.training"),
     (no_dropout, "no dropout in training", "dropout=0.25"),
-    (sdpa_without_dropout_p, "no dropout in training", "dropout_p=self.dropout.p if"),
     (dropout_reseeded_every_call, "the same dropout every call", "do not reseed"),
     (dropout_given_the_layer_as_p, "raises in training mode", "TypeError"),
     (repeated_on_the_token_axis, "repeated on the token axis", "3 × 6 tokens"),
@@ -563,8 +556,92 @@ def test_each_mistake_fails_and_is_named(forward, name, phrase):
     )
 
 
+def repeated_for_torch(self, x):
+    """Keys and values repeated for every head, as (b, num_tokens, d_out)."""
+    b, num_tokens, _ = x.shape
+    shape = (b, num_tokens, self.num_kv_groups, self.head_dim)
+    keys, values = self.W_key(x).view(shape), self.W_value(x).view(shape)
+    keys = keys.repeat_interleave(self.group_size, dim=2).reshape(b, num_tokens, self.d_out)
+    values = values.repeat_interleave(self.group_size, dim=2).reshape(b, num_tokens, self.d_out)
+    return keys, values
+
+
+def torch_layer(self, x, need_weights):
+    """torch's own attention layer, its projections made identities, on repeated keys."""
+    keys, values = repeated_for_torch(self, x)
+    layer = nn.MultiheadAttention(
+        self.d_out, self.num_heads, dropout=self.dropout.p, bias=False, batch_first=True
+    )
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(torch.eye(self.d_out).repeat(3, 1))
+        layer.out_proj.weight.copy_(torch.eye(self.d_out))
+    layer.train(self.training)
+    future = self.mask[: x.shape[1], : x.shape[1]]
+    context = layer(self.W_query(x), keys, values, attn_mask=future, need_weights=need_weights)
+    return self.out_proj(context[0])
+
+
+def torch_layer_after_the_repeat(self, x):
+    return torch_layer(self, x, need_weights=True)
+
+
+def torch_layer_fast_path(self, x):
+    """Without the weights, the layer takes its fused fast path in eval mode."""
+    return torch_layer(self, x, need_weights=False)
+
+
+def functional_multi_head_attention(self, x):
+    """F.multi_head_attention_forward, the function behind nn.MultiheadAttention."""
+    keys, values = repeated_for_torch(self, x)
+    num_tokens, eye = x.shape[1], torch.eye(self.d_out)
+    context, _ = F.multi_head_attention_forward(
+        *(t.transpose(0, 1) for t in (self.W_query(x), keys, values)),
+        self.d_out,
+        self.num_heads,
+        eye.repeat(3, 1),
+        None,
+        None,
+        None,
+        False,
+        self.dropout.p,
+        eye,
+        None,
+        training=self.training,
+        attn_mask=self.mask[:num_tokens, :num_tokens],
+    )
+    return self.out_proj(context.transpose(0, 1))
+
+
+#: torch's own attention, which does the work the practice teaches: (forward, phrase).
+TORCH_ATTENTION = [
+    (sdpa_enable_gqa, "enable_gqa=True"),
+    (sdpa_with_expanded_keys_and_a_mask, "scaled_dot_product_attention"),
+    (scaled_by_the_key_width_in_sdpa, "enable_gqa=True"),
+    (sdpa_without_is_causal, "scaled_dot_product_attention"),
+    (sdpa_without_out_proj, "scaled_dot_product_attention"),
+    (sdpa_dropout_always, "scaled_dot_product_attention"),
+    (sdpa_without_dropout_p, "scaled_dot_product_attention"),
+    (torch_layer_after_the_repeat, "torch.nn.MultiheadAttention"),
+    (torch_layer_fast_path, "torch.nn.MultiheadAttention"),
+    (functional_multi_head_attention, "multi_head_attention_forward"),
+]
+
+
+@pytest.mark.parametrize(
+    "forward, phrase", TORCH_ATTENTION, ids=[f.__name__ for f, _ in TORCH_ATTENTION]
+)
+def test_torch_attention_is_refused_and_points_to_chapter_5(forward, phrase):
+    """The kernel (with or without enable_gqa) and torch's layer do the steps and the sharing
+    the practice teaches: refused, with what they do and where the book uses them."""
+    result = check_gqa_forward(with_forward(forward))
+    assert not result.passed
+    assert phrase in result.feedback, result.feedback
+    assert "Chapter 5" in result.feedback and "not yours" in result.feedback, result.feedback
+
+
 def test_every_catalogued_mistake_has_a_test_here_or_among_the_refusals():
     tested = {name for _, name, _ in MISTAKEN} | {
+        "torch's own attention",
         "constructor raises",
         "calls the book's code",
         "the skeleton untouched",

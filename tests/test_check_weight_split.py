@@ -1060,6 +1060,61 @@ def test_the_fused_kernel_given_the_causal_mask_also_hears_what_its_mask_means(f
     assert "a bool attn_mask marks the keys to *keep*" in feedback
 
 
+def torch_layer(self, x, need_weights):
+    """torch's own attention layer on the skeleton's projections, its own made identities."""
+    num_tokens, E = x.shape[1], self.d_out
+    layer = nn.MultiheadAttention(E, self.num_heads, self.dropout.p, bias=False, batch_first=True)
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(torch.eye(E).repeat(3, 1))
+        layer.out_proj.weight.copy_(torch.eye(E))
+    layer.train(self.training)
+    future = self.mask[:num_tokens, :num_tokens]
+    queries, keys, values = project(self, x)
+    context = layer(queries, keys, values, attn_mask=future, need_weights=need_weights)[0]
+    return self.out_proj(context)
+
+
+def torch_layer_with_weights(self, x):
+    return torch_layer(self, x, need_weights=True)
+
+
+def torch_layer_fast_path(self, x):
+    return torch_layer(self, x, need_weights=False)
+
+
+def functional_multi_head_attention(self, x):
+    """F.multi_head_attention_forward, the function behind nn.MultiheadAttention."""
+    num_tokens, eye = x.shape[1], torch.eye(self.d_out)
+    context, _ = F.multi_head_attention_forward(
+        *(t.transpose(0, 1) for t in project(self, x)),
+        self.d_out,
+        self.num_heads,
+        eye.repeat(3, 1),
+        None,
+        None,
+        None,
+        False,
+        self.dropout.p,
+        eye,
+        None,
+        training=self.training,
+        attn_mask=self.mask[:num_tokens, :num_tokens],
+    )
+    return self.out_proj(context.transpose(0, 1))
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [torch_layer_with_weights, torch_layer_fast_path, functional_multi_head_attention],
+)
+def test_torch_attention_layer_is_refused_as_the_fused_kernel_is(forward):
+    """nn.MultiheadAttention does the steps the practice teaches, as the kernel does."""
+    result = check_weight_split(with_forward(forward))
+    assert not result.passed
+    assert "torch.nn.MultiheadAttention" in result.feedback, result.feedback
+    assert "Chapter 5's practice" in result.feedback and "not yours" in result.feedback
+
+
 def test_the_fused_kernel_gets_no_word_on_the_mask_when_the_mask_was_right():
     feedback = check_weight_split(with_forward(sdpa_is_causal)).feedback
     assert "Chapter 5's practice" in feedback and "attn_mask" not in feedback
@@ -1080,4 +1135,4 @@ def test_the_success_message_names_what_was_checked_and_the_training_run_restore
     result = check_weight_split(Solution)
     assert result.passed
     assert "on in training mode, off in eval mode" in result.feedback
-    assert "without the fused kernel" in result.feedback
+    assert "without torch's own attention" in result.feedback

@@ -7,6 +7,7 @@ that hands the work to a book module) fail with feedback that says so.
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
@@ -150,6 +151,35 @@ def axis_three(self, x):
     return torch.cat([head(x) for head in self.heads], dim=3)
 
 
+def head_forward_methods(self, x):
+    return torch.cat([head.forward(x) for head in self.heads], dim=-1)
+
+
+def own_attention_per_head(self, x):
+    """Each head's attention computed from its layers, right, but without calling a head."""
+    num_tokens = x.shape[1]
+    outputs = []
+    for head in self.heads:
+        queries, keys, values = head.W_query(x), head.W_key(x), head.W_value(x)
+        scores = (queries @ keys.mT).masked_fill(head.mask[:num_tokens, :num_tokens], -torch.inf)
+        weights = head.dropout(torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1))
+        outputs.append(weights @ values)
+    return torch.cat(outputs, dim=-1)
+
+
+def sdpa_per_head(self, x):
+    outputs = []
+    for head in self.heads:
+        queries, keys, values = head.W_query(x), head.W_key(x), head.W_value(x)
+        outputs.append(F.scaled_dot_product_attention(queries, keys, values, is_causal=True))
+    return torch.cat(outputs, dim=-1)
+
+
+def zeros_of_the_right_shape(self, x):
+    width = sum(head.W_value.out_features for head in self.heads)
+    return x.new_zeros(*x.shape[:2], width)
+
+
 class BuildsNoHeads(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
@@ -170,6 +200,11 @@ MISTAKES = {
     "heads chained": ([chain, chain_from_the_first], "your heads form a chain"),
     "a head not given x": ([reversed_tokens], "not the wrapper's input x"),
     "one head used for all": ([first_head_for_all], "one head does the work of all"),
+    "head.forward called": ([head_forward_methods], "head.forward(x)"),
+    "no head called": (
+        [own_attention_per_head, sdpa_per_head, zeros_of_the_right_shape],
+        "never calls the heads",
+    ),
     "shared weights": ([SharedHead], "share one set of weights"),
     "a head skipped": ([last_head_left_out], "never ran"),
     "heads out of order": ([reversed_heads], "not in list order"),
@@ -204,6 +239,23 @@ def test_each_mistake_is_rejected_with_its_own_message(cls, name, phrase):
     own = next(m for m in WRAPPER_MISTAKES if m.name == name)
     others = [m for m in WRAPPER_MISTAKES if m is not own]
     assert all(m.message[:40] not in result.feedback for m in others)
+
+
+@pytest.mark.parametrize(
+    "forward, how",
+    [
+        (own_attention_per_head, "computes each head's attention itself, and its output does "),
+        (sdpa_per_head, "scaled_dot_product_attention, and its output does equal"),
+        (zeros_of_the_right_shape, "Its output is not the heads' outputs side by side either"),
+    ],
+)
+def test_a_forward_that_calls_no_head_is_told_how_it_got_its_output(forward, how):
+    """Attention per head computed without the heads is refused: the practice runs the heads
+    one after another. The message says so, and whether the output would have been right."""
+    result = check_wrapper(with_forward(forward))
+    assert not result.passed
+    assert how in " ".join(result.feedback.split()), result.feedback
+    assert "call head(x) for each head" in result.feedback
 
 
 def test_every_catalogued_mistake_is_tested():

@@ -23,6 +23,9 @@ import inspect
 import sys
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .core import BEFORE_EACH_CHECK, Mistake, kind_of
 
@@ -193,6 +196,109 @@ def watching_book_forwards(allowed=()):
     return _watching(describe)
 
 
+#: torch's own attention, seen as the Python functions a forward calls: the fused kernel, and
+#: the functions behind ``torch.nn.MultiheadAttention`` (its slow path and its fast path).
+_KERNEL_FUNCTIONS = (F.scaled_dot_product_attention,)
+_LAYER_FUNCTIONS = (F.multi_head_attention_forward, torch._native_multi_head_attention)
+#: ... and as the ATen operators they dispatch, whatever route reached them (``torch.ops``).
+_KERNEL_OPS = ("_scaled_dot_product",)  # prefixes: the flash, efficient, math ... variants
+_LAYER_OPS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd")
+
+
+class TorchAttentionSeen:
+    """What of torch's own attention a block of code ran: the record
+    :func:`watching_torch_attention` yields.
+
+    ``layer``: ``torch.nn.MultiheadAttention`` (or ``F.multi_head_attention_forward``, the
+    function behind it); ``kernel``: ``F.scaled_dot_product_attention`` (or one of its ATen
+    operators); ``grouped``: the kernel was asked to share keys and values among heads itself
+    (``enable_gqa=True``).
+    """
+
+    def __init__(self):
+        self.layer = self.kernel = self.grouped = False
+
+    def __bool__(self):
+        return self.layer or self.kernel
+
+
+class _AttentionFunctions(TorchFunctionMode):
+    """Marks the calls of torch's attention functions in a :class:`TorchAttentionSeen`."""
+
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _KERNEL_FUNCTIONS:
+            self.seen.kernel = True
+            self.seen.grouped |= bool(kwargs.get("enable_gqa", False))
+        elif func in _LAYER_FUNCTIONS:
+            self.seen.layer = True
+        return func(*args, **kwargs)
+
+
+class _AttentionOps(TorchDispatchMode):
+    """Marks the ATen operators of torch's attention in a :class:`TorchAttentionSeen`."""
+
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name.startswith(_KERNEL_OPS):
+            self.seen.kernel = True
+        elif name.startswith(_LAYER_OPS):
+            self.seen.layer = True
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def watching_torch_attention():
+    """Record whether the block runs torch's own attention (:class:`TorchAttentionSeen`).
+
+    The one detector every check uses for what torch computes in one call: the scores, the
+    mask, the scaled softmax, dropout and the mix of values. It watches both the Python
+    functions (``F.scaled_dot_product_attention``, ``F.multi_head_attention_forward``, under
+    ``nn.MultiheadAttention``) and the ATen operators they reach (``_scaled_dot_product_*``,
+    ``_native_multi_head_attention``), so an alias, ``torch.ops.aten`` or the layer's fast
+    path is seen too. (While a function mode is active, ``nn.MultiheadAttention`` takes its
+    Python path, which computes the same output.)
+    """
+    seen = TorchAttentionSeen()
+    with _AttentionFunctions(seen), _AttentionOps(seen):
+        yield seen
+
+
+def torch_attention_message(seen, here):
+    """What to say when a forward hands attention to torch's own (``seen``): what that code
+    does, where the book uses it (chapter 5), and what to write ``here`` instead."""
+    if seen.layer:
+        what = (
+            "Your forward runs torch.nn.MultiheadAttention (or "
+            "torch.nn.functional.multi_head_attention_forward, the function behind it), "
+            "PyTorch's own attention layer: inside, it computes the scores, the mask, the "
+            "scaled softmax, dropout and the mix of values, with the fused kernel when it can"
+        )
+    else:
+        what = (
+            "Your forward calls torch.nn.functional.scaled_dot_product_attention, PyTorch's "
+            "fused kernel: inside, it computes the scores, the causal mask, the scaled softmax, "
+            "dropout and the mix of values"
+        )
+        if seen.grouped:
+            what += (
+                ", and with enable_gqa=True it also gives each group's keys and values to "
+                "the heads of that group"
+            )
+    return (
+        f"{what}. So the steps this practice asks you to write are not yours. Chapter 5's "
+        f"practice hands attention to that kernel and measures what it buys. Here, {here}"
+    )
+
+
 def untouched(cls, skeleton):
     """Whether ``cls`` still uses ``skeleton``'s placeholder ``forward``."""
     return isinstance(cls, type) and getattr(cls, "forward", None) is skeleton.forward
@@ -295,10 +401,16 @@ _ORIGINALS = {
         "_owner",
         "_setprofile",
         "_getprofile",
+        "watching_torch_attention",
     )
 }
 #: The names a check module imports from here.
-_IMPORTED = ("book_forward_of", "watching_calls", "watching_book_forwards")
+_IMPORTED = (
+    "book_forward_of",
+    "watching_calls",
+    "watching_book_forwards",
+    "watching_torch_attention",
+)
 
 
 def verify_intact():

@@ -25,7 +25,11 @@ from ..variants import (
     MultiHeadAttentionCombinedQKV,
     TorchMultiheadAttentionAdapter,
 )
-from .classes import book_forward_of, watching_book_forwards
+from .classes import (
+    book_forward_of,
+    watching_book_forwards,
+    watching_torch_attention,
+)
 from .config import Trial, TrialConfig
 from .core import (
     CheckResult,
@@ -182,12 +186,17 @@ class FusedTrial(Trial):
         self.module = self.output = self.error = None
         self.stage = None  # "constructor" or "forward", when that raised
         self.book_calls = []
+        self.torch_attention = None  # what of torch's own attention the forward ran
         self.x = config.input()  # (batch, num_tokens, d_in)
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-                with evaluating(self.module), watching_book_forwards() as self.book_calls:
+                with (
+                    evaluating(self.module),
+                    watching_book_forwards() as self.book_calls,
+                    watching_torch_attention() as self.torch_attention,
+                ):
                     self.output = self.module(self.x)
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
@@ -334,6 +343,26 @@ NOT_A_CLASS_MISTAKES = (
     ),
 )
 
+TORCH_LAYER = Mistake(
+    "torch's attention layer",
+    "Your forward runs torch.nn.MultiheadAttention (or "
+    "torch.nn.functional.multi_head_attention_forward, the function behind it), PyTorch's "
+    "own attention layer. It brings its own input and output projections, its own split "
+    "into heads and its own merge, and calls the fused kernel for you when it can: the "
+    "steps this practice asks you to write. Split self.qkv(x) into heads yourself, call "
+    "torch.nn.functional.scaled_dot_product_attention directly, then merge the heads and "
+    "apply self.out_proj.",
+    lambda t: t.torch_attention is not None and t.torch_attention.layer,
+)
+
+STARTING_CODE = Mistake(
+    "the starting code",
+    "Your forward still raises NotImplementedError: this is the starting code, and the "
+    "forward pass is yours to write. What does the kernel need from self.qkv(x), and in "
+    "which shape? fused_attention.hint(1), just below the check, starts from there.",
+    lambda t: t.stage == "forward" and isinstance(t.error, NotImplementedError),
+)
+
 DELEGATES = Mistake(
     "delegates to the book",
     "Your forward hands the work to the book's {t.book_calls[0]}. Write the steps "
@@ -349,6 +378,8 @@ FUSED_MISTAKES = (
         lambda t: t.stage == "constructor",
     ),
     DELEGATES,
+    STARTING_CODE,
+    TORCH_LAYER,
     Mistake(
         "mask not sliced",
         "On {t.config.num_tokens} tokens, fewer than context_length="
@@ -454,6 +485,7 @@ FUSED_MISTAKES = (
 #: Checked once the outputs are right: what the fused kernel adds.
 AFTER_MATCH_MISTAKES = (
     DELEGATES,
+    TORCH_LAYER,
     Mistake(
         "no fused kernel",
         "Your output is right, but your forward computes the attention step by step. The "
@@ -512,7 +544,8 @@ def _check(cls):
                 return CheckResult(False, _unexplained(trial))
         if mistake is not None:
             message = mistake.message.format(t=trial, kind=_kind(trial.output))
-            seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
+            quiet = trial.stage == "constructor" or mistake is STARTING_CODE
+            seen = "" if quiet else f"\n(Seen with {trial.call}.)"
             return CheckResult(False, message + seen)
     return CheckResult(
         True,

@@ -165,6 +165,11 @@ GQA_FORWARD_MISTAKES = (
         lambda t: t.stage == "forward" and isinstance(t.error, NotImplementedError),
     ),
     Mistake(
+        "torch's own attention",
+        "{t.torch_attention_text}",
+        lambda t: t.torch_attention,
+    ),
+    Mistake(
         "projections missing",
         "The check could not use your instance's {names}. It computes the expected output from "
         "the instance's own W_query, W_key and W_value, so keep those layers and their names.",
@@ -247,8 +252,7 @@ GQA_FORWARD_MISTAKES = (
         "dropout in eval mode",
         "Two calls on the same input, in eval mode, gave different outputs: dropout is still "
         "active. Use the module's layer, self.dropout(attn_weights), which switches itself off "
-        "in eval mode (with F.scaled_dot_product_attention, pass "
-        "dropout_p=self.dropout.p if self.training else 0.0).",
+        "in eval mode.",
         lambda t: t.random_in_eval_mode,
     ),
     Mistake(
@@ -364,8 +368,7 @@ TRAINING_MISTAKES = (
         "Your output is right in eval mode, but in training mode it is the same: no dropout, "
         "although the module was built with dropout={t.config.dropout}. Apply "
         "self.dropout to the attention weights after the softmax; the layer acts only in "
-        "training mode (with F.scaled_dot_product_attention, pass "
-        "dropout_p=self.dropout.p if self.training else 0.0).",
+        "training mode.",
         lambda t: t.training == "no dropout",
     ),
     Mistake(

@@ -12,6 +12,7 @@ follows. The properties of ``GroupTrial`` are the facts the catalogue of
 mistakes in ``mha.checks.gqa`` tests.
 """
 
+import os
 import re
 import traceback
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ import torch
 
 from .. import gqa as book
 from . import reference
-from .classes import watching_calls
+from .classes import torch_attention_message, watching_calls, watching_torch_attention
 from .config import Trial, TrialConfig
 from .core import describe_error, evaluating
 from .reference import PROJECTIONS
@@ -145,6 +146,7 @@ class GroupTrial(Trial):
         self.module = self.output = self.second_output = self.error = None
         self.stage = None  # "constructor" or "forward", when that raised
         self.book_calls = []
+        self.torch_attention = None  # what of torch's own attention the forward ran
         self._held = None  # computed when first asked for
         self._training = self.training_error = None
         self.x = config.input()  # (b, T, d_in)
@@ -152,7 +154,11 @@ class GroupTrial(Trial):
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-                with evaluating(self.module), watching_calls(book_code()) as self.book_calls:
+                with (
+                    evaluating(self.module),
+                    watching_calls(book_code()) as self.book_calls,
+                    watching_torch_attention() as self.torch_attention,
+                ):
                     self.output = self.module(self.x)
                     self.second_output = self.module(self.x)
         except Exception as error:
@@ -176,7 +182,21 @@ class GroupTrial(Trial):
 
     @property
     def passed(self):
-        return not self.book_calls and self.matches() and self.output_shape == self.expected_shape
+        return (
+            not self.book_calls
+            and not self.torch_attention
+            and self.matches()
+            and self.output_shape == self.expected_shape
+        )
+
+    @property
+    def torch_attention_text(self):
+        """What torch's attention does, and what to write here instead."""
+        here = (
+            "repeat each group's keys and values for the heads of its group yourself, then "
+            "write chapter 3's steps with @, masked_fill and torch.softmax."
+        )
+        return torch_attention_message(self.torch_attention, here)
 
     def width_of(self, name):
         with evaluating(self.module):
@@ -249,7 +269,13 @@ class GroupTrial(Trial):
     def failing_line(self):
         """The source line of the reader's code where the forward raised, if known."""
         frames = traceback.extract_tb(self.error.__traceback__)
-        own = [f for f in frames if "torch" not in f.filename.replace("\\", "/").split("/")]
+        checker = os.path.dirname(os.path.abspath(__file__))  # the check's own watchers
+        own = [
+            f
+            for f in frames
+            if "torch" not in f.filename.replace("\\", "/").split("/")
+            and os.path.dirname(os.path.abspath(f.filename)) != checker
+        ]
         return (own or frames)[-1].line or "" if frames else ""
 
     @property

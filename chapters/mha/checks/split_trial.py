@@ -11,6 +11,7 @@ import itertools
 
 import torch
 
+from .classes import torch_attention_message, watching_torch_attention
 from .config import Trial, TrialConfig
 from .core import describe_error, evaluating, kind_of, listed
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
@@ -68,13 +69,15 @@ class SplitTrial(Trial):
         self.cls, self.config = cls, config
         self.module = self.output = self.again = self.error = None
         self.stage = None  # "constructor" or "forward", when that raised
+        self.torch_attention = None  # what of torch's own attention the forward ran
         self.failed = _Calls()  # what the first call in eval mode called
         self.x = config.input()  # (batch, num_tokens, d_in)
         try:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
-                with evaluating(self.module), self.failed:
+                with evaluating(self.module), self.failed, watching_torch_attention() as seen:
+                    self.torch_attention = seen
                     self.output = self.module(self.x)
                 with evaluating(self.module):
                     torch.manual_seed(config.seed + 1)
@@ -119,8 +122,15 @@ class SplitTrial(Trial):
 
     @property
     def uses_fused_kernel(self):
-        """The forward calls scaled_dot_product_attention, which does the chapter's steps."""
-        return "scaled_dot_product_attention" in self.failed.names
+        """The forward runs torch's own attention (the fused kernel, or nn.MultiheadAttention),
+        which does the chapter's steps."""
+        return bool(self.torch_attention)
+
+    @property
+    def torch_attention_text(self):
+        """What torch's attention does, and what to write here instead."""
+        here = "write the steps with @, masked_fill and torch.softmax."
+        return torch_attention_message(self.torch_attention, here)
 
     @property
     def sdpa_mask_note(self):

@@ -6,8 +6,9 @@ itself in several configurations (several head counts, ``d_in`` != ``d_out``, in
 than ``context_length``, biases in the projections, dropout) and compares the output, in eval
 mode, with the reference computed from each instance's own layers (:mod:`.reference`). With
 dropout it also runs training mode, where two calls must differ. A forward that calls
-``scaled_dot_product_attention`` is refused: the kernel does the steps the practice teaches
-(chapter 5 uses it).
+torch's own attention (``scaled_dot_product_attention``, ``nn.MultiheadAttention``: see
+:func:`.classes.watching_torch_attention`) is refused: it does the steps the practice teaches
+(chapter 5 uses the kernel).
 """
 
 import torch
@@ -81,11 +82,7 @@ WEIGHT_SPLIT_MISTAKES = (
     ),
     Mistake(
         "the fused kernel",
-        "Your forward calls torch.nn.functional.scaled_dot_product_attention. That kernel "
-        "computes the scores, the causal mask, the scaled softmax and the mix of values "
-        "inside, so the steps this practice asks you to write are not yours. Chapter 5's "
-        "practice writes the forward with that kernel and measures what it buys. Here, "
-        "write the steps with @, masked_fill and torch.softmax.{sdpa_mask_note}",
+        "{torch_attention_text}{sdpa_mask_note}",
         lambda t: t.uses_fused_kernel,
     ),
     # Right in eval mode, wrong in training mode:
@@ -124,9 +121,8 @@ WEIGHT_SPLIT_MISTAKES = (
         "dropout on in eval mode",
         "Your forward gives a different output each time, even in eval mode (dropout={c.dropout}):"
         " its dropout ignores the module's mode. torch.nn.functional.dropout(w, p) defaults to "
-        "training=True, and scaled_dot_product_attention applies dropout_p in any mode. Use "
-        "the skeleton's layer, self.dropout(attn_weights), which is off in eval mode (or "
-        "dropout_p=self.dropout.p if self.training else 0.0).",
+        "training=True. Use the skeleton's layer, self.dropout(attn_weights), which is off in "
+        "eval mode.",
         lambda t: t.random_in_eval,
     ),
     Mistake(
@@ -340,7 +336,8 @@ def check_weight_split(cls):
         f"Your forward pass matches the reference, computed from each instance's own weights, "
         f"in all {len(WEIGHT_SPLIT_CONFIGS)} configurations: {listed(map(str, heads))} heads, "
         "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (on in "
-        "training mode, off in eval mode), written without the fused kernel.",
+        "training mode, off in eval mode), written without torch's own attention (the fused "
+        "kernel or nn.MultiheadAttention).",
     )
 
 

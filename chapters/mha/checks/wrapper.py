@@ -6,6 +6,7 @@ heads and checks what the chapter teaches: every head receives the same ``x``, t
 list order, and their outputs are joined on the last axis.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -20,17 +21,19 @@ from .classes import (
     class_answer_mistakes,
     delegation_message,
     watching_book_forwards,
+    watching_torch_attention,
 )
 from .core import (
     CheckResult,
     Exercise,
     Mistake,
     describe_error,
+    evaluating,
     first_mistake,
     listed,
     never_raises,
 )
-from .heads import HeadsRun, is_head
+from .heads import HeadsRun, close, is_head
 
 
 class WrapperSkeleton(Skeleton):
@@ -123,6 +126,71 @@ class WrapperTrial(HeadsRun):
     def times(self):
         return self.calls[self.repeated - 1]
 
+    @property
+    def no_head_called(self):
+        """The forward returned a tensor without calling any head as a module, head(x)."""
+        return (
+            self.error is None
+            and isinstance(self.output, torch.Tensor)
+            and self.num_heads > 0
+            and not any(self.calls)
+        )
+
+    def _rerun(self, watch):
+        """Run the forward once more, in eval mode, under the context manager ``watch``."""
+        with torch.random.fork_rng(devices=[]), evaluating(self.module), watch:
+            self.module(self.x)
+
+    @property
+    def head_forwards_run(self):
+        """How many times a head's forward ran when the wrapper ran once, counted on the
+        instances themselves, so that head.forward(x), which skips the hooks, counts too."""
+        counted = []
+
+        def counting(head):
+            def forward(*args, **kwargs):
+                counted.append(head)
+                return type(head).forward(head, *args, **kwargs)
+
+            return forward
+
+        try:
+            for head in self.heads:
+                head.forward = counting(head)
+            self._rerun(torch.no_grad())
+        finally:
+            for head in self.heads:
+                vars(head).pop("forward", None)
+        return len(counted)
+
+    @property
+    def uses_torch_attention(self):
+        """What of torch's own attention (the fused kernel, nn.MultiheadAttention) the forward
+        ran; see :func:`.classes.watching_torch_attention`."""
+        with watching_torch_attention() as seen:
+            self._rerun(contextlib.nullcontext())
+        return seen
+
+    @property
+    def own_attention(self):
+        """How a forward that calls no head got its output, in words."""
+        seen = self.uses_torch_attention
+        if seen.layer:
+            how = "hands the heads' queries, keys and values to torch.nn.MultiheadAttention"
+        elif seen.kernel:
+            how = (
+                "hands each head's queries, keys and values to "
+                "torch.nn.functional.scaled_dot_product_attention"
+            )
+        else:
+            how = None
+        if close(self.output, self.concatenated):
+            how = how or "computes each head's attention itself"
+            return f"It {how}, and its output does equal the heads' outputs side by side"
+        if how is None:
+            return "Its output is not the heads' outputs side by side either"
+        return f"It {how}, and its output is not the heads' outputs side by side"
+
 
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 NOT_A_CLASS_MISTAKES = class_answer_mistakes("check_wrapper", "MyWrapper")
@@ -159,6 +227,21 @@ WRAPPER_MISTAKES = (
         "Head {fed_head} was given {fed_what}, not the wrapper's input x. Every head reads the "
         "same x, unchanged.",
         lambda t: t.wrongly_fed is not None,
+    ),
+    Mistake(
+        "head.forward called",
+        "Your forward calls each head's forward method, head.forward(x), instead of the head "
+        "itself. That runs the head's code but skips what calling a module does: the hooks "
+        "that tools (and this check) attach to it. Call the head: head(x).",
+        lambda t: t.no_head_called and t.head_forwards_run > 0,
+    ),
+    Mistake(
+        "no head called",
+        "Your forward never calls the heads in self.heads: not one head(x) ran. "
+        "{own_attention}. This practice is the wrapper itself: it runs each head, one after "
+        "another, as the trace above showed, and joins what they return. Let every head "
+        "compute its own attention: call head(x) for each head in self.heads.",
+        lambda t: t.no_head_called,
     ),
     Mistake(
         "one head used for all",
