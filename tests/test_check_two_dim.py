@@ -492,7 +492,7 @@ MISTAKES = [
         "2 × 2 = 4",
     ),
     ("wrong width", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
-    ("wrong width", lambda: build(d_out=4), "d_out = 2 / 2 = 1"),
+    ("wrong width", lambda: build(d_out=4), "how many values must each head give?"),
 ]
 
 
@@ -551,6 +551,22 @@ def test_an_earlier_answer_handed_in_again_is_named_and_the_reader_asked_not_tol
     assert "?" in feedback and "twelve_wide_output.hint(1)" in feedback
     assert "12 / 4" not in feedback
     assert not re.search(r"d_out\s*=\s*3(?!\s*×)", feedback)  # d_out=3, but not "d_out = 3 × 2"
+
+
+@pytest.mark.parametrize("d_out", [2, 3, 4, 5])
+def test_a_wrong_width_is_asked_about_not_answered_in_the_first_exercise(d_out):
+    """Any wrong d_out must not earn the answer: the feedback asks and points to the hints."""
+    feedback = check_two_dim_output(build(d_out=d_out)).feedback
+    assert "?" in feedback and "two_dim_output.hint(1)" in feedback, feedback
+    assert "2 / 2" not in feedback and not re.search(r"d_out\s*=\s*1\b", feedback)
+
+
+@pytest.mark.parametrize("d_out", [1, 2, 4, 6, 12])
+def test_a_wrong_width_is_asked_about_not_answered_in_the_second_exercise(d_out):
+    feedback = check_twelve_wide_output(build(d_out=d_out, num_heads=4)).feedback
+    assert "?" in feedback and "twelve_wide_output.hint(1)" in feedback, feedback
+    assert "12 / 4" not in feedback
+    assert not re.search(r"d_out\s*=\s*3(?!\s*×)", feedback)  # d_out=3, but not "3 × 4"
 
 
 def test_the_first_exercise_names_no_earlier_answer():

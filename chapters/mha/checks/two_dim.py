@@ -427,15 +427,16 @@ TWO_DIM_MISTAKES = (
         "d_out taken as the total width",
         "Your context vectors are {width}-dimensional: you gave d_out={head_width}, the total "
         "width you want, but in the wrapper d_out is the width of each head, and the output is "
-        "num_heads × d_out = {num_heads} × {head_width} = {width} wide.",
+        "num_heads × d_out = {num_heads} × {head_width} = {width} wide. How many values must "
+        "each of the {t.heads} heads give, then? {t.exercise}.hint(1) starts from there.",
         lambda a: a.is_joined_correctly() and a.head_width == a.target.width != a.width,
     ),
     Mistake(
         "wrong width",
         "Your context vectors are {width}-dimensional, not {t.width}. The wrapper's output "
         "width is num_heads × d_out = {num_heads} × {head_width} = {width}, because d_out is "
-        "the width of each head: {t.width} values from {t.heads} heads need "
-        "d_out = {t.width} / {t.heads} = {t.d_out}.",
+        "the width of each head. For {t.width} values from {t.heads} heads, how many values "
+        "must each head give? {t.exercise}.hint(1) starts from there.",
         lambda a: a.is_joined_correctly() and a.width != a.target.width,
     ),
 )
