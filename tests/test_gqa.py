@@ -24,6 +24,8 @@ from mha.gqa import (
     timing_verdict,
 )
 from mha.plots import MAX_WIDTH_IN, MIN_TEXT_PT, OKABE_ITO
+from mha.predictions import Unreadable
+from mha.reveal import reveal
 
 #: (d_in, d_out, num_heads, num_kv_groups, qkv_bias): d_in != d_out in each.
 CONFIGS = [
@@ -312,6 +314,10 @@ ANSWER_BLOCKS = ([1, 1, 2, 2], [1, 2, 1, 2])
         ([0, 0, 1, 1], [0, 1, 0, 1]),
         "([1, 1, 2, 2], [1, 2, 1, 2])",
         " [0, 0, 1, 1], [0, 1, 0, 1] ",
+        "[1, 1, 2, 2] and [1, 2, 1, 2]",
+        "1 1 2 2 / 1 2 1 2",
+        "1, 1, 2, 2; 1, 2, 1, 2",
+        "0 0 1 1 and 0 1 0 1",
     ],
 )
 def test_block_lists_are_read_counted_from_one_or_from_zero(prediction):
@@ -324,14 +330,25 @@ def test_block_lists_are_read_counted_from_one_or_from_zero(prediction):
         ([1, 2, 1, 2], [1, 1, 2, 2]),  # the two calls swapped
         ([0, 0, 1, 1], [1, 2, 1, 2]),  # one list from 0, the other from 1
         ([1, 1, 2, 2], [1, 2, 1, 2], [1]),
-        [1, 1, 2, 2],
         ([1.5, 1, 2, 2], [1, 2, 1, 2]),
-        "repeat_interleave",
-        None,
+        "1 2 1 2 / 1 1 2 2",
+        "[1, 2, 1, 2] and [1, 1, 2, 2]",
     ],
 )
-def test_wrong_or_unreadable_block_lists_do_not_match(prediction):
+def test_wrong_block_lists_do_not_match(prediction):
     assert not block_lists_match(prediction, ANSWER_BLOCKS)
+
+
+@pytest.mark.parametrize("prediction", ["yes", "repeat_interleave", None, [1, 1, 2, 2]])
+def test_a_prediction_that_is_not_two_lists_is_unreadable_and_the_reveal_gives_the_format(
+    prediction, capsys
+):
+    with pytest.raises(Unreadable):
+        block_lists_match(prediction, ANSWER_BLOCKS)
+    reveal(ANSWER_BLOCKS, prediction or "yes", matches=block_lists_match)
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "cannot be read as this answer" in shown and "a pair of lists" in shown
+    assert "is not what the code computes" not in shown
 
 
 # --- the package code the chapter shows ---------------------------------------------------------

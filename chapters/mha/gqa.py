@@ -8,11 +8,13 @@ the cache holds the keys and values of every earlier token, and its size is
 what sharing them saves.
 """
 
-import ast
+import re
 from statistics import median
 
 import torch
 from torch import nn
+
+from .predictions import Unreadable, read
 
 
 def check_groups(d_in, d_out, context_length, num_heads, num_kv_groups):
@@ -261,26 +263,45 @@ def scaling_verdict(what, base_times, scaled_times, factor):
     return f"{took} (medians), but the rounds overlap: inconclusive"
 
 
+#: What separates the two lists in a prediction written without brackets:
+#: "1 1 2 2 / 1 2 1 2", "1,1,2,2; 1,2,1,2", "1 1 2 2 and 1 2 1 2".
+_LIST_BREAK = re.compile(r"\s*(?:/|;|\||\n|\band\b|\bvs\.?)\s*")
+
+
+def _two_lists(text):
+    """Text without brackets cut into the lists it separates; other text
+    as it is."""
+    if re.search(r"[\[\]()]", text):
+        return text
+    parts = [part for part in _LIST_BREAK.split(text.strip()) if part]
+    return parts if len(parts) > 1 else text
+
+
 def block_lists_match(prediction, answer):
     """Whether ``prediction`` names the blocks of ``answer``, a pair of lists
     of block numbers counted from 1 (as the chapter's figure labels them).
 
+    The prediction is read as :func:`mha.predictions.read` reads a sequence
+    ("[1, 1, 2, 2] and [1, 2, 1, 2]", "([1, 1, 2, 2], [1, 2, 1, 2])"), and
+    two lists written without brackets are read too ("1 1 2 2 / 1 2 1 2").
     Counted from 0, as Python indexes them, is read too: the right answer
     uses blocks 1 and 2 in both lists, or 0 and 1 in both, so the two
-    conventions cannot be confused. Text is read as the Python it spells.
+    conventions cannot be confused. A prediction that is not two lists of
+    block numbers ("yes") raises :class:`mha.predictions.Unreadable`: the
+    reveal then says how to write one, instead of calling it wrong.
     """
+    said = prediction
     if isinstance(prediction, str):
+        said = _two_lists(prediction)
+    from_zero = tuple([block - 1 for block in blocks] for blocks in answer)
+    verdicts = []
+    for convention in (tuple(answer), from_zero):
         try:
-            prediction = ast.literal_eval(prediction.strip())
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return False
-    try:
-        said = [[int(b) for b in blocks] for blocks in prediction]
-        said_from_one = [[b + 1 for b in blocks] for blocks in said]
-        expected = [list(blocks) for blocks in answer]
-        exact = [[float(b) for b in blocks] for blocks in prediction]
-    except (TypeError, ValueError):
-        return False
-    if exact != [[float(b) for b in blocks] for blocks in said]:
-        return False  # 1.5 is no block number
-    return expected in (said, said_from_one)
+            verdicts.append(bool(read(said, convention)))
+        except Unreadable:
+            continue
+        except Exception:  # an exotic object that cannot even be compared
+            verdicts.append(False)
+    if not verdicts:
+        raise Unreadable(f"{prediction!r} is not two lists of block numbers")
+    return any(verdicts)

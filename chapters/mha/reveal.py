@@ -23,7 +23,7 @@ import html
 import re
 import textwrap
 
-from .predictions import format_of, offered, prediction_matches, read
+from .predictions import Unreadable, format_of, offered, prediction_matches, read
 
 __all__ = [
     "BOX_COLOURS",
@@ -143,7 +143,13 @@ def _verdict(prediction, answer, matches, choices=None):
                 f"answer: write it as {format_of(answer, choices)}."
             )
     else:
-        right = matches(prediction, answer)
+        try:
+            right = matches(prediction, answer)
+        except Unreadable:  # a question's own reader may say it cannot read the prediction
+            return (
+                f"Your prediction, {prediction!r}, cannot be read as this "
+                f"answer: write it as {format_of(answer, choices)}."
+            )
     outcome = "matches the answer" if right else "is not what the code computes"
     return f"Your prediction, {prediction!r}, {outcome}."
 
