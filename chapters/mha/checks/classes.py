@@ -15,6 +15,12 @@ the code that runs rather than from a list: a module a chapter adds later counts
 it is added, even one first imported inside the reader's forward. A check whose detector was
 replaced (a one-line monkeypatch of a name here, or where a check imported it) fails and says
 so, instead of passing quietly: :func:`verify_intact`.
+
+torch's own attention does the work most practices teach, so the checks share one detector of
+it too: :func:`watching_torch_attention` sees ``F.scaled_dot_product_attention`` (with or
+without ``enable_gqa``) and ``nn.MultiheadAttention`` by any route, and
+:func:`torch_attention_message` says what that code does and points to chapter 5, whose
+practice is the fused kernel.
 """
 
 import contextlib
