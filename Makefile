@@ -48,7 +48,12 @@ book: $(BOOK_STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
-test: lint unit nbval html lint-workflows browser binder-check standalone-check
+# Every check, three at a time: much of each one waits (on a browser, on pip, on a kernel), so on
+# two cores they end sooner side by side than one after another. --output-sync prints each
+# check's output whole when it ends; the first failure still fails `make test`.
+CHECKS := lint unit nbval html lint-workflows browser binder-check standalone-check
+test:
+	$(MAKE) --no-print-directory -j3 --output-sync=target $(CHECKS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
