@@ -50,7 +50,8 @@ def make(
     skip=True,
     order=1,
     scale=True,
-    dropout="weights",  # or "both" (weights and sum), "always", "none", "values", "context"
+    dropout="weights",  # or "both" (weights and sum), "always", "none", "values", "context",
+    # "running output" (and the weights)
     divisible_only=False,
 ):
     """A query_block with one deliberate mistake (or none)."""
@@ -81,6 +82,8 @@ def make(
             if dropout == "functional":
                 dropped = F.dropout(weights, self.dropout.p, training=self.training)
             row_sum = (row_sum * f if rescale_sum else row_sum) + summed.sum(-1, keepdim=True)
+            if dropout == "running output":
+                out = self.dropout(out)
             out = (out * f if rescale_out else out) + dropped @ v
             if divide == "inside":
                 out = out / row_sum
@@ -420,7 +423,8 @@ def forgets_heads(self, q, keys, values, q_start):
         (make(factor="old / new, first block sets it"), "ratio of the maxima"),
         (make(factor="old / new"), "Every output is nan"),
         (make(dropout="values"), "drops single numbers of the values"),
-        (make(dropout="context"), "drops single numbers of the output"),
+        (make(dropout="context"), "drops single numbers of an output"),
+        (make(dropout="running output"), "drops single numbers of an output"),
         (dropped_scores(before_mask=True), "your dropout acts on the scores"),
         (dropped_scores(before_mask=False), "your dropout acts on the scores"),
         (styled(returns_none), "returned None"),

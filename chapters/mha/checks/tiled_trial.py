@@ -462,9 +462,13 @@ class TiledTrial(Trial):
         alike. Query 1 sees keys 0 and 1 with weights w0, w1: its context must be one of
         0, w0 v0, w1 v1 or w0 v0 + w1 v1, over 1 - p. Dropping the values or the context zeroes
         single numbers; dropping the scores changes the weights; dropping the sum divides the
-        dropout out again (or gives 0 / 0).
+        dropout out again (or gives 0 / 0). Whatever dropout receives must not end in head_dim
+        either: that is values or an output, never weights (the check's blocks are never
+        head_dim keys wide).
         """
-        q, keys, values, outputs, _ = self.training_first_block()
+        q, keys, values, outputs, dropped = self.training_first_block()
+        if any(t.shape[-1] == self.config.head_dim for t in dropped):
+            return False  # values, a running output or a context: never whole weights
         scale = 1 / (1 - self.config.dropout)
         scores = q[:, :, :2] @ keys[:, :, :2].transpose(2, 3) / self.config.head_dim**0.5
         w = torch.softmax(scores.masked_fill(torch.ones(2, 2).triu(1).bool(), -torch.inf), -1)
@@ -505,8 +509,8 @@ class TiledTrial(Trial):
         return {
             "values": "In training mode your dropout drops single numbers of the values: a "
             "query that sees one key keeps some numbers of its value and loses others.",
-            "context": "In training mode your dropout drops single numbers of the output "
-            "(the context), after the weights have done their work.",
+            "context": "In training mode your dropout drops single numbers of an output (the "
+            "running output or the context), after the weights have done their work.",
             "scores": "In training mode your dropout acts on the scores. A score set to 0 "
             "still gets weight exp(0 - max), and a masked -inf times 0 is nan: that drops "
             "no key.",
