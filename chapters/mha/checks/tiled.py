@@ -218,9 +218,10 @@ TILED_MISTAKES = (
     DROPOUT_IN_EVAL,
     Mistake(
         "factor always 1",
-        "Your factor is 1 at every block, even the first: you compute it after row_max "
-        "already holds the new maximum, so exp(row_max - new_max) is exp(0). Nothing is "
-        "rescaled. Compute the factor from the old maximum, then update row_max.",
+        "Your factor is 1 at every block, even the first, where it must be 0: it is "
+        "computed from the new maximum alone (row_max already updated to new_max, so "
+        "exp(row_max - new_max) is exp(0)). Nothing is rescaled. Compute the factor from "
+        "the old maximum first, then update row_max.",
         lambda t: (
             t.factor_always_one and t.follows(TiledRecipe(rescale_sum=False, rescale_out=False))
         ),
