@@ -9,8 +9,10 @@ import torch
 from mha import MultiHeadAttention
 from mha.bench.timing import Timing
 from mha.measure_tiled import (
+    BLOCK_SETTINGS,
     TILED_TARGETS,
     Point,
+    block_fault_story,
     fault_verdict,
     main,
     names_at,
@@ -54,6 +56,43 @@ def test_each_process_of_the_block_experiment_prints_faults_per_block_size(capsy
     assert set(found) == {"8", "16"} and all(f >= 0 for f in found.values())
 
 
+def test_the_block_experiment_runs_each_setting_alone_and_both():
+    assert list(BLOCK_SETTINGS) == ["default", "no mmap", "no trim", "both"]
+    assert BLOCK_SETTINGS["no mmap"].keys() | BLOCK_SETTINGS["no trim"].keys() == set(
+        BLOCK_SETTINGS["both"]
+    )
+    assert not BLOCK_SETTINGS["no mmap"].keys() & BLOCK_SETTINGS["no trim"].keys()
+
+
+def runs(default, no_mmap, no_trim, both):
+    """Faults of blocks of 256 (and none of 64 by default) under the four settings."""
+    counts = {"default": default, "no mmap": no_mmap, "no trim": no_trim, "both": both}
+    return {setting: {64: 0.0, 256: float(n)} for setting, n in counts.items()}
+
+
+@pytest.mark.parametrize(
+    "results, says, never",
+    [
+        (runs(10_000, 0, 9_000, 0), "fresh mmaps cause them", "returned"),
+        (runs(10_000, 9_000, 0, 0), "memory returned to the kernel causes them", "mmaps cause"),
+        (runs(10_000, 0, 0, 0), "cannot tell mmap from returned memory", "cause them"),
+        (runs(10_000, 5_000, 30_000, 0), "only both settings together", "cause them"),
+        (runs(10_000, 9_000, 9_000, 8_000), "explains only part of them, or none", "cause them"),
+    ],
+)
+def test_the_block_story_names_a_cause_only_where_the_runs_separate_it(results, says, never):
+    story = block_fault_story(results, {256})
+    assert says in story and never not in story
+
+
+def test_the_block_story_notes_blocks_that_fault_only_under_one_setting():
+    results = runs(10_000, 5_000, 30_000, 0)
+    results["no trim"][64] = 17_000.0
+    story = block_fault_story(results, {256})
+    assert "Blocks of 64 fault under one setting alone (17,000 under 'no trim'" in story
+    assert "nothing" in block_fault_story(runs(0, 0, 0, 0), set())
+
+
 def timing(ms):
     return Timing(ms, 0.9 * ms, 1.1 * ms, 3, 3, False, 1)
 
@@ -90,9 +129,11 @@ def test_the_figures_fit_a_phone_and_write_no_small_text(draw, monkeypatch):
     assert all(t.points >= MIN_TEXT_PT for t in saved.texts)
 
 
-def test_the_grid_says_how_many_blocks_are_computed_and_draws_each_kind():
+def test_the_grid_counts_nothing_in_its_title_before_the_prediction_and_draws_each_kind():
     fig = plot_block_grid(1024, 128)
-    assert "36 of 8 × 8 = 64 blocks" in fig.axes[0].get_title().replace("\n", " ")
+    title = fig.axes[0].get_title().replace("\n", " ")
+    assert "1024 tokens in blocks of 128" in title
+    assert not any(str(n) in title for n in (36, 64)), "the reader counts the blocks later"
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["computed", "diagonal: computed, then masked", "above the diagonal: skipped"]
     hatched = [p for p in fig.axes[0].patches if p.get_hatch() == "///"]

@@ -143,10 +143,11 @@ FUSED_KERNEL = Mistake(
 )
 NOT_TILED = Mistake(
     "scores larger than a block",
-    "Your code computes blocks of scores {t.widest_scores} keys or queries wide, but a "
-    "block has block_size={t.config.block_size}. The point is never to hold more than "
+    "{t.wide_story} Your code holds scores for {t.widest_scores} keys (or queries) at once, "
+    "but a block has block_size={t.config.block_size}. The point is never to hold more than "
     "block_size × block_size scores: take the keys block by block, "
-    "keys[:, :, k_start:k_start + self.block_size].",
+    "keys[:, :, k_start:k_start + self.block_size], and carry only a running maximum, sum "
+    "and output from one block to the next.",
     lambda t: t.widest_scores > t.config.block_size,
 )
 
@@ -216,6 +217,16 @@ TILED_MISTAKES = (
     NOT_TILED,
     DROPOUT_IN_EVAL,
     Mistake(
+        "factor always 1",
+        "Your factor is 1 at every block, even the first, where it must be 0: it is "
+        "computed from the new maximum alone (row_max already updated to new_max, so "
+        "exp(row_max - new_max) is exp(0)). Nothing is rescaled. Compute the factor from "
+        "the old maximum first, then update row_max.",
+        lambda t: (
+            t.factor_always_one and t.follows(TiledRecipe(rescale_sum=False, rescale_out=False))
+        ),
+    ),
+    Mistake(
         "running sum and output not rescaled",
         "Neither the running sum nor the running output is rescaled when a block raises a "
         "row's maximum. Both were summed relative to the old maximum: multiply each by "
@@ -237,11 +248,46 @@ TILED_MISTAKES = (
         _follows(rescale_out=False),
     ),
     Mistake(
+        "no maximum subtracted: exp overflows",
+        "Your output is right on small scores, but here the scores reach "
+        "{t.largest_score:.0f} and your output holds nan or inf, where MultiHeadAttention's "
+        "is finite: exp overflows. In float32, exp(x) is inf above x ≈ 88.7, and inf / inf "
+        "is nan. Subtract each row's running maximum before exp, "
+        "weights = torch.exp(scores - new_max), and rescale the old sum and output by "
+        "exp(old maximum - new maximum) when it grows.",
+        lambda t: t.overflows,
+    ),
+    Mistake(
+        "every output nan",
+        "Every output is nan, so the first key block already makes nan. There the running "
+        "state is still empty: row_max is -inf, row_sum and out are 0. Your factor is not a "
+        "number there (exp(new_max - row_max) is inf, row_max / new_max is ±inf), and "
+        "inf × 0 is nan. The factor that moves the old sum and output to the new maximum is "
+        "exp(row_max - new_max): 0 for the first block, at most 1 after it.",
+        lambda t: t.all_nan,
+    ),
+    Mistake(
         "wrong factor",
         "Your rescaling factor is upside down: exp(new maximum - old maximum) grows the old "
-        "terms (and with a starting maximum of -inf it is inf, and inf × 0 is nan). Going "
-        "from the old maximum to a larger new one shrinks them: exp(old - new), at most 1.",
+        "terms. Going from the old maximum to a larger new one shrinks them: "
+        "exp(old - new), at most 1.",
         lambda t: any(t.follows(recipe) for recipe in WRONG_FACTORS),
+    ),
+    Mistake(
+        "ratio of the maxima",
+        "Your factor is the ratio of the maxima, old / new. The terms are exponentials: "
+        "exp(score - new) = exp(score - old) × exp(old - new), so the factor is "
+        "exp(old maximum - new maximum), not old maximum / new maximum.",
+        _follows(factor="old / new"),
+    ),
+    Mistake(
+        "each block with its own maximum",
+        "Each block's weights are taken relative to that block's own maximum, and then the "
+        "blocks are added as if they shared one: a block of low scores weighs as much as a "
+        "block of high ones. Keep one running maximum per row (the larger of the old one "
+        "and the block's), and when it grows, rescale the old sum and output by "
+        "exp(old maximum - new maximum).",
+        _follows(running_max=False),
     ),
     Mistake(
         "no diagonal mask",
@@ -291,6 +337,17 @@ AFTER_MATCH_MISTAKES = (
         "where a causal pass needs {t.config.causal_blocks} (of {t.config.blocks} × "
         "{t.config.blocks}). A key block that starts after a query block's last token is "
         "all future: skip it, rather than compute it and mask it all.",
+        lambda t: t.blocks_computed > t.config.causal_blocks and t.touches_future,
+    ),
+    Mistake(
+        "causal blocks computed more than once",
+        "Your output is right, and you never touch a key block after the queries, but your "
+        "code computed {t.blocks_computed} blocks of scores where a causal pass needs "
+        "{t.config.causal_blocks}: each one {t.times_over:g} times, as a first pass for the "
+        "maximum and a second for the sum and output do. That is exact and holds one block "
+        "at a time, but this exercise counts the products, and the online softmax needs "
+        "one pass: keep a running maximum, and when a block raises it, rescale the old sum "
+        "and output by exp(old maximum - new maximum).",
         lambda t: t.blocks_computed > t.config.causal_blocks,
     ),
     DROPOUT_IN_EVAL,
@@ -302,11 +359,12 @@ AFTER_MATCH_MISTAKES = (
         lambda t: t.config.dropout > 0 and t.no_dropout_in_training,
     ),
     Mistake(
-        "dropout on the sum",
-        "In training mode your dropout also reaches the running sum, so the division "
-        "undoes it (a token with one visible key gets its value back, or 0 / 0). Drop only "
-        "the weights that multiply the values; the sum takes the weights before dropout.",
-        lambda t: t.config.dropout > 0 and t.dropout_on_the_sum,
+        "dropout in the wrong place",
+        "{t.dropout_story} MultiHeadAttention drops whole attention weights. Dropout belongs "
+        "on the unnormalised weights on their way into the output, "
+        "out = out * factor + self.dropout(weights) @ v, and not into the sum: "
+        "row_sum takes the weights before dropout.",
+        lambda t: t.config.dropout > 0 and not t.drops_whole_weights,
     ),
 )
 
@@ -338,9 +396,10 @@ def _check(cls):
     return CheckResult(
         True,
         f"Your loop matches MultiHeadAttention in all {len(TILED_CONFIGS)} configurations "
-        "(lengths the block divides and does not, shorter than a block, one token, biases), "
-        "never holds more than a block of scores, skips the blocks above the diagonal, and "
-        "applies dropout only in training.",
+        "(lengths the block divides and does not, shorter than a block, one token, biases, "
+        "scores in the hundreds), never holds more than a block of scores, computes each "
+        "block on and below the diagonal once, skips those above it, and drops whole attention "
+        "weights in training only.",
     )
 
 

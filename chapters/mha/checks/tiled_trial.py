@@ -2,8 +2,9 @@
 
 :class:`TiledTrial` runs the reader's class on one :class:`TiledConfig` and answers the check's
 questions: is the output ``MultiHeadAttention``'s, or what a known mistake (a
-:class:`TiledRecipe`) computes; how large were the blocks of scores, and how many; does dropout
-act in training only. The mistakes and the exercise are in :mod:`.tiled`.
+:class:`TiledRecipe`) computes; did any tensor of scores grow wider than a block, and how many
+blocks of scores were computed (and were any of them future blocks); where does dropout act.
+The mistakes and the exercise are in :mod:`.tiled`.
 """
 
 from dataclasses import dataclass, replace
@@ -24,6 +25,9 @@ class TiledConfig(TrialConfig):
     """A :class:`TrialConfig` with the size of a block."""
 
     block_size: int = 4
+    #: ``W_query``'s weights are multiplied by this after the build: scores in the hundreds,
+    #: where ``exp(score)`` overflows float32 (above about 88.7) unless a maximum is subtracted.
+    query_gain: float = 1.0
 
     @property
     def kwargs(self):
@@ -49,7 +53,8 @@ class TiledConfig(TrialConfig):
 #: head_dim differs from every block size and from d_in, so the check tells a block of scores
 #: (left factor head_dim wide) from the other products. Three query blocks that the block
 #: divides first, where most mistakes show; then a length it does not divide, with biases; a
-#: length shorter than a block; one token; and dropout (which must not act in eval mode).
+#: length shorter than a block; one token; dropout (which must not act in eval mode, and must
+#: drop whole weights in training); and scores in the hundreds, where exp overflows.
 TILED_CONFIGS = (
     TiledConfig(d_in=6, d_out=6, context_length=12, num_heads=2, num_tokens=12, seed=1),
     TiledConfig(
@@ -58,6 +63,9 @@ TILED_CONFIGS = (
     TiledConfig(d_in=4, d_out=6, context_length=8, num_heads=1, num_tokens=3, block_size=5, seed=3),
     TiledConfig(d_in=4, d_out=6, context_length=8, num_heads=2, num_tokens=1, seed=4),
     TiledConfig(d_in=8, d_out=12, context_length=9, num_heads=4, num_tokens=9, dropout=0.5, seed=5),
+    TiledConfig(
+        d_in=6, d_out=6, context_length=12, num_heads=2, num_tokens=12, query_gain=250.0, seed=6
+    ),
 )
 
 
@@ -67,16 +75,17 @@ class TiledRecipe:
 
     rescale_sum: bool = True
     rescale_out: bool = True
-    factor: str = "old - new"  # exp(old max - new max); "new - old": inverted, see the recipe
+    factor: str = "old - new"  # exp(old max - new max); "new - old", "old / new": see the recipe
+    running_max: bool = True  # False: each block's weights relative to its own maximum
     diagonal: str = "mask"  # "none": no mask; "whole": the diagonal block masked entirely
     divide: str = "end"  # "inside": out divided by the running sum inside the loop
     scaled: bool = True  # scores divided by √head_dim
 
 
 CORRECT = TiledRecipe()
-#: The factor upside down: exp(new max - old max), from a starting maximum of -inf (nan at once)
-#: or with a first block that sets the state.
-WRONG_FACTORS = (TiledRecipe(factor="new - old, from -inf"), TiledRecipe(factor="new - old"))
+#: The factor upside down, exp(new max - old max), with a first block that sets the state (from a
+#: starting maximum of -inf it is inf, and inf × 0 makes every output nan: see ``all_nan``).
+WRONG_FACTORS = (TiledRecipe(factor="new - old"),)
 
 
 def tiled_recipe(module, x, recipe=CORRECT):
@@ -102,13 +111,18 @@ def tiled_recipe(module, x, recipe=CORRECT):
             elif k_end > q_start + 1 and recipe.diagonal == "whole":
                 scores = torch.full_like(scores, -torch.inf)
             new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
+            if not recipe.running_max:  # the block's own maximum, and nothing rescaled
+                new_max = scores.amax(-1, keepdim=True)
             weights = torch.exp(scores - new_max)
-            if recipe.factor == "old - new":
+            first = row_max == -torch.inf  # the wrong factors, with a first block that sets it
+            if not recipe.running_max:
+                factor = torch.ones_like(row_max)
+            elif recipe.factor == "old - new":
                 factor = torch.exp(row_max - new_max)
-            elif recipe.factor == "new - old, from -inf":  # inf × 0 = nan on the first block
-                factor = torch.exp(new_max - row_max)
-            else:  # the inverse, with a first block that sets the state (no inf * 0)
-                factor = torch.where(row_max == -torch.inf, 0.0, torch.exp(new_max - row_max))
+            elif recipe.factor == "new - old":
+                factor = torch.where(first, 0.0, torch.exp(new_max - row_max))
+            else:  # "old / new": the ratio of the maxima
+                factor = torch.where(first, 0.0, row_max / new_max)
             row_sum = (row_sum * factor if recipe.rescale_sum else row_sum) + weights.sum(
                 -1, keepdim=True
             )
@@ -138,28 +152,72 @@ def book_reference(module, x):
 
 
 def same(output, expected):
-    """Equal up to float32 rounding (atol 1e-5, rtol 1e-4), NaN where NaN."""
+    """Equal up to float32 rounding (atol 1e-5, rtol 1e-4), NaN where NaN.
+
+    An output that is nan everywhere matches nothing: it says only that something made nan.
+    """
     return (
         isinstance(output, torch.Tensor)
         and output.shape == expected.shape
         and output.is_floating_point()
+        and not bool(output.isnan().all())
         and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
     )
 
 
-class _ProductLog(TorchDispatchMode):
-    """Every plain matrix product's left-factor width and output shape, and every op's name."""
+def score_like(t, config):
+    """Whether ``t`` could be scores (or weights) of more than a block of keys or queries.
 
-    def __init__(self):
+    Scores are batched, ``(..., rows, cols)``. The projections, keys, values, running output
+    and context end in ``head_dim``, ``d_out`` or ``d_in``; a transposed slice of the keys has
+    ``head_dim`` rows; the row statistics end in 1. None of those counts.
+    """
+    if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() >= 3):
+        return False
+    rows, cols = t.shape[-2:]
+    if cols in (1, config.head_dim, config.d_out, config.d_in) or rows == config.head_dim:
+        return False
+    return max(rows, cols) > config.block_size
+
+
+#: Operators that read a whole row of scores to normalise it.
+SOFTMAX_OPS = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
+
+
+class _OpLog(TorchDispatchMode):
+    """What the operators of one forward did, as far as the check needs it.
+
+    ``products``: each plain matrix product's left-factor width and output shape; ``ops``: every
+    operator's name; ``wide``: ``(operator, shape)`` of each new tensor of scores wider than a
+    block (:func:`score_like`), and ``wide_readers``, the operators that read one; ``exps``: for
+    each ``exp`` of a per-row statistic (last dimension 1), whether it was all ones; ``dropped``:
+    each tensor that dropout (``empty_like``, then ``bernoulli_``) was applied to.
+    """
+
+    def __init__(self, config):
         super().__init__()
-        self.products, self.ops = [], set()
+        self.config = config
+        self.products, self.ops, self.wide, self.wide_readers = [], set(), [], set()
+        self.exps, self.dropped, self._noise, self._wide_tensors = [], [], {}, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         self.ops.add(name)
+        if any(a is w for a in args for w in self._wide_tensors):
+            self.wide_readers.add(name)
         out = func(*args, **(kwargs or {}))
         if name in {"mm", "addmm", "bmm", "baddbmm"}:
             self.products.append((args[-2].shape[-1], tuple(out.shape)))
+        if not func.is_view and score_like(out, self.config):
+            self.wide.append((name, tuple(out.shape)))
+            self._wide_tensors.append(out)
+        if name == "exp" and isinstance(out, torch.Tensor) and out.dim() >= 3:
+            if out.shape[-1] == 1:
+                self.exps.append(bool((out == 1).all()))
+        if name == "empty_like":
+            self._noise[id(out)] = (out, args[0])
+        elif name == "bernoulli_" and id(args[0]) in self._noise:
+            self.dropped.append(self._noise.pop(id(args[0]))[1])
         return out
 
 
@@ -188,12 +246,15 @@ class TiledTrial(Trial):
     def __init__(self, cls, config):
         self.cls, self.config = cls, config
         self.module = self.output = self.error = self.stage = None
-        self.book_calls, self.log = [], _ProductLog()
+        self.book_calls, self.log = [], _OpLog(config)
         self.x = config.input()  # (batch, num_tokens, d_in)
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(config.seed)
                 self.module = cls(**config.kwargs)
+                if config.query_gain != 1:
+                    with torch.no_grad():
+                        self.module.W_query.weight.mul_(config.query_gain)
                 with evaluating(self.module), watching_calls(book_code()) as self.book_calls:
                     with self.log:
                         self.output = self.module(self.x)
@@ -230,7 +291,79 @@ class TiledTrial(Trial):
 
     @property
     def widest_scores(self):
-        return max((max(shape[-2:]) for shape in self.score_blocks), default=0)
+        """The most keys (or queries) any tensor of scores spanned: a product's, or a new
+        tensor's such as a ``torch.cat`` of blocks (:func:`score_like`)."""
+        shapes = [*self.score_blocks, *(shape for _, shape in self.log.wide)]
+        return max((max(shape[-2:]) for shape in shapes), default=0)
+
+    @property
+    def wide_story(self):
+        """What held more than a block of scores, in the reader's terms."""
+        if self.log.wide_readers & SOFTMAX_OPS:
+            return (
+                "Your softmax reads all of a row's scores at once: that is the whole score "
+                "matrix again, one row block at a time."
+            )
+        if any(name == "cat" for name, _ in self.log.wide):
+            return (
+                "Your code joins the blocks' scores with torch.cat into a whole row: that is "
+                "the whole score matrix again, one row block at a time."
+            )
+        return "Your code holds a whole row of scores at once."
+
+    @property
+    def touches_future(self):
+        """Whether a product of ``query_block`` on the first query block reads a later key.
+
+        The keys and values after that block are nan: a score computed from one is nan."""
+        module, c = self.module, self.config
+        with evaluating(module), torch.random.fork_rng(devices=[]):
+            queries, keys, values = (
+                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS
+            )
+            end = min(c.block_size, c.num_tokens)
+            keys, values = keys.clone(), values.clone()
+            keys[:, :, end:] = torch.nan
+            values[:, :, end:] = torch.nan
+            log = _ProductNans()
+            with log:
+                module.query_block(queries[:, :, :end], keys, values, 0)
+        return log.nan_product
+
+    @property
+    def times_over(self):
+        return self.blocks_computed / self.config.causal_blocks
+
+    @property
+    def all_nan(self):
+        return isinstance(self.output, torch.Tensor) and bool(self.output.isnan().all())
+
+    @property
+    def overflows(self):
+        """Non-finite output on scores in the hundreds, where the book's module is finite."""
+        return (
+            self.config.query_gain != 1
+            and isinstance(self.output, torch.Tensor)
+            and not bool(self.output.isfinite().all())
+            and bool(self.expected().isfinite().all())
+        )
+
+    @property
+    def largest_score(self):
+        """The largest score of any head in this configuration (eval mode)."""
+        module = self.module
+        with evaluating(module):
+            queries, keys = (
+                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS[:2]
+            )
+            scores = queries @ keys.transpose(2, 3) / module.head_dim**0.5
+            c = self.config.num_tokens
+            return float(scores.masked_fill(module.mask[:c, :c], -torch.inf).max())
+
+    @property
+    def factor_always_one(self):
+        """A factor (an ``exp`` of a per-row statistic) computed, but 1 even on the first block."""
+        return bool(self.log.exps) and all(self.log.exps)
 
     @property
     def blocks_computed(self):
@@ -303,12 +436,99 @@ class TiledTrial(Trial):
     def no_dropout_in_training(self):
         return all(torch.equal(out, self.output) for out in self.training_outputs())
 
-    @property
-    def dropout_on_the_sum(self):
-        """Token 1 sees one key: right dropout gives it 0 or twice its value, never the value.
+    def training_first_block(self, seeds=range(1, 7)):
+        """``(q, keys, values, outputs, dropped)``: ``query_block`` on the first query block in
+        training mode, once per seed; ``dropped`` holds what dropout was applied to."""
+        module = self.module
+        with evaluating(module):
+            queries, keys, values = (
+                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS
+            )
+        q = queries[:, :, : module.block_size]  # (b, num_heads, rows, head_dim)
+        log, outputs = _OpLog(self.config), []
+        for seed in seeds:
+            with torch.random.fork_rng(devices=[]), torch.no_grad(), log:
+                torch.manual_seed(seed)
+                module.train()
+                outputs.append(module.query_block(q, keys, values, 0))
+        module.eval()
+        return q, keys, values, outputs, log.dropped
 
-        Dropping the weights in the sum as well divides them out again (or gives 0 / 0).
+    @property
+    def drops_whole_weights(self):
+        """Whether dropout in training drops whole attention weights, as MultiHeadAttention's.
+
+        Query 0 sees key 0 only: its context must be 0 or v0 / (1 - p), every number of it
+        alike. Query 1 sees keys 0 and 1 with weights w0, w1: its context must be one of
+        0, w0 v0, w1 v1 or w0 v0 + w1 v1, over 1 - p. Dropping the values or the context zeroes
+        single numbers; dropping the scores changes the weights; dropping the sum divides the
+        dropout out again (or gives 0 / 0). Whatever dropout receives must not end in head_dim
+        either: that is values or an output, never weights (the check's blocks are never
+        head_dim keys wide).
         """
-        outputs = self.training_outputs()
-        first = self.output[:, 0]
-        return any(out.isnan().any() or torch.allclose(out[:, 0], first) for out in outputs)
+        q, keys, values, outputs, dropped = self.training_first_block()
+        if any(t.shape[-1] == self.config.head_dim for t in dropped):
+            return False  # values, a running output or a context: never whole weights
+        scale = 1 / (1 - self.config.dropout)
+        scores = q[:, :, :2] @ keys[:, :, :2].transpose(2, 3) / self.config.head_dim**0.5
+        w = torch.softmax(scores.masked_fill(torch.ones(2, 2).triu(1).bool(), -torch.inf), -1)
+        v0, v1 = values[:, :, 0], values[:, :, 1]  # (b, num_heads, head_dim)
+        w0, w1 = w[:, :, 1, :1], w[:, :, 1, 1:]  # (b, num_heads, 1)
+        allowed = (
+            [torch.zeros_like(v0), v0 * scale],
+            [torch.zeros_like(v0), w0 * v0 * scale, w1 * v1 * scale, (w0 * v0 + w1 * v1) * scale],
+        )
+        for out in outputs:
+            for row, candidates in enumerate(allowed):
+                got = out[:, :, row]  # (b, num_heads, head_dim)
+                close = [torch.isclose(got, c, rtol=1e-4, atol=1e-5).all(-1) for c in candidates]
+                if not torch.stack(close).any(0).all():
+                    return False
+        return True
+
+    @property
+    def dropout_place(self):
+        """Where the reader's dropout acts, when it does not drop whole weights: the values,
+        the context, the scores (some negative or -inf), or weights that reach the sum too."""
+        _, _, values, _, dropped = self.training_first_block(seeds=(1,))
+        head_dim = self.config.head_dim
+        places = set()
+        for t in dropped:
+            rows = t.shape[-2] if t.dim() >= 2 else 0
+            if t.shape[-1] == head_dim and torch.equal(t, values[:, :, :rows]):
+                places.add("values")
+            elif t.shape[-1] == head_dim:
+                places.add("context")
+            elif not bool((t >= 0).all()):
+                places.add("scores")
+        order = ("scores", "values", "context")
+        return next((p for p in order if p in places), "sum" if dropped else "elsewhere")
+
+    @property
+    def dropout_story(self):
+        return {
+            "values": "In training mode your dropout drops single numbers of the values: a "
+            "query that sees one key keeps some numbers of its value and loses others.",
+            "context": "In training mode your dropout drops single numbers of an output (the "
+            "running output or the context), after the weights have done their work.",
+            "scores": "In training mode your dropout acts on the scores. A score set to 0 "
+            "still gets weight exp(0 - max), and a masked -inf times 0 is nan: that drops "
+            "no key.",
+            "sum": "In training mode your dropout also reaches the running sum, so the "
+            "division undoes it (a query with one visible key gets its value back, or "
+            "0 / 0).",
+            "elsewhere": "In training mode your output is not what dropping whole attention "
+            "weights gives.",
+        }[self.dropout_place]
+
+
+class _ProductNans(TorchDispatchMode):
+    """Whether any matrix product made a nan."""
+
+    nan_product = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__ in {"mm", "bmm", "baddbmm", "addmm"}:
+            self.nan_product = self.nan_product or bool(out.isnan().any())
+        return out
