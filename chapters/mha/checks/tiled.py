@@ -443,16 +443,19 @@ class MyTiledAttention(TiledAttentionStart):
         out = torch.zeros_like(q)  # (b, num_heads, rows, head_dim)
         for k_start in range(0, q_end, self.block_size):
             k_end = min(k_start + self.block_size, q_end)
-            k = keys[:, :, k_start:k_end]  # (b, num_heads, cols, head_dim)
+            # (b, num_heads, cols, head_dim)
+            k = keys[:, :, k_start:k_end]
             v = values[:, :, k_start:k_end]
             # (b, num_heads, rows, cols)
             scores = q @ k.transpose(2, 3) / self.head_dim**0.5
             if k_end > q_start + 1:  # the diagonal block
                 future = self.mask[q_start:q_end, k_start:k_end]
                 scores = scores.masked_fill(future, -torch.inf)
-            new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
+            block_max = scores.amax(-1, keepdim=True)
+            new_max = torch.maximum(row_max, block_max)
             weights = torch.exp(scores - new_max)
-            factor = torch.exp(row_max - new_max)  # 0 for the first block
+            # 0 at the first block, where row_max is -inf
+            factor = torch.exp(row_max - new_max)
             row_sum = row_sum * factor + weights.sum(-1, keepdim=True)
             out = out * factor + self.dropout(weights) @ v
             row_max = new_max
