@@ -15,7 +15,9 @@ on their tags, so an author tags a cell and this script does the rest:
 - ``hint`` cells (a cell that is just ``exercise.hint(n)`` gets the tag too): the call stays
   visible, its output (the hint) sits behind "Show hint n".
 - ``feedback`` cells (a mistakes gallery's entries): the code stays visible, the check's
-  feedback sits behind "Show the check's feedback".
+  feedback sits behind "Show the check's feedback". Its box is also stored closed behind those
+  words (``mha.reveal.collapsed``), as reveals, hints and solutions draw themselves, so that a
+  renderer that ignores tags and ``outputs_hidden`` (Colab) hides it too.
 
 Running it again changes nothing.
 """
@@ -26,6 +28,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from mha.reveal import collapsed
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
@@ -81,11 +85,16 @@ def hint_behind_toggle(cell):
 def feedback_behind_toggle(cell):
     """A mistakes-gallery cell: the code stays in view, the check's feedback waits behind
     "Show the check's feedback", so the reader can look for the mistake first."""
+    show = "Show the check's feedback"
     with_tags(cell, ["feedback", "hide-output"], dropped=OTHER_HIDING)
     cell.metadata["jupyter"] = {"outputs_hidden": True}
     cell.metadata.setdefault("mystnb", {}).update(
-        code_prompt_show="Show the check's feedback", code_prompt_hide="Hide the feedback"
+        code_prompt_show=show, code_prompt_hide="Hide the feedback"
     )
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if "text/html" in data:
+            data["text/html"] = collapsed(data["text/html"], show)
 
 
 def merged_streams(outputs):
