@@ -83,6 +83,16 @@ _BOX = re.compile(r'(<div class="mha-box mha-\w+" style="[^"]*">)(.*)(</div>)', 
 _HIDDEN = '<details class="mha-hidden">'
 
 
+def _balanced(content):
+    """Whether every ``</div>`` in ``content`` closes a ``<div`` opened in it."""
+    depth = 0
+    for tag in re.findall(r"<div\b|</div>", content):
+        depth += 1 if tag == "<div" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def collapsed(box, summary):
     """``box`` (HTML from :func:`box_html`) with its content closed behind ``summary``.
 
@@ -93,6 +103,8 @@ def collapsed(box, summary):
     match = _BOX.fullmatch(box)
     if match is None or match.group(2).startswith(_HIDDEN):
         return box
+    if not _balanced(match.group(2)):
+        return box  # two boxes side by side, not one
     opening, content, closing = match.groups()
     return (
         f'{opening}{_HIDDEN}<summary style="cursor:pointer;font-weight:bold">'
