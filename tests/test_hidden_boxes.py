@@ -9,12 +9,13 @@ compares, is unchanged. tests/browser/test_hidden_boxes.py clicks them in Chromi
 
 import copy
 import importlib.util
+import re
 from html.parser import HTMLParser
 
 import nbformat
 import pytest
 
-from conftest import ROOT
+from conftest import CHAPTERS, ROOT
 from mha.checks import CheckResult, Note
 from mha.checks.two_dim import two_dim_output
 from mha.reveal import Finding, Revealed, box_html, collapsed
@@ -59,16 +60,17 @@ class Texts(HTMLParser):
         return " ".join(data for data, _ in self.pieces)
 
 
-def hidden_until_clicked(fragment, text, summary):
+def hidden_until_clicked(fragment, text, summary=""):
     """Whether ``text`` sits inside a closed <details>, outside its <summary>, which reads
-    ``summary``: what a renderer shows of it before the reader clicks is the summary alone."""
+    ``summary`` (or anything, if not given): what a renderer shows of it before the reader
+    clicks is the summary alone."""
     page = Texts(fragment)
     tags, attrs = page.around(text)
     if "details" not in tags or "summary" in tags:
         return False
     details = attrs[tags.index("details")]
-    summary_tags, _ = page.around(summary)
-    return "open" not in details and summary_tags[-1] == "summary" and "details" in summary_tags
+    summaries = [data for data, stack in page.pieces if stack and stack[-1][0] == "summary"]
+    return "open" not in details and any(summary in words for words in summaries)
 
 
 HIDDEN = {
@@ -137,7 +139,7 @@ def test_make_execute_stores_a_gallerys_feedback_closed_and_a_readers_verdict_op
     normalise = load_execute_chapters().normalise
     verdict = CheckResult(False, "The output is 4 values wide.")
     cells = []
-    for tags in (["feedback"], []):
+    for tags in (["feedback"], [], ["solution"]):
         cell = nbformat.v4.new_code_cell("check(wrong)", metadata={"tags": tags})
         cell.outputs = [
             nbformat.v4.new_output(
@@ -148,8 +150,61 @@ def test_make_execute_stores_a_gallerys_feedback_closed_and_a_readers_verdict_op
         ]
         cells.append(cell)
     once = normalise(nbformat.v4.new_notebook(cells=cells))
-    gallery, readers = (cell.outputs[0].data for cell in once.cells)
+    gallery, readers, solutions = (cell.outputs[0].data for cell in once.cells)
     assert hidden_until_clicked(gallery["text/html"], "4 values wide", GALLERY_PROMPT)
     assert gallery["text/plain"] == str(verdict)
     assert readers["text/html"] == verdict._repr_html_()
+    assert hidden_until_clicked(solutions["text/html"], "4 values wide", "Show the check on")
     assert normalise(copy.deepcopy(once)) == once
+
+
+#: The cells whose boxes the reader must ask for, by tag.
+HIDDEN_CELLS = ("reveal", "solution", "hint", "feedback")
+
+
+@pytest.mark.parametrize("path", sorted(CHAPTERS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_stored_answer_hint_solution_and_gallery_feedback_is_closed(path):
+    """What Colab shows when it opens a chapter: the committed outputs, tags ignored. A box
+    stored open here means the chapter was executed with an older package: `make execute`."""
+    notebook = nbformat.read(path, as_version=4)
+    opened = []
+    for number, cell in enumerate(notebook.cells, start=1):
+        tags = cell.metadata.get("tags", [])
+        kind = next((k for k in HIDDEN_CELLS if k in tags), None)
+        if cell.cell_type != "code" or kind is None:
+            continue
+        boxes = [
+            output.data["text/html"]
+            for output in cell.outputs
+            if 'class="mha-box' in output.get("data", {}).get("text/html", "")
+        ]
+        if not boxes and kind != "reveal":
+            opened.append(f"cell {number} ({kind}) shows no box")
+        for box in boxes:
+            body = Texts(box).pieces[-1][0]  # the box's last words
+            if not hidden_until_clicked(box, body):
+                opened.append(f"cell {number} ({kind}): {body[:50]!r} shows before a click")
+    assert not opened, f"{path.name}: " + "\n".join(opened)
+
+
+def test_nbval_compares_a_gallerys_feedback_whether_closed_or_not_and_every_word_of_it():
+    """The stored feedback of a gallery is closed (make execute), the kernel's is open: strict
+    nbval compares the two without the wrapper (.ci/nbval-sanitize.cfg, wired in pyproject)."""
+    from nbval.plugin import get_sanitize_patterns
+
+    assert "--nbval-sanitize-with=.ci/nbval-sanitize.cfg" in (ROOT / "pyproject.toml").read_text()
+    patterns = get_sanitize_patterns((ROOT / ".ci" / "nbval-sanitize.cfg").read_text())
+    assert patterns
+
+    def compared(text):
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    kernel = CheckResult(False, "The output is 4 values wide.")._repr_html_()
+    stored = collapsed(kernel, GALLERY_PROMPT)
+    other = CheckResult(False, "The output is 5 values wide.")._repr_html_()
+    assert stored != kernel and compared(stored) == compared(kernel)
+    assert compared(collapsed(other, GALLERY_PROMPT)) != compared(kernel)
+    hints = [compared(two_dim_output.hint(n)._repr_html_()) for n in (1, 2)]
+    assert hints[0] != hints[1]
