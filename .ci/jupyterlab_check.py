@@ -14,8 +14,8 @@ collapsed.
    says, so ordinary cells are open, and the check can tell the two apart. Requests that leave the
    machine are blocked and reported. A screenshot at the first reveal goes to
    ``_build/screenshots/jupyterlab-NAME.png``.
-3. The first reveal's answer box, once its outputs are expanded, still keeps its content in a
-   closed ``<details>`` (``mha.reveal.collapsed``, for Colab, which ignores the metadata): the
+3. The first reveal's answer box, once its code and then its outputs are expanded (two clicks),
+   still keeps its content in a closed ``<details>`` (``mha.reveal.collapsed``, for Colab, which ignores the metadata): the
    box has survived JupyterLab's HTML sanitizer, and one click on its summary opens it.
 4. Self-test: a copy of the first chapter, with one reveal's ``jupyter`` metadata removed, must fail
    the check at that cell and nowhere else.
@@ -228,9 +228,12 @@ def answer_box_problems(page, notebook):
     if number is None:
         return []
     cell = page.locator(CELLS).nth(number - 1)
-    placeholder = cell.locator(".jp-OutputPlaceholder")
-    if placeholder.count():
-        placeholder.first.click()
+    # A reader expands the collapsed code (JupyterLab then shows the collapsed outputs), then
+    # the outputs.
+    for placeholder in (".jp-InputPlaceholder", ".jp-OutputPlaceholder"):
+        content = cell.locator(f"{placeholder} .jp-Placeholder-content")
+        if content.count() and content.first.is_visible():
+            content.first.click()
     where = f"cell {number} (reveal)"
     try:
         cell.locator(".jp-OutputArea .mha-reveal").first.wait_for(timeout=RENDER_TIMEOUT)
