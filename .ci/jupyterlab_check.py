@@ -15,8 +15,9 @@ collapsed.
    machine are blocked and reported. A screenshot at the first reveal goes to
    ``_build/screenshots/jupyterlab-NAME.png``.
 3. The first reveal's answer box, once its code and then its outputs are expanded (two clicks),
-   still keeps its content in a closed ``<details>`` (``mha.reveal.collapsed``, for Colab, which ignores the metadata): the
-   box has survived JupyterLab's HTML sanitizer, and one click on its summary opens it.
+   still keeps its content in a closed ``<details>`` (``mha.reveal.collapsed``, for Colab,
+   which ignores the metadata): the box has survived JupyterLab's HTML sanitizer, and one click
+   on its summary opens it.
 4. Self-test: a copy of the first chapter, with one reveal's ``jupyter`` metadata removed, must fail
    the check at that cell and nowhere else.
 
