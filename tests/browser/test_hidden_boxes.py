@@ -151,13 +151,21 @@ def test_in_the_book_one_click_on_the_pages_toggle_shows_the_box(
     assert not problems, "\n".join(problems)
 
 
-def test_a_box_outside_every_toggle_of_the_page_keeps_its_own(visit, book_url):
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_a_box_outside_every_toggle_of_the_page_keeps_its_own(visit, book_url, color_scheme):
     """The book's script opens a box only inside a toggle of the page: elsewhere nothing else
-    would hide it."""
+    would hide it, and its summary reads in the book's light and dark theme."""
     fragment, content, summary = BOXES["answer"]
     script = SHOW_SOLUTION % json.dumps(fragment)  # the box atop the article, outside toggles
-    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", init_script=script).page
+    page = visit(
+        f"{book_url}/{CHAPTERS[0].url_path}", init_script=script, color_scheme=color_scheme
+    ).page
+    wait_for_transitions(page)
     article = page.locator("article.bd-article")
     assert not drawn(article, content), "an answer outside every toggle shows before a click"
-    article.locator("summary", has_text=summary).first.click()
+    button = article.locator("summary", has_text=summary).first
+    colour, background = button.evaluate(SUMMARY_COLOURS)
+    ratio = contrast(parse_rgb(colour), parse_rgb(background))
+    assert ratio >= WCAG_AA, f"{summary!r} is {colour} on {background}: {ratio:.2f}"
+    button.click()
     assert drawn(article, content)
