@@ -35,7 +35,11 @@ BOXES = {
         "Batch and tokens pass through.",
         "Show the answer",
     ),
-    "hint": (two_dim_output.hint(2)._repr_html_(), "Hint 2 of 3.", "Show hint 2 of 3"),
+    "hint": (
+        two_dim_output.hint(2)._repr_html_(),
+        f"Hint 2 of {len(two_dim_output.hints)}.",
+        f"Show hint 2 of {len(two_dim_output.hints)}",
+    ),
     "solution": (two_dim_output.solution()._repr_html_(), "manual_seed", "Show the solution"),
     "gallery feedback": (
         collapsed(CheckResult(False, "The output is 4 values wide.")._repr_html_(), GALLERY),
