@@ -17,6 +17,12 @@ on their tags, so an author tags a cell and this script does the rest:
 - ``feedback`` cells (a mistakes gallery's entries): the code stays visible, the check's
   feedback sits behind "Show the check's feedback".
 
+Colab ignores tags and ``outputs_hidden``, so a box the reader must ask for also hides its own
+content (``mha.reveal.collapsed``). Answers, hints and solutions draw themselves that way; the
+kernel cannot see tags, so any other box in these cells (a gallery's feedback, the check run on
+a solution) is stored closed here, behind ``STORED_CLOSED``'s words. nbval compares the words
+inside, not the wrapper (``.ci/nbval-sanitize.cfg``).
+
 Running it again changes nothing.
 """
 
@@ -27,6 +33,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from mha.reveal import collapsed
+
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 
@@ -34,6 +42,12 @@ VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 HIDDEN_KINDS = {
     "reveal": ("# The answer: this cell computes it.", "Reveal the answer", "Hide the answer"),
     "solution": ("# The solution: one way to do it.", "Show the solution", "Hide the solution"),
+}
+#: tag -> what a box in such a cell says while it is closed, when it does not close itself
+STORED_CLOSED = {
+    "reveal": "Show the answer",
+    "solution": "Show the check on the solution",
+    "feedback": "Show the check's feedback",
 }
 #: A first line an earlier convention wrote, replaced by the current one.
 OLD_FIRST_LINE = re.compile(r"# The (answer|solution)\b.*")
@@ -84,8 +98,17 @@ def feedback_behind_toggle(cell):
     with_tags(cell, ["feedback", "hide-output"], dropped=OTHER_HIDING)
     cell.metadata["jupyter"] = {"outputs_hidden": True}
     cell.metadata.setdefault("mystnb", {}).update(
-        code_prompt_show="Show the check's feedback", code_prompt_hide="Hide the feedback"
+        code_prompt_show=STORED_CLOSED["feedback"], code_prompt_hide="Hide the feedback"
     )
+
+
+def boxes_stored_closed(cell, summary):
+    """Every box among ``cell``'s outputs closed behind ``summary`` (a box already closed keeps
+    its own words)."""
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if "text/html" in data:
+            data["text/html"] = collapsed(data["text/html"], summary)
 
 
 def merged_streams(outputs):
@@ -128,6 +151,9 @@ def normalise(nb):
             hint_behind_toggle(cell)
         elif "feedback" in tags:
             feedback_behind_toggle(cell)
+        kind = next((k for k in STORED_CLOSED if k in cell.metadata.get("tags", [])), None)
+        if kind is not None:
+            boxes_stored_closed(cell, STORED_CLOSED[kind])
     return nb
 
 

@@ -14,7 +14,11 @@ collapsed.
    says, so ordinary cells are open, and the check can tell the two apart. Requests that leave the
    machine are blocked and reported. A screenshot at the first reveal goes to
    ``_build/screenshots/jupyterlab-NAME.png``.
-3. Self-test: a copy of the first chapter, with one reveal's ``jupyter`` metadata removed, must fail
+3. The first reveal's answer box, once its code and then its outputs are expanded (two clicks),
+   still keeps its content in a closed ``<details>`` (``mha.reveal.collapsed``, for Colab,
+   which ignores the metadata): the box has survived JupyterLab's HTML sanitizer, and one click
+   on its summary opens it.
+4. Self-test: a copy of the first chapter, with one reveal's ``jupyter`` metadata removed, must fail
    the check at that cell and nowhere else.
 
 In JupyterLab 4 a collapsed input replaces the cell's editor (``.jp-InputArea``) with a
@@ -202,6 +206,49 @@ def collapse_problems(page, notebook):
     return problems
 
 
+#: The state of the answer box in a cell: whether it is there, closed in its own <details>,
+#: with a summary to click.
+ANSWER_BOX = """cell => {
+    const box = cell.querySelector('.jp-OutputArea .mha-reveal');
+    const details = box && box.querySelector(':scope > details.mha-hidden');
+    return {
+        box: Boolean(box),
+        closed: Boolean(details) && !details.open,
+        summary: Boolean(details && details.querySelector(':scope > summary')),
+    };
+}"""
+
+
+def answer_box_problems(page, notebook):
+    """The first reveal with an answer box: expanded, it shows the box closed; a click on the
+    box's summary opens it."""
+    number = next(
+        (n for n, label, _, outs in expected_states(notebook)[0] if label == "reveal" and outs),
+        None,
+    )
+    if number is None:
+        return []
+    cell = page.locator(CELLS).nth(number - 1)
+    # A reader expands the collapsed code (JupyterLab then shows the collapsed outputs), then
+    # the outputs.
+    for placeholder in (".jp-InputPlaceholder", ".jp-OutputPlaceholder"):
+        content = cell.locator(f"{placeholder} .jp-Placeholder-content")
+        if content.count() and content.first.is_visible():
+            content.first.click()
+    where = f"cell {number} (reveal)"
+    try:
+        cell.locator(".jp-OutputArea .mha-reveal").first.wait_for(timeout=RENDER_TIMEOUT)
+    except PlaywrightError:
+        return [f"{where}: no answer box once its outputs are expanded"]
+    state = cell.evaluate(ANSWER_BOX)
+    if not (state["closed"] and state["summary"]):
+        return [f"{where}: the answer box is not closed behind its own summary ({state})"]
+    cell.locator(".mha-reveal summary").first.click()
+    if cell.evaluate(ANSWER_BOX)["closed"]:
+        return [f"{where}: a click on the answer box's summary does not open it"]
+    return []
+
+
 def open_chapter(browser, url, notebook, repository, screenshot=None):
     """Open ``notebook`` in JupyterLab in a fresh browser context; return its problems."""
     context = browser.new_context(viewport=VIEWPORT)
@@ -229,6 +276,7 @@ def open_chapter(browser, url, notebook, repository, screenshot=None):
             )
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=screenshot)
+        problems += answer_box_problems(page, notebook)
     except PlaywrightError as error:
         problems = [f"JupyterLab did not show the notebook: {error.message.splitlines()[0]}"]
     finally:

@@ -5,6 +5,12 @@
  * mha.reveal.reveal() draws moves to the top of the output, and the code that computed it moves
  * below, behind a second toggle, "Show the code". Without JavaScript the page still hides the
  * whole cell behind its first toggle, code first.
+ *
+ * Every box the reader must ask for (an answer, a hint, a solution, a mistakes gallery's
+ * feedback) also hides its own content, in a closed <details class="mha-hidden">, for renderers
+ * that ignore the notebook's tags (Colab). Inside one of this page's toggles that would ask for
+ * a second click: such a box is opened here, and _static/toggles.css drops its summary, so the
+ * page's toggle alone shows it. A box outside every toggle keeps its own.
  */
 (function () {
   function answerFirst(details) {
@@ -26,10 +32,19 @@
     details.classList.add("mha-answer-first");
   }
 
+  function openInsidePageToggle(box) {
+    if (!box.parentElement.closest("details")) return;
+    box.open = true;
+    box.classList.add("mha-opened-by-page");
+  }
+
   function run() {
     document
       .querySelectorAll("article .cell.tag_reveal > details")
       .forEach(answerFirst);
+    document
+      .querySelectorAll("article details.mha-hidden")
+      .forEach(openInsidePageToggle);
   }
 
   if (document.readyState === "loading") {

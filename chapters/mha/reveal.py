@@ -17,6 +17,15 @@ drawn by :func:`box_html`: one CSS class per kind, styled for the light and the 
 ``_static/boxes.css``, and an inline light style as the fallback where that stylesheet is not
 loaded (JupyterLab, Binder). ``BOX_COLOURS`` holds that fallback and must match the
 stylesheet's light variant (``tests/test_feedback_box_colours.py`` checks both themes).
+
+A box whose content the reader must ask for (an answer, a hint, a solution, a mistakes
+gallery's feedback) hides that content itself: :func:`collapsed` puts it inside a closed
+``<details>`` whose ``<summary>`` says what it holds ("Show the answer"). Every renderer of
+HTML keeps it closed until clicked, including those that ignore a notebook's ``outputs_hidden``
+metadata and its cell tags (Colab, VS Code). Where the page already hides the output behind a
+toggle of its own (the book), ``_static/reveal.js`` opens the box once that toggle is opened,
+so one click shows it. The text form is unchanged: it is what a terminal shows and what
+nbval compares.
 """
 
 import html
@@ -31,6 +40,7 @@ __all__ = [
     "Finding",
     "Revealed",
     "box_html",
+    "collapsed",
     "finding",
     "prediction_matches",
     "reveal",
@@ -67,6 +77,41 @@ def box_html(kind, title, body_html):
     )
 
 
+#: The opening tag of a box drawn by :func:`box_html`, then its content.
+_BOX = re.compile(r'(<div class="mha-box mha-\w+" style="[^"]*">)(.*)(</div>)', re.S)
+#: The opening of a box's hidden content, as :func:`collapsed` writes it.
+_HIDDEN = '<details class="mha-hidden">'
+
+
+def _balanced(content):
+    """Whether every ``</div>`` in ``content`` closes a ``<div`` opened in it."""
+    depth = 0
+    for tag in re.findall(r"<div\b|</div>", content):
+        depth += 1 if tag == "<div" else -1
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def collapsed(box, summary):
+    """``box`` (HTML from :func:`box_html`) with its content closed behind ``summary``.
+
+    The box keeps its colours, so ``summary`` ("Show the answer") is drawn in the box's own
+    text colour on its background, readable wherever the box is. Collapsing a collapsed box
+    changes nothing; anything that is not one box is returned unchanged.
+    """
+    match = _BOX.fullmatch(box)
+    if match is None or match.group(2).startswith(_HIDDEN):
+        return box
+    if not _balanced(match.group(2)):
+        return box  # two boxes side by side, not one
+    opening, content, closing = match.groups()
+    return (
+        f'{opening}{_HIDDEN}<summary style="cursor:pointer;font-weight:bold">'
+        f"{html.escape(summary)}</summary>{content}</details>{closing}"
+    )
+
+
 def _inline_code(text):
     """``text`` escaped for HTML, with `backticked` spans shown as code."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
@@ -91,7 +136,7 @@ class Revealed:
         for paragraph in (self.verdict, self.explanation):
             if paragraph:
                 body += f'<p style="margin:0.4em 0 0">{_inline_code(paragraph)}</p>'
-        return box_html("reveal", "The answer:", body)
+        return collapsed(box_html("reveal", "The answer:", body), "Show the answer")
 
 
 class Finding:

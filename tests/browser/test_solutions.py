@@ -69,6 +69,9 @@ def test_a_solution_is_highlighted_code_with_a_copy_button(visit, book_url, view
     ).page
     wait_for_transitions(page)
     code = page.locator(SOLUTION_CODE).first
+    assert not code.is_visible(), "the solution shows before the reader asks for it"
+    # Outside every toggle of the page the box is its own (tests/browser/test_hidden_boxes.py)
+    page.locator("article.bd-article .mha-solution summary").first.click()
     assert code.is_visible(), "the solution's code is not shown"
     problems = colour_problems(page, SOLUTION_CODE)
     assert not problems, "\n".join(problems)

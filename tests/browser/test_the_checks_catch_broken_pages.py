@@ -29,6 +29,7 @@ from .book_site import (
     scrolling_boxes,
     serve,
 )
+from .test_hidden_boxes import hidden_output_problems
 
 CHAPTER = next(
     (c for c in chapters() if c.hidden_cells_in_notebook() and c.figures_in_notebook()), None
@@ -50,7 +51,7 @@ def without_toggle(html):
     classes = " ".join(c for c in cell.group(1).split() if c != "tag_hide-cell")
     details = html.index("<details", cell.end())
     summary_end = html.index("</summary>", details) + len("</summary>")
-    details_end = html.index("</details>", summary_end)
+    details_end = closing_details(html, summary_end)
     return (
         html[: cell.start()]
         + f'<div class="cell {classes}">'
@@ -58,6 +59,17 @@ def without_toggle(html):
         + html[summary_end:details_end]
         + html[details_end + len("</details>") :]
     )
+
+
+def closing_details(html, start):
+    """Where the ``</details>`` that closes the toggle open at ``start`` begins (the answer box
+    inside it has a ``<details>`` of its own)."""
+    depth = 1
+    for tag in re.finditer(r"<details\b|</details>", html[start:]):
+        depth += 1 if tag.group(0) == "<details" else -1
+        if depth == 0:
+            return start + tag.start()
+    raise ValueError("the toggle is never closed")
 
 
 def toggle_open_on_load(html):
@@ -243,3 +255,17 @@ def test_output_that_scrolls_without_a_drawn_cue_fails_the_cue_check(visit, brok
     box = next(box for box, facts in scrolling_boxes(page) if facts["wider"])
     problems = scroll_cue_problems(page, box, "the box")
     assert any("right edge shows no cue" in p for p in problems), problems
+
+
+def test_a_box_left_closed_inside_an_opened_toggle_fails_the_one_click_check(visit, broken_book):
+    """Without the script that opens a box inside the page's toggle, the reader would need a
+    second click (on the box's own summary) to see the answer."""
+    page = broken_page(visit, broken_book, answer_before_its_code_toggle_removed).page
+    problems = hidden_output_problems(page, CHAPTER)
+    assert any("still hidden after one click" in p for p in problems), problems
+
+
+def test_an_answer_box_shown_on_load_fails_the_one_click_check(visit, broken_book):
+    page = broken_page(visit, broken_book, toggle_open_on_load).page
+    problems = hidden_output_problems(page, CHAPTER)
+    assert any("shows before a click" in p for p in problems), problems

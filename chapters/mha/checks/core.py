@@ -46,7 +46,12 @@ def wrapped(text):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of a check: did it pass, and what should the reader hear?"""
+    """The outcome of a check: did it pass, and what should the reader hear?
+
+    Its box is shown open: it answers the reader's own code. Where a page shows a check's
+    feedback on code the reader should first judge alone (a mistakes gallery, cells tagged
+    ``feedback``), ``make execute`` stores that box closed behind "Show the check's feedback".
+    """
 
     passed: bool
     feedback: str
@@ -231,7 +236,8 @@ def highlighted_python(code):
 
 @dataclass(frozen=True)
 class Note:
-    """A hint or a solution, shown as plain text or as a small HTML box.
+    """A hint or a solution, shown as plain text or as a small HTML box, closed until the reader
+    opens it.
 
     A solution (``code=True``) shows its code highlighted, as the book shows code, with a copy
     button in the book (:func:`highlighted_python`).
@@ -247,12 +253,21 @@ class Note:
 
     __repr__ = __str__
 
+    @property
+    def summary(self):
+        """What the closed box says: "Show hint 1 of 3", "Show the solution"."""
+        words = self.title[0].lower() + self.title[1:]
+        return f"Show {words}" if words[-1].isdigit() else f"Show the {words}"
+
     def _repr_html_(self):
-        from ..reveal import box_html
+        """The box, its content closed until the reader opens it (:func:`..reveal.collapsed`)."""
+        from ..reveal import box_html, collapsed
 
         if self.code:
-            return box_html("solution", f"{self.title}.", highlighted_python(self.text))
-        return box_html("hint", f"{self.title}.", html.escape(self.text).replace("\n", "<br>"))
+            box = box_html("solution", f"{self.title}.", highlighted_python(self.text))
+        else:
+            box = box_html("hint", f"{self.title}.", html.escape(self.text).replace("\n", "<br>"))
+        return collapsed(box, self.summary)
 
 
 @dataclass(frozen=True)

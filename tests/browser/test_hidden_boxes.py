@@ -1,0 +1,175 @@
+"""An answer, a hint, a solution and a gallery's feedback wait for a click wherever they show.
+
+Colab ignores a notebook's tags and ``outputs_hidden``, so these boxes hide their own content in
+a closed ``<details>`` (``mha.reveal.collapsed``). Checked at 390, 900 and 1280 px:
+
+- on a bare page, as Colab or VS Code draws an output (no book stylesheet, no book script, a
+  light or a dark host page): only the summary shows, readable (AA contrast), and one click on
+  it shows the content;
+- in the book, where the page's own toggle already hides the output: the content is hidden until
+  that toggle is clicked, and shows after that one click (no second summary to open).
+"""
+
+import json
+
+import pytest
+
+from mha.checks import CheckResult
+from mha.checks.two_dim import two_dim_output
+from mha.reveal import Revealed, collapsed
+
+from .book_site import DESKTOP, PHONE, TABLET, chapters, wait_for_transitions
+from .test_reading_on_every_screen import WCAG_AA, contrast, parse_rgb
+from .test_solutions import SHOW_SOLUTION
+
+VIEWPORTS = [PHONE, TABLET, DESKTOP]
+WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
+CHAPTERS = chapters()
+GALLERY = "Show the check's feedback"
+
+#: kind -> (the box's HTML as the kernel or `make execute` stores it, a piece of its content,
+#: its summary)
+BOXES = {
+    "answer": (
+        Revealed((2, 6, 4), "", "Batch and tokens pass through.")._repr_html_(),
+        "Batch and tokens pass through.",
+        "Show the answer",
+    ),
+    "hint": (
+        two_dim_output.hint(2)._repr_html_(),
+        f"Hint 2 of {len(two_dim_output.hints)}.",
+        f"Show hint 2 of {len(two_dim_output.hints)}",
+    ),
+    "solution": (two_dim_output.solution()._repr_html_(), "manual_seed", "Show the solution"),
+    "gallery feedback": (
+        collapsed(CheckResult(False, "The output is 4 values wide.")._repr_html_(), GALLERY),
+        "4 values wide",
+        GALLERY,
+    ),
+}
+#: A host page as a notebook front end draws it, in its light and its dark theme.
+HOSTS = {
+    "light": "background:#ffffff;color:#1f1f1f",
+    "dark": "background:#1e1e1e;color:#d5d5d5",
+}
+#: The colour of the summary's text, and the first opaque background behind it.
+SUMMARY_COLOURS = """summary => {
+    let background = null;
+    for (let e = summary; e && !background; e = e.parentElement) {
+        const c = getComputedStyle(e).backgroundColor;
+        if (c !== 'transparent' && !/rgba\\(.*, 0\\)$/.test(c)) background = c;
+    }
+    return [getComputedStyle(summary).color, background];
+}"""
+#: The cells whose output the book hides behind a toggle of the page.
+HIDDEN_OUTPUTS = ".cell.tag_reveal, .cell.tag_solution, .cell.tag_hint, .cell.tag_feedback"
+PAGE_TOGGLE = ":scope details:not(.mha-hidden):not(.mha-code-toggle) > summary"
+#: Whether the text ``content`` is drawn on screen, found by hit-testing the middle of its first
+#: line: a click there lands on the element that holds it. (Chromium lays out a closed
+#: <details>'s content without drawing it, and the <details> around a piece of text is visible,
+#: summary and all, so neither the text's boxes nor its element's visibility would do.)
+TEXT_DRAWN = """([root, content]) => {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const at = node.data.indexOf(content);
+        if (at < 0) continue;
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + content.length);
+        const first = () => range.getClientRects()[0];
+        if (!first()) return false;
+        window.scrollBy(0, first().top - window.innerHeight / 2);
+        const line = first();
+        const hit = document.elementFromPoint(
+            Math.min(line.left + 4, window.innerWidth - 1), line.top + line.height / 2);
+        return Boolean(hit) && node.parentElement.contains(hit);
+    }
+    throw new Error('not on the page: ' + content);
+}"""
+
+
+def drawn(where, content):
+    """Whether ``content`` is drawn on screen inside ``where`` (a page or a locator)."""
+    root = where.locator("body") if hasattr(where, "set_content") else where
+    return root.evaluate("(root, content) => (" + TEXT_DRAWN + ")([root, content])", content)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+@pytest.mark.parametrize("kind", BOXES)
+def test_on_a_bare_page_only_the_summary_shows_until_it_is_clicked(visit, kind, viewport, host):
+    fragment, content, summary = BOXES[kind]
+    page = visit("about:blank", viewport=viewport).page
+    page.set_content(f'<body style="{HOSTS[host]}"><div class="output">{fragment}</div></body>')
+    button = page.locator("summary", has_text=summary)
+    assert button.is_visible(), f"no {summary!r} to click"
+    assert not drawn(page, content), f"the {kind} shows before the reader asks"
+    box = button.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], "summary cut off"
+    colour, background = button.evaluate(SUMMARY_COLOURS)
+    ratio = contrast(parse_rgb(colour), parse_rgb(background))
+    assert ratio >= WCAG_AA, f"{summary!r} is {colour} on {background}: {ratio:.2f}"
+    button.click()
+    assert drawn(page, content), f"the {kind} does not show after a click on {summary!r}"
+
+
+def hidden_output_problems(page, chapter):
+    """Each box the page hides behind its own toggle is hidden before one click on that toggle,
+    and fully shown after it."""
+    problems = []
+    cells = page.locator(HIDDEN_OUTPUTS)
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        kind = next(c for c in cell.get_attribute("class").split() if c.startswith("tag_"))
+        where = f"{chapter.name}: {kind[4:]} cell {i + 1}"
+        title = cell.locator(".mha-box strong")
+        if not title.count():
+            problems.append(f"{where} shows no box")
+            continue
+        content = title.first.text_content()
+        toggle = cell.locator(PAGE_TOGGLE).first
+        if not toggle.count() or not toggle.is_visible():
+            problems.append(f"{where} has no toggle of the page")
+            continue
+        if drawn(cell, content):
+            problems.append(f"{where}: {content!r} shows before a click")
+        toggle.click()
+        if not drawn(cell, content):
+            problems.append(f"{where}: {content!r} is still hidden after one click")
+        own = cell.locator(".mha-box summary")
+        if any(own.nth(j).is_visible() for j in range(own.count())):
+            problems.append(f"{where} asks for a second click ({own.first.inner_text()!r})")
+    if not cells.count():
+        problems.append(f"{chapter.name}: no reveal, hint, solution or feedback cell")
+    return problems
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
+def test_in_the_book_one_click_on_the_pages_toggle_shows_the_box(
+    visit, book_url, chapter, viewport
+):
+    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
+    wait_for_transitions(page)
+    problems = hidden_output_problems(page, chapter)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("color_scheme", ["light", "dark"])
+def test_a_box_outside_every_toggle_of_the_page_keeps_its_own(visit, book_url, color_scheme):
+    """The book's script opens a box only inside a toggle of the page: elsewhere nothing else
+    would hide it, and its summary reads in the book's light and dark theme."""
+    fragment, content, summary = BOXES["answer"]
+    script = SHOW_SOLUTION % json.dumps(fragment)  # the box atop the article, outside toggles
+    page = visit(
+        f"{book_url}/{CHAPTERS[0].url_path}", init_script=script, color_scheme=color_scheme
+    ).page
+    wait_for_transitions(page)
+    article = page.locator("article.bd-article")
+    assert not drawn(article, content), "an answer outside every toggle shows before a click"
+    button = article.locator("summary", has_text=summary).first
+    colour, background = button.evaluate(SUMMARY_COLOURS)
+    ratio = contrast(parse_rgb(colour), parse_rgb(background))
+    assert ratio >= WCAG_AA, f"{summary!r} is {colour} on {background}: {ratio:.2f}"
+    button.click()
+    assert drawn(article, content)
