@@ -26,6 +26,7 @@ from ..variants import (
 )
 from .classes import (
     book_forward_of,
+    class_answer_mistakes,
     watching_book_forwards,
     watching_torch_attention,
 )
@@ -289,24 +290,7 @@ def _follows(**changes):
 
 
 NOT_A_CLASS_MISTAKES = (
-    Mistake(
-        "nothing passed",
-        "The check got None. Run the cell that defines your class, then pass the class "
-        "itself: fused_attention.check(MyFusedAttention).",
-        lambda answer: answer is None,
-    ),
-    Mistake(
-        "an instance instead of the class",
-        "You passed an instance of {name}, not the class. Pass the class itself: the check "
-        "builds its own instances in several configurations.",
-        lambda answer: isinstance(answer, nn.Module),
-    ),
-    Mistake(
-        "not a class",
-        "The check expects a class, but got {kind}. Pass the class you defined, by its "
-        "name, without calling it.",
-        lambda answer: not isinstance(answer, type),
-    ),
+    *class_answer_mistakes("fused_attention.check", "MyFusedAttention")[:3],
     Mistake(
         "not an nn.Module",
         "{name} is a class, but not an nn.Module. Start it with "

@@ -24,6 +24,7 @@ import textwrap
 import torch
 
 from .. import gqa as book
+from .classes import class_answer_mistakes
 from .core import CheckResult, Exercise, Mistake, first_mistake, never_raises
 from .gqa_trial import GroupConfig, GroupRecipe, GroupTrial, listed
 
@@ -66,25 +67,7 @@ def _output_follows(*recipes):
 
 
 NOT_A_CLASS_MISTAKES = (
-    Mistake(
-        "nothing passed",
-        "check_gqa_forward got None. Run the cell that defines your class, then pass the class "
-        "itself: check_gqa_forward(MyGroupedQueryAttention).",
-        lambda answer: answer is None,
-    ),
-    Mistake(
-        "an instance instead of the class",
-        "You passed an instance of {name}, not the class. Pass the class itself, "
-        "check_gqa_forward({name}): the check builds its own instances with several head and "
-        "group counts.",
-        lambda answer: isinstance(answer, torch.nn.Module),
-    ),
-    Mistake(
-        "not a class",
-        "check_gqa_forward expects a class, but got {kind}. Pass the class you defined with "
-        "class MyGroupedQueryAttention(GroupedQueryAttention): by its name, without calling it.",
-        lambda answer: not isinstance(answer, type),
-    ),
+    *class_answer_mistakes("check_gqa_forward", "MyGroupedQueryAttention")[:3],
     Mistake(
         "not an nn.Module",
         "{name} is a class, but not an nn.Module. Define it as a subclass of "

@@ -13,7 +13,7 @@ and names the mistake it recognises.
 import torch
 from torch import nn
 
-from .classes import Skeleton
+from .classes import Skeleton, class_answer_mistakes
 from .core import (
     CheckResult,
     Exercise,
@@ -83,24 +83,7 @@ def _follows(**changes):
 
 
 NOT_A_CLASS_MISTAKES = (
-    Mistake(
-        "nothing passed",
-        "The check got None. Run the cell that defines your class, then pass the class "
-        "itself: online_softmax.check(MyTiledAttention).",
-        lambda answer: answer is None,
-    ),
-    Mistake(
-        "an instance instead of the class",
-        "You passed an instance of {name}, not the class. Pass the class itself: the check "
-        "builds its own instances in several configurations.",
-        lambda answer: isinstance(answer, nn.Module),
-    ),
-    Mistake(
-        "not a class",
-        "The check expects a class, but got {kind}. Pass the class you defined, by its name, "
-        "without calling it.",
-        lambda answer: not isinstance(answer, type),
-    ),
+    *class_answer_mistakes("online_softmax.check", "MyTiledAttention")[:3],
     Mistake(
         "not an nn.Module",
         "{name} is a class, but not an nn.Module. Start it with "
