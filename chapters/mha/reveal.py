@@ -177,15 +177,18 @@ def _png_width(png):
 
 def _figure_html(png, alt):
     """An ``<img>`` of ``png`` shown at 1 / ``FIGURE_DENSITY`` of its pixels, sharp on any
-    screen, shrinking to fit a narrow one."""
-    from .plots import FIGURE_DENSITY
+    screen. On a narrow one it shrinks to the box, but no further than ``PHONE_MIN_WIDTH_PX``
+    (its smallest text stays legible): the figure then scrolls sideways inside the box, as the
+    book's other figures scroll inside their output (``_static/figures.css``)."""
+    from .plots import FIGURE_DENSITY, PHONE_MIN_WIDTH_PX
 
     width = _png_width(png) // FIGURE_DENSITY
     data = base64.b64encode(png).decode("ascii")
     return (
-        f'<p style="margin:0.4em 0 0"><img src="data:image/png;base64,{data}" '
-        f'alt="{html.escape(alt)}" width="{width}" '
-        'style="max-width:100%;height:auto;background:#fff"></p>'
+        '<div style="margin:0.4em 0 0;overflow-x:auto">'
+        f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" width="{width}" '
+        f'style="max-width:max(100%, {PHONE_MIN_WIDTH_PX}px);height:auto;background:#fff">'
+        "</div>"
     )
 
 
