@@ -329,3 +329,22 @@ def test_the_reveal_cell_check_catches_a_print_a_figure_and_an_image_outside_the
         assert len(problems) == 1 and mistake in problems[0], problems
     cell.outputs = [answer]
     assert not reveal_cell_problems(nbformat.v4.new_notebook(cells=[cell]))
+
+
+def test_nbval_compares_the_words_of_an_answer_box_with_a_figure_but_not_its_pixels():
+    """nbval skips image/png outputs (their pixels differ across CPUs and library versions), and
+    .ci/nbval-sanitize.cfg skips the pixels of a figure inside an answer box the same way."""
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((ROOT / ".ci" / "nbval-sanitize.cfg").read_text())
+
+    def compared(box):
+        text = box._repr_html_()
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    png = (b"\x89PNG" * 8, b"\x89PNG" * 9)
+    one, other = (Revealed(ANSWER, "", EXPLANATION, "1", (p, "Alt.")) for p in png)
+    assert one._repr_html_() != other._repr_html_() and compared(one) == compared(other)
+    assert compared(one) != compared(Revealed(ANSWER, "", EXPLANATION, "2", (png[0], "Alt.")))
