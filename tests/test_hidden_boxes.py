@@ -18,7 +18,7 @@ import pytest
 from conftest import CHAPTERS, ROOT
 from mha.checks import CheckResult, Note
 from mha.checks.two_dim import two_dim_output
-from mha.reveal import Finding, Revealed, box_html, collapsed
+from mha.reveal import Finding, Revealed, box_html, collapsed, reveal
 
 ANSWER = "(2, 6, 4)"
 EXPLANATION = "Batch and tokens pass through; the heads sit side by side."
@@ -208,3 +208,143 @@ def test_nbval_compares_a_gallerys_feedback_whether_closed_or_not_and_every_word
     assert compared(collapsed(other, GALLERY_PROMPT)) != compared(kernel)
     hints = [compared(two_dim_output.hint(n)._repr_html_()) for n in (1, 2)]
     assert hints[0] != hints[1]
+
+
+EVIDENCE = "strides before: (36, 2, 12, 1)\n  <b> & 'quoted'  12"
+
+
+def test_evidence_waits_inside_the_closed_answer_box_escaped_and_preformatted():
+    fragment = Revealed(ANSWER, "", EXPLANATION, EVIDENCE)._repr_html_()
+    assert hidden_until_clicked(fragment, "strides before", "Show the answer"), fragment
+    tags, _ = Texts(fragment).around("strides before")
+    assert tags[-1] == "pre"
+    assert "<b>" not in fragment and "&lt;b&gt; &amp;" in fragment
+    page = Texts(fragment)
+    assert page.text.index(ANSWER) < page.text.index("strides") < page.text.index(EXPLANATION)
+
+
+def test_the_text_form_shows_the_evidence_line_for_line_after_the_answer():
+    text = str(Revealed(ANSWER, "Your prediction, 4, matches the answer.", EXPLANATION, EVIDENCE))
+    assert text.startswith(f"The answer: {ANSWER}\n{EVIDENCE}\nYour prediction")
+    assert text.endswith(EXPLANATION)
+    assert str(Revealed(ANSWER, "", EXPLANATION, "")) == f"The answer: {ANSWER}\n{EXPLANATION}"
+
+
+def shown_by_reveal(capsys, *args, **kwargs):
+    """What ``reveal`` prints outside IPython: its text form."""
+    reveal(*args, **kwargs)
+    return capsys.readouterr().out
+
+
+def test_reveal_takes_evidence_and_rejects_lines_too_wide_for_any_screen(capsys):
+    out = shown_by_reveal(capsys, 4, None, "Why.", evidence="a  b\nc")
+    assert out == "The answer: 4\na  b\nc\nWhy.\n"
+    with pytest.raises(ValueError, match="81 characters, over 79"):
+        reveal(4, evidence="ok\n" + "x" * 81)
+    with pytest.raises(ValueError, match=r"\(a str\), not list"):
+        reveal(4, evidence=["a", "b"])
+
+
+def small_figure():
+    from matplotlib.figure import Figure
+
+    from mha.plots import FIGURE_DPI
+
+    figure = Figure(figsize=(2, 1), dpi=FIGURE_DPI)
+    figure.add_subplot().plot([0, 1], [1, 0])
+    return figure
+
+
+def test_a_figure_in_a_reveal_waits_in_the_closed_box_at_twice_its_pixels(capsys):
+    from mha.plots import FIGURE_DENSITY
+    from mha.reveal import _figure_png
+
+    figure = small_figure()
+    png = _figure_png(figure)
+    alt = "A line falling from 1 to 0 <left to right>."
+    box = Revealed(ANSWER, "", EXPLANATION, "", (png, alt))
+    fragment = box._repr_html_()
+    details = fragment.index('<details class="mha-hidden">')
+    image = re.search(
+        r'<img src="data:image/png;base64,[^"]+" alt="([^"]*)" width="(\d+)"', fragment
+    )
+    assert image and details < image.start() < fragment.index("</details>")
+    assert image.group(1) == "A line falling from 1 to 0 &lt;left to right&gt;."
+    pixels = int.from_bytes(png[16:20], "big")
+    assert int(image.group(2)) == pixels // FIGURE_DENSITY  # shown as Jupyter shows "retina"
+    assert pixels > 1.5 * figure.get_figwidth() * figure.dpi  # sharp on a dense screen
+    assert str(box).endswith(f"Figure: {alt}")
+    assert "Figure: A line" in shown_by_reveal(capsys, 1, figure=figure, figure_alt=alt)
+    with pytest.raises(ValueError, match="figure_alt"):
+        reveal(1, figure=figure)
+
+
+def reveal_cell_problems(notebook):
+    """What a reveal cell of ``notebook`` shows outside its closed answer box: printed output,
+    a figure of its own, any other output, an image outside the box."""
+    problems = []
+    for number, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type != "code" or "reveal" not in cell.metadata.get("tags", []):
+            continue
+        for output in cell.outputs:
+            data = output.get("data", {})
+            page = data.get("text/html", "")
+            if output.output_type == "stream":
+                problems.append(f"cell {number} prints {output.text[:40]!r}: pass evidence=")
+            elif any(kind.startswith("image/") for kind in data):
+                problems.append(f"cell {number} shows a figure: pass figure= to reveal")
+            elif 'class="mha-box mha-reveal"' not in page:
+                problems.append(f"cell {number} shows {str(data)[:60]!r} beside its answer box")
+            elif "<img" in re.sub(r"<details.*</details>", "", page, flags=re.S):
+                problems.append(f"cell {number} shows an image outside the closed box")
+    return problems
+
+
+@pytest.mark.parametrize("path", sorted(CHAPTERS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_reveal_cell_shows_nothing_but_its_closed_answer_box(path):
+    """Colab shows every output a cell stored: what a reveal cell prints or draws beside its
+    answer box gives the answer away before the reader asks. It belongs in the box (reveal's
+    evidence= and figure=)."""
+    problems = reveal_cell_problems(nbformat.read(path, as_version=4))
+    assert not problems, f"{path.name}: " + "\n".join(problems)
+
+
+def test_the_reveal_cell_check_catches_a_print_a_figure_and_an_image_outside_the_box():
+    box = Revealed(ANSWER, "", EXPLANATION)._repr_html_()
+    outputs = {
+        "prints": nbformat.v4.new_output("stream", name="stdout", text="4 wide\n"),
+        "shows a figure": nbformat.v4.new_output(
+            "execute_result", {"image/png": "iVBOR", "text/plain": "<Figure>"}, execution_count=1
+        ),
+        "beside its answer box": nbformat.v4.new_output("display_data", {"text/plain": "4"}),
+        "outside the closed box": nbformat.v4.new_output(
+            "display_data", {"text/html": box + '<img src="x.png" alt="x">', "text/plain": "4"}
+        ),
+    }
+    answer = nbformat.v4.new_output("display_data", {"text/html": box, "text/plain": ANSWER})
+    for mistake, output in outputs.items():
+        cell = nbformat.v4.new_code_cell("reveal(4)", metadata={"tags": ["reveal"]})
+        cell.outputs = [output, answer]
+        problems = reveal_cell_problems(nbformat.v4.new_notebook(cells=[cell]))
+        assert len(problems) == 1 and mistake in problems[0], problems
+    cell.outputs = [answer]
+    assert not reveal_cell_problems(nbformat.v4.new_notebook(cells=[cell]))
+
+
+def test_nbval_compares_the_words_of_an_answer_box_with_a_figure_but_not_its_pixels():
+    """nbval skips image/png outputs (their pixels differ across CPUs and library versions), and
+    .ci/nbval-sanitize.cfg skips the pixels of a figure inside an answer box the same way."""
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((ROOT / ".ci" / "nbval-sanitize.cfg").read_text())
+
+    def compared(box):
+        text = box._repr_html_()
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    png = (b"\x89PNG" * 8, b"\x89PNG" * 9)
+    one, other = (Revealed(ANSWER, "", EXPLANATION, "1", (p, "Alt.")) for p in png)
+    assert one._repr_html_() != other._repr_html_() and compared(one) == compared(other)
+    assert compared(one) != compared(Revealed(ANSWER, "", EXPLANATION, "2", (png[0], "Alt.")))

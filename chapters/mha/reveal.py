@@ -26,9 +26,17 @@ metadata and its cell tags (Colab, VS Code). Where the page already hides the ou
 toggle of its own (the book), ``_static/reveal.js`` opens the box once that toggle is opened,
 so one click shows it. The text form is unchanged: it is what a terminal shows and what
 nbval compares.
+
+What a reveal cell computed on the way to its answer (a table, an error message, a figure) is
+part of the answer, so it goes inside the box as ``evidence`` (preformatted text) and
+``figure`` (a PNG embedded at ``FIGURE_DENSITY`` times its pixels, with alt text), never as
+printed output or a figure of the cell's own: a notebook shows printed output and figures
+openly wherever it ignores the cell's metadata (Colab), before the reader asks.
 """
 
+import base64
 import html
+import io
 import re
 import textwrap
 
@@ -118,25 +126,80 @@ def _inline_code(text):
 
 
 class Revealed:
-    """A computed answer with its explanation: HTML in Jupyter and the book, text elsewhere."""
+    """A computed answer with its explanation: HTML in Jupyter and the book, text elsewhere.
 
-    def __init__(self, answer, verdict, explanation):
+    ``evidence`` is text the code printed on the way to the answer (a table, say), kept line
+    for line; ``figure`` is ``(png_bytes, alt)``, a figure drawn on the way. Both sit inside
+    the closed box with the answer.
+    """
+
+    def __init__(self, answer, verdict, explanation, evidence="", figure=None):
         self.answer = answer
         self.verdict = verdict  # "" when no prediction was recorded
         self.explanation = " ".join(explanation.split())
+        self.evidence = evidence.rstrip("\n")
+        self.figure = figure
 
     def __str__(self):
-        parts = [f"The answer: {self.answer}", self.verdict, self.explanation]
-        return "\n".join(textwrap.fill(p, TEXT_WIDTH) for p in parts if p)
+        parts = [textwrap.fill(f"The answer: {self.answer}", TEXT_WIDTH)]
+        if self.evidence:
+            parts.append(self.evidence)  # line for line, as it would be printed
+        parts += [textwrap.fill(p, TEXT_WIDTH) for p in (self.verdict, self.explanation) if p]
+        if self.figure is not None:
+            parts.append(textwrap.fill(f"Figure: {self.figure[1]}", TEXT_WIDTH))
+        return "\n".join(parts)
 
     __repr__ = __str__
 
     def _repr_html_(self):
         body = f"<code>{html.escape(str(self.answer))}</code>"
+        if self.evidence:
+            body += f'<pre style="{_EVIDENCE_STYLE}">{html.escape(self.evidence)}</pre>'
         for paragraph in (self.verdict, self.explanation):
             if paragraph:
                 body += f'<p style="margin:0.4em 0 0">{_inline_code(paragraph)}</p>'
+        if self.figure is not None:
+            body += _figure_html(*self.figure)
         return collapsed(box_html("reveal", "The answer:", body), "Show the answer")
+
+
+#: Evidence keeps its columns: preformatted, scrolling sideways rather than wrapping.
+_EVIDENCE_STYLE = (
+    "margin:0.4em 0 0;padding:0.3em 0.5em;overflow-x:auto;white-space:pre;"
+    "background:transparent;color:inherit;border:1px solid currentColor"
+)
+
+
+def _png_width(png):
+    """The width in pixels a PNG's header states."""
+    return int.from_bytes(png[16:20], "big")
+
+
+def _figure_html(png, alt):
+    """An ``<img>`` of ``png`` shown at 1 / ``FIGURE_DENSITY`` of its pixels, sharp on any
+    screen. On a narrow one it shrinks to the box, but no further than ``PHONE_MIN_WIDTH_PX``
+    (its smallest text stays legible): the figure then scrolls sideways inside the box, as the
+    book's other figures scroll inside their output (``_static/figures.css``)."""
+    from .plots import FIGURE_DENSITY, PHONE_MIN_WIDTH_PX
+
+    width = _png_width(png) // FIGURE_DENSITY
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        '<div style="margin:0.4em 0 0;overflow-x:auto">'
+        f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" width="{width}" '
+        f'style="max-width:max(100%, {PHONE_MIN_WIDTH_PX}px);height:auto;background:#fff">'
+        "</div>"
+    )
+
+
+def _figure_png(figure):
+    """``figure`` (a matplotlib Figure) as PNG bytes at ``FIGURE_DENSITY`` times its pixels,
+    saved as Jupyter saves the book's figures (``bbox_inches="tight"``)."""
+    from .plots import FIGURE_DENSITY
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure.dpi * FIGURE_DENSITY, bbox_inches="tight")
+    return buffer.getvalue()
 
 
 class Finding:
@@ -199,7 +262,35 @@ def _verdict(prediction, answer, matches, choices=None):
     return f"Your prediction, {prediction!r}, {outcome}."
 
 
-def reveal(answer, prediction=None, explanation="", *, choices=None, matches=None):
+def _checked_evidence(evidence):
+    """``evidence`` as text whose every line fits ``TEXT_WIDTH``, or a ValueError."""
+    if evidence is None:
+        return ""
+    if not isinstance(evidence, str):
+        raise ValueError(
+            f"evidence must be the text to show (a str), not {type(evidence).__name__}: "
+            "join the printed lines with '\\n'"
+        )
+    for line in evidence.splitlines():
+        if len(line) > TEXT_WIDTH:
+            raise ValueError(
+                f"an evidence line is {len(line)} characters, over {TEXT_WIDTH} "
+                f"({line[:30]!r}...): use fewer columns or shorter labels"
+            )
+    return evidence
+
+
+def reveal(
+    answer,
+    prediction=None,
+    explanation="",
+    *,
+    choices=None,
+    matches=None,
+    evidence=None,
+    figure=None,
+    figure_alt="",
+):
     """Show the computed ``answer``, the verdict on the reader's ``prediction``, and why.
 
     ``matches(prediction, answer)`` decides whether the prediction was right (default:
@@ -207,7 +298,19 @@ def reveal(answer, prediction=None, explanation="", *, choices=None, matches=Non
     ``explanation`` says why the answer is what it is. With no prediction recorded there is no
     verdict: the answer speaks for itself. ``choices`` are the answers the question offers
     (see :func:`prediction_matches`).
+
+    ``evidence`` is what the cell would otherwise print (a table, an error message; lines of
+    at most ``TEXT_WIDTH`` characters, 44 to fit a phone): it is shown inside the closed box,
+    under the answer, as preformatted text. ``figure`` (a matplotlib Figure) is drawn inside
+    the box too, after the explanation, described by ``figure_alt`` for readers who cannot
+    see it; the cell must not show it itself.
     """
+    evidence = _checked_evidence(evidence)
+    drawn = None
+    if figure is not None:
+        if not figure_alt or not figure_alt.strip():
+            raise ValueError("a figure in a reveal needs figure_alt: say what it shows")
+        drawn = (_figure_png(figure), " ".join(figure_alt.split()))
     choices = offered(choices)  # read once: an iterator is read both to judge and to explain
     verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
-    _show(Revealed(answer, verdict, explanation))
+    _show(Revealed(answer, verdict, explanation, evidence, drawn))

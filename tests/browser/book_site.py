@@ -78,12 +78,14 @@ class Chapter:
         return kinds
 
     def figures_in_notebook(self):
-        """How many images the notebook's code cells output."""
+        """How many images the notebook's code cells output, counting a figure drawn inside an
+        answer box (an ``<img>`` in its HTML, ``mha.reveal.reveal(figure=...)``)."""
         return sum(
             1
+            if any(mime in out.get("data", {}) for mime in IMAGE_TYPES)
+            else "".join(out.get("data", {}).get("text/html", "")).count("<img ")
             for cell in _notebook_cells(self.notebook)
             for out in cell.get("outputs", [])
-            if any(mime in out.get("data", {}) for mime in IMAGE_TYPES)
         )
 
 
