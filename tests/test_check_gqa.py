@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from conftest import CHAPTERS
+from conftest import CHAPTERS, multi_head_attention_forward
 from mha import GroupedQueryAttention, MultiHeadAttention
 from mha.checks.core import CheckResult
 from mha.checks.gqa import (
@@ -592,24 +592,7 @@ def torch_layer_fast_path(self, x):
 
 def functional_multi_head_attention(self, x):
     """F.multi_head_attention_forward, the function behind nn.MultiheadAttention."""
-    keys, values = repeated_for_torch(self, x)
-    num_tokens, eye = x.shape[1], torch.eye(self.d_out)
-    context, _ = F.multi_head_attention_forward(
-        *(t.transpose(0, 1) for t in (self.W_query(x), keys, values)),
-        self.d_out,
-        self.num_heads,
-        eye.repeat(3, 1),
-        None,
-        None,
-        None,
-        False,
-        self.dropout.p,
-        eye,
-        None,
-        training=self.training,
-        attn_mask=self.mask[:num_tokens, :num_tokens],
-    )
-    return self.out_proj(context.transpose(0, 1))
+    return multi_head_attention_forward(self, self.W_query(x), *repeated_for_torch(self, x))
 
 
 #: torch's own attention, which does the work the practice teaches: (forward, phrase).

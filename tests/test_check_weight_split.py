@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conftest import multi_head_attention_forward
 from mha.attention import MultiHeadAttention
 from mha.checks import CheckResult, WeightSplitSkeleton, check_weight_split, weight_split
 
@@ -1084,23 +1085,7 @@ def torch_layer_fast_path(self, x):
 
 def functional_multi_head_attention(self, x):
     """F.multi_head_attention_forward, the function behind nn.MultiheadAttention."""
-    num_tokens, eye = x.shape[1], torch.eye(self.d_out)
-    context, _ = F.multi_head_attention_forward(
-        *(t.transpose(0, 1) for t in project(self, x)),
-        self.d_out,
-        self.num_heads,
-        eye.repeat(3, 1),
-        None,
-        None,
-        None,
-        False,
-        self.dropout.p,
-        eye,
-        None,
-        training=self.training,
-        attn_mask=self.mask[:num_tokens, :num_tokens],
-    )
-    return self.out_proj(context.transpose(0, 1))
+    return multi_head_attention_forward(self, *project(self, x))
 
 
 @pytest.mark.parametrize(
