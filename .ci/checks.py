@@ -1,0 +1,161 @@
+"""``make test``: every check CI runs, scheduled to fit this machine's cores, and one table.
+
+Usage: python .ci/checks.py [NAME ...]      (``make test`` runs them all; names pick some)
+
+Each check is a make target (``CHECKS`` below, the one list: a new check is one line here; a new
+test file under tests/ or tests/browser/ joins ``unit`` or ``browser`` by itself). Checks start in
+the order listed, as many at a time as ``TEST_JOBS`` says (default: one more than the number of
+cores, since every check also waits, on a browser, on pip or on a kernel). The long serial ones
+come first, so the short ones fill the gaps at the end; a check listed ``after`` another starts
+once that one has passed. Each check's output goes to ``_build/checks/NAME.log`` and is printed
+whole when it ends. At the end: one table with each check's wall time, the CPU time it used (its
+processes and their children, user + system), and whether it passed. Exits non-zero if any check
+failed or did not run.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "_build" / "checks"
+MAKE = shutil.which("make") or "make"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # the make target
+    what: str  # the table's description
+    after: str = ""  # a check that must pass first
+
+
+CHECKS = (
+    Check("lint", "ruff: lint and format"),
+    Check("html", "the book built with -W -n"),
+    Check("browser-pages", "browser tests of the built pages", after="html"),
+    Check("binder-check", "Binder rehearsal: fresh environment, every chapter, JupyterLab"),
+    Check("nbval-native", "strict nbval, this CPU's code path"),
+    Check("nbval-portable", "strict nbval, the portable code path"),
+    Check("unit", "unit tests"),
+    Check("standalone-check", "a chapter alone in a fresh environment (Colab)"),
+    Check("lint-workflows", "actionlint on .github/workflows"),
+)
+
+
+@dataclass
+class Result:
+    check: Check
+    status: str  # "pass", "FAIL" or "not run"
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def jobs():
+    """How many checks run at once: TEST_JOBS, else one more than the cores."""
+    return int(os.environ.get("TEST_JOBS") or (os.cpu_count() or 1) + 1)
+
+
+def run(check):
+    """Run one check's make target, its output to its log; return its Result."""
+    log = LOGS / f"{check.name}.log"
+    started = time.perf_counter()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [MAKE, "--no-print-directory", check.name],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        # wait4: the exit status and the CPU time of the process and every descendant it waited for.
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - started
+    return Result(
+        check,
+        "pass" if process.returncode == 0 else "FAIL",
+        seconds,
+        usage.ru_utime + usage.ru_stime,
+    )
+
+
+def minutes(seconds):
+    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
+
+
+def table(results, wall):
+    """The closing table: one row per check, then the whole run."""
+    width = max(len(r.check.name) for r in results)
+    rows = [f"{'check':<{width}}  {'wall':>7}  {'CPU':>7}  result   what"]
+    for r in results:
+        rows.append(
+            f"{r.check.name:<{width}}  {minutes(r.seconds):>7}  {minutes(r.cpu_seconds):>7}  "
+            f"{r.status:<7}  {r.check.what}"
+        )
+    cpu = sum(r.cpu_seconds for r in results)
+    rows.append(f"{'all':<{width}}  {minutes(wall):>7}  {minutes(cpu):>7}  ({jobs()} at a time)")
+    return "\n".join(rows)
+
+
+def schedule(checks):
+    """Run ``checks``, ``jobs()`` at a time, in their order; return their Results in that order."""
+    results, running, lock, done = {}, set(), threading.Lock(), threading.Condition()
+    waiting = list(checks)
+    names = {c.name for c in checks}
+
+    def worker(check):
+        result = run(check)
+        with lock:
+            sys.stdout.write(
+                f"\n===== {check.name}: {result.status} in {minutes(result.seconds)} =====\n"
+            )
+            sys.stdout.flush()
+            sys.stdout.buffer.write((LOGS / f"{check.name}.log").read_bytes())
+            sys.stdout.flush()
+        with done:
+            results[check.name] = result
+            running.discard(check.name)
+            done.notify()
+
+    def ready(check):
+        return not check.after or check.after not in names or check.after in results
+
+    with done:
+        while waiting or running:
+            for check in [c for c in waiting if c.after in results]:
+                if results[check.after].status != "pass":  # what it needs failed: it cannot run
+                    waiting.remove(check)
+                    results[check.name] = Result(check, "not run")
+            startable = [c for c in waiting if ready(c)]
+            if startable and len(running) < jobs():
+                check = startable[0]
+                waiting.remove(check)
+                running.add(check.name)
+                print(f"checks: starting {check.name}", flush=True)
+                threading.Thread(target=worker, args=(check,), daemon=True).start()
+                continue
+            done.wait()
+    return [results[c.name] for c in checks]
+
+
+def main(argv):
+    unknown = set(argv) - {c.name for c in CHECKS}
+    if unknown:
+        sys.exit(f"checks: no check named {', '.join(sorted(unknown))}")
+    checks = [c for c in CHECKS if not argv or c.name in argv]
+    LOGS.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results = schedule(checks)
+    print("\n" + table(results, time.perf_counter() - started))
+    failed = [r for r in results if r.status != "pass"]
+    print(f"checks: {len(results) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
