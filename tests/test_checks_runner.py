@@ -1,0 +1,112 @@
+"""``make test``'s runner (.ci/checks.py): every check it ran before, each a make target, run at
+most ``TEST_JOBS`` at a time in the listed order, a check's ``after`` first, and a failure fails
+the run and is named in the closing table."""
+
+import re
+import threading
+import time
+
+import pytest
+
+import checks  # .ci/checks.py (pytest pythonpath)
+from conftest import ROOT
+
+#: What `make test` checked before it had a runner: none may be dropped.
+EVERY_CHECK = {
+    "lint",
+    "unit",
+    "nbval-native",
+    "nbval-portable",
+    "html",
+    "lint-workflows",
+    "browser-pages",
+    "binder-check",
+    "standalone-check",
+}
+
+
+def test_every_check_make_test_ran_is_listed_once_and_is_a_make_target():
+    names = [c.name for c in checks.CHECKS]
+    assert len(names) == len(set(names)) and EVERY_CHECK <= set(names)
+    makefile = (ROOT / "Makefile").read_text()
+    for name in names:
+        assert re.search(rf"^{re.escape(name)}:", makefile, re.M), name
+    assert all(c.after in names for c in checks.CHECKS if c.after)
+
+
+def test_the_browser_tests_run_on_the_book_the_html_check_built():
+    (browser,) = [c for c in checks.CHECKS if c.name == "browser-pages"]
+    assert browser.after == "html"
+
+
+def fake_runs(monkeypatch, failing=(), seconds=0.05):
+    """Replace running a make target by a short sleep; record when each ran."""
+    spans, lock = {}, threading.Lock()
+
+    def run(check):
+        start = time.perf_counter()
+        time.sleep(seconds)
+        with lock:
+            spans[check.name] = (start, time.perf_counter())
+        return checks.Result(check, "FAIL" if check.name in failing else "pass", seconds, 0.0)
+
+    monkeypatch.setattr(checks, "run", run)
+    monkeypatch.setattr(checks, "LOGS", ROOT / "_build" / "checks-test")
+    checks.LOGS.mkdir(parents=True, exist_ok=True)
+    for name in "abcd":
+        (checks.LOGS / f"{name}.log").write_text(f"output of {name}\n")
+    return spans
+
+
+def overlapping(spans):
+    """The most checks that ran at one moment."""
+    moments = sorted(t for span in spans.values() for t in span)
+    return max(sum(a <= m < b for a, b in spans.values()) for m in moments)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_no_more_than_test_jobs_checks_run_at_once(monkeypatch, jobs):
+    spans = fake_runs(monkeypatch)
+    monkeypatch.setenv("TEST_JOBS", str(jobs))
+    results = checks.schedule([checks.Check(n, n) for n in "abcd"])
+    assert [r.status for r in results] == ["pass"] * 4
+    assert overlapping(spans) == jobs
+
+
+def test_a_check_starts_after_the_one_it_needs_and_not_at_all_when_that_one_failed(monkeypatch):
+    spans = fake_runs(monkeypatch, failing={"c"})
+    monkeypatch.setenv("TEST_JOBS", "4")
+    results = checks.schedule(
+        [
+            checks.Check("a", "a"),
+            checks.Check("b", "b", after="a"),
+            checks.Check("c", "c"),
+            checks.Check("d", "d", after="c"),
+        ]
+    )
+    assert [r.status for r in results] == ["pass", "pass", "FAIL", "not run"]
+    assert spans["b"][0] >= spans["a"][1] and "d" not in spans
+
+
+def test_a_failed_check_fails_the_run_and_the_table_names_it(monkeypatch, capsys):
+    fake_runs(monkeypatch, failing={"b"})
+    monkeypatch.setattr(checks, "CHECKS", tuple(checks.Check(n, f"check {n}") for n in "ab"))
+    assert checks.main([]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^b +\S+ +\S+ +FAIL +check b$", out, re.M)
+    assert re.search(r"^a +\S+ +\S+ +pass +check a$", out, re.M)
+    assert "output of b" in out  # the failing check's log is printed whole
+    assert out.rstrip().endswith("checks: 1 passed, 1 failed")
+
+
+def test_a_run_of_one_real_check_records_its_output_wall_and_cpu_time(monkeypatch, tmp_path):
+    fake_make = tmp_path / "make"  # called as `make --no-print-directory NAME`
+    fake_make.write_text(
+        '#!/bin/sh\ni=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo "$2"\n'
+    )
+    fake_make.chmod(0o755)
+    monkeypatch.setattr(checks, "MAKE", str(fake_make))
+    monkeypatch.setattr(checks, "LOGS", tmp_path)
+    (result,) = checks.schedule([checks.Check("busy", "a busy loop")])
+    assert result.status == "pass" and (tmp_path / "busy.log").read_text() == "busy\n"
+    assert 0 < result.cpu_seconds <= result.seconds * 1.1
