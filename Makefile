@@ -48,12 +48,12 @@ book: $(BOOK_STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
-# Every check, scheduled to fit the cores (.ci/checks.py holds the list, and the order they start
-# in: the long serial ones first), each one's output printed whole when it ends, then one table of
-# each check's wall time, CPU time and result. Everything the checks share is installed first, so
+# Every check, scheduled to fit the cores (.ci/run_checks.py holds the list and the order they
+# start in: the long serial ones first), each one's output printed whole when it ends, then one
+# table of each check's wall time, CPU time and result. Everything the checks share is installed first, so
 # no two checks install it at once.
 test: $(STAMP) $(ACTIONLINT) chromium
-	$(PY) .ci/checks.py
+	$(PY) .ci/run_checks.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,4 +1,4 @@
-"""``make test``'s runner (.ci/checks.py): every check it ran before, each a make target, run at
+"""``make test``'s runner (.ci/run_checks.py): every check it ran before, each a make target, run at
 most ``TEST_JOBS`` at a time in the listed order, a check's ``after`` first, and a failure fails
 the run and is named in the closing table."""
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-import checks  # .ci/checks.py (pytest pythonpath)
+import run_checks as checks  # .ci/run_checks.py (pytest pythonpath)
 from conftest import ROOT
 
 #: What `make test` checked before it had a runner: none may be dropped.

@@ -118,4 +118,4 @@ def test_ci_runs_everything_through_make_test():
     lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert lines[-1] == "make test"
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1) == "$(PY) .ci/checks.py"
+    assert re.search(r"^test:.*\n\t(.*)$", makefile, re.M).group(1) == "$(PY) .ci/run_checks.py"

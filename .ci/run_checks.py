@@ -1,6 +1,6 @@
 """``make test``: every check CI runs, scheduled to fit this machine's cores, and one table.
 
-Usage: python .ci/checks.py [NAME ...]      (``make test`` runs them all; names pick some)
+Usage: python .ci/run_checks.py [NAME ...]      (``make test`` runs them all; names pick some)
 
 Each check is a make target (``CHECKS`` below, the one list: a new check is one line here; a new
 test file under tests/ or tests/browser/ joins ``unit`` or ``browser`` by itself). Checks start in
