@@ -50,8 +50,8 @@ book: $(BOOK_STAMP)
 
 # Every check, scheduled to fit the cores (.ci/run_checks.py holds the list and the order they
 # start in: the long serial ones first), each one's output printed whole when it ends, then one
-# table of each check's wall time, CPU time and result. Everything the checks share is installed first, so
-# no two checks install it at once.
+# table of each check's wall time, CPU time and result. What the checks share is installed first,
+# so no two checks install it at once.
 test: $(STAMP) $(ACTIONLINT) chromium
 	$(PY) .ci/run_checks.py
 
