@@ -39,8 +39,10 @@ $(BOOK_STAMP): requirements-book.txt requirements-lock.txt
 
 # Then everything else `make test` needs (requirements-dev.txt, same lock), and `mha` itself,
 # editable: tests, .ci/ and `python -m mha.bench` import the chapters' own copy from anywhere.
+# --no-compile, as above: byte-compiling all ~10,000 modules up front costs ~37 CPU-seconds, most
+# of it for torch modules no check imports.
 $(STAMP): $(BOOK_STAMP) $(REQUIREMENTS) pyproject.toml
-	$(PY) -m pip install --quiet -r requirements-dev.txt -c requirements-lock.txt
+	$(PY) -m pip install --quiet --no-compile -r requirements-dev.txt -c requirements-lock.txt
 	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
