@@ -3,14 +3,15 @@
 Usage: python .ci/run_checks.py [NAME ...]      (``make test`` runs them all; names pick some)
 
 Each check is a make target (``CHECKS`` below, the one list: a new check is one line here; a new
-test file under tests/ or tests/browser/ joins ``unit`` or ``browser`` by itself). Checks start in
-the order listed, as many at a time as ``TEST_JOBS`` says (default: one more than the number of
-cores, since every check also waits, on a browser, on pip or on a kernel). The long serial ones
-come first, so the short ones fill the gaps at the end; a check listed ``after`` another starts
-once that one has passed. Each check's output goes to ``_build/checks/NAME.log`` and is printed
-whole when it ends. At the end: one table with each check's wall time, the CPU time it used (its
-processes and their children, user + system), and whether it passed. Exits non-zero if any check
-failed or did not run.
+test file under tests/ or tests/browser/ joins ``unit`` or ``browser-pages`` by itself). Checks
+start in the order listed, as many at a time as ``TEST_JOBS`` says (default: one more than the
+number of cores, since every check also waits, on a browser, on pip or on a kernel); a check that
+computes on two workers (``slots=2``) counts twice. The long serial ones come first; the others,
+fillers, run under ``nice``, so they take the CPU time the long ones leave and do not stretch
+them. A check listed ``after`` another starts once that one has passed. Each check's output goes
+to ``_build/checks/NAME.log`` and is printed whole when it ends. At the end: one table with each
+check's wall time, the CPU time it used (its processes and their children, user + system), and
+whether it passed. Exits non-zero if any check failed or did not run.
 """
 
 import os
@@ -32,6 +33,8 @@ class Check:
     name: str  # the make target
     what: str  # the table's description
     after: str = ""  # a check that must pass first
+    slots: int = 1  # how many of the TEST_JOBS places it takes (its processes that compute at once)
+    filler: bool = False  # runs under nice, so the long serial checks keep their pace
 
 
 CHECKS = (
@@ -39,10 +42,10 @@ CHECKS = (
     Check("html", "the book built with -W -n"),
     Check("browser-pages", "browser tests of the built pages", after="html"),
     Check("binder-check", "Binder rehearsal: fresh environment, every chapter, JupyterLab"),
-    Check("nbval-native", "strict nbval, this CPU's code path"),
-    Check("nbval-portable", "strict nbval, the portable code path"),
-    Check("unit", "unit tests"),
-    Check("standalone-check", "a chapter alone in a fresh environment (Colab)"),
+    Check("nbval-native", "strict nbval, this CPU's code path", filler=True),
+    Check("nbval-portable", "strict nbval, the portable code path", filler=True),
+    Check("unit", "unit tests (two workers)", slots=2, filler=True),
+    Check("standalone-check", "a chapter alone in a fresh environment (Colab)", filler=True),
     Check("lint-workflows", "actionlint on .github/workflows"),
 )
 
@@ -66,7 +69,12 @@ def run(check):
     started = time.perf_counter()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [MAKE, "--no-print-directory", check.name],
+            [
+                *(["nice", "-n", "10"] if check.filler else []),
+                MAKE,
+                "--no-print-directory",
+                check.name,
+            ],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -104,7 +112,7 @@ def table(results, wall):
 
 def schedule(checks):
     """Run ``checks``, ``jobs()`` at a time, in their order; return their Results in that order."""
-    results, running, lock, done = {}, set(), threading.Lock(), threading.Condition()
+    results, running, lock, done = {}, {}, threading.Lock(), threading.Condition()
     waiting = list(checks)
     names = {c.name for c in checks}
 
@@ -119,7 +127,7 @@ def schedule(checks):
             sys.stdout.flush()
         with done:
             results[check.name] = result
-            running.discard(check.name)
+            running.pop(check.name)
             done.notify()
 
     def ready(check):
@@ -131,11 +139,14 @@ def schedule(checks):
                 if results[check.after].status != "pass":  # what it needs failed: it cannot run
                     waiting.remove(check)
                     results[check.name] = Result(check, "not run")
-            startable = [c for c in waiting if ready(c)]
-            if startable and len(running) < jobs():
+            free = jobs() - sum(running.values())
+            # The first ready check that fits; one that needs more places than there are at all
+            # runs once it is alone.
+            startable = [c for c in waiting if ready(c) and min(c.slots, jobs()) <= free]
+            if startable:
                 check = startable[0]
                 waiting.remove(check)
-                running.add(check.name)
+                running[check.name] = min(check.slots, jobs())
                 print(f"checks: starting {check.name}", flush=True)
                 threading.Thread(target=worker, args=(check,), daemon=True).start()
                 continue

@@ -110,3 +110,24 @@ def test_a_run_of_one_real_check_records_its_output_wall_and_cpu_time(monkeypatc
     (result,) = checks.schedule([checks.Check("busy", "a busy loop")])
     assert result.status == "pass" and (tmp_path / "busy.log").read_text() == "busy\n"
     assert 0 < result.cpu_seconds <= result.seconds * 1.1
+
+
+def test_a_check_on_two_workers_takes_two_places(monkeypatch):
+    spans = fake_runs(monkeypatch)
+    monkeypatch.setenv("TEST_JOBS", "2")
+    wide = [checks.Check("a", "a", slots=2), checks.Check("b", "b"), checks.Check("c", "c")]
+    assert [r.status for r in checks.schedule(wide)] == ["pass"] * 3
+    assert spans["a"][1] <= min(spans["b"][0], spans["c"][0])  # a ran alone
+    monkeypatch.setenv("TEST_JOBS", "1")  # fewer places than it takes: it still runs, alone
+    assert [r.status for r in checks.schedule(wide)] == ["pass"] * 3
+
+
+def test_fillers_run_under_nice_and_the_long_checks_do_not(monkeypatch, tmp_path):
+    fake_make = tmp_path / "make"
+    fake_make.write_text("#!/bin/sh\nnice\n")  # prints its own niceness
+    fake_make.chmod(0o755)
+    monkeypatch.setattr(checks, "MAKE", str(fake_make))
+    monkeypatch.setattr(checks, "LOGS", tmp_path)
+    checks.schedule([checks.Check("long", "long"), checks.Check("filler", "f", filler=True)])
+    long, filler = (int((tmp_path / f"{n}.log").read_text()) for n in ("long", "filler"))
+    assert filler > long or filler == 19
