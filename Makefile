@@ -3,7 +3,8 @@
 #   make test      everything CI checks: lint, unit tests, strict nbval (on this CPU's code path
 #                  and on a second, portable one), the -W -n build, workflow lint, browser tests
 #                  of the built pages, a Binder rehearsal in a fresh environment, and a chapter
-#                  run alone, as Colab runs it (make standalone-check)
+#                  run alone, as Colab runs it (make standalone-check); then one table of each
+#                  check's wall time, CPU time and result (.ci/run_checks.py lists the checks)
 #   make lint      ruff: lint and format check (the code the chapters show at 79 columns)
 #   make execute   re-execute every chapter in place (after changing a chapter or the mha package)
 #   make excerpts  copy the current source of the classes the chapters show into their markdown
