@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import multi_head_attention_forward
+from test_check_dropout import split_forward
 from mha.attention import MultiHeadAttention
 from mha.checks import CheckResult, WeightSplitSkeleton, check_weight_split, weight_split
 
@@ -790,6 +791,10 @@ MISTAKES = {
     "the starting code": (
         [not_written_yet, EmptySubclass, WeightSplitSkeleton],
         "this is the starting code",
+    ),
+    "dropout in the wrong place": (
+        [split_forward("values"), split_forward("output")],
+        "Dropout belongs on the attention weights",
     ),
     "dropout on in eval mode": (
         [functional_dropout_always, torch_dropout_train_true],

@@ -23,7 +23,7 @@ from .. import gqa as book
 from . import reference
 from .classes import torch_attention_message, watching_calls, watching_torch_attention
 from .config import Trial, TrialConfig
-from .core import describe_error, evaluating
+from .core import evaluating
 from .reference import PROJECTIONS
 
 #: A repeat or repeat_interleave along dim=2 (or -2): the token axis of (b, G, T, hd).
@@ -259,11 +259,6 @@ class GroupTrial(Trial):
                 else:
                     self._training = "random"
         return self._training
-
-    @property
-    def training_error_text(self):
-        error = self.training_error
-        return describe_error(error).rstrip(".") if error else "no tensor"
 
     @property
     def failing_line(self):

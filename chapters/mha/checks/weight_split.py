@@ -91,7 +91,7 @@ WEIGHT_SPLIT_MISTAKES = (
         "Your forward works in eval mode, but in training mode (after module.train()) it "
         "raised {training_error_text}. The check runs both modes, because dropout acts only "
         "in training: self.dropout(attn_weights) needs no test of self.training.",
-        lambda t: t.passed and t.training_error is not None,
+        lambda t: t.passed and t.dropout_place == "raises",
     ),
     Mistake(
         "no dropout in training",
@@ -100,7 +100,12 @@ WEIGHT_SPLIT_MISTAKES = (
         "Apply the skeleton's layer to the weights, attn_weights = "
         "self.dropout(attn_weights): it drops weights at random in training mode and does "
         "nothing in eval mode.",
-        lambda t: t.passed and t.no_dropout_in_training,
+        lambda t: t.passed and t.dropout_place == "none",
+    ),
+    Mistake(
+        "dropout in the wrong place",
+        "{dropout_text}",
+        lambda t: t.passed and t.dropout_misplaced,
     ),
     Mistake(
         "projections missing",
