@@ -29,6 +29,7 @@ from mha.checks.gqa import (
     gqa_forward,
 )
 from mha.gqa import KVCache, generate
+from test_check_dropout import grouped_forward
 
 # --- the steps of a correct pass, for the buggy forwards to reuse around the step they get wrong
 
@@ -532,6 +533,7 @@ MISTAKEN = [
     (dropout_on_in_eval_mode, "dropout in eval mode", "self.dropout(attn_weights)"),
     (no_dropout, "no dropout in training", "dropout=0.25"),
     (dropout_reseeded_every_call, "the same dropout every call", "do not reseed"),
+    (grouped_forward("values").forward, "dropout in the wrong place", "on the values"),
     (dropout_given_the_layer_as_p, "raises in training mode", "TypeError"),
     (repeated_on_the_token_axis, "repeated on the token axis", "3 × 6 tokens"),
     (repeated_on_the_token_axis_before_the_transpose, "repeated on the token axis", "dim=1"),

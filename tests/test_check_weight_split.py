@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import multi_head_attention_forward
-from test_check_dropout import split_forward
 from mha.attention import MultiHeadAttention
 from mha.checks import CheckResult, WeightSplitSkeleton, check_weight_split, weight_split
+from test_check_dropout import split_forward
 
 # --- the steps of a correct pass, which the buggy forwards reuse around the step they get wrong
 

@@ -148,7 +148,7 @@ class GroupTrial(Trial):
         self.book_calls = []
         self.torch_attention = None  # what of torch's own attention the forward ran
         self._held = None  # computed when first asked for
-        self._training = self.training_error = None
+
         self.x = config.input()  # (b, T, d_in)
         try:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
@@ -219,46 +219,6 @@ class GroupTrial(Trial):
         return isinstance(self.output, torch.Tensor) and not torch.equal(
             self.output, self.second_output
         )
-
-    def training_outputs(self):
-        """Two training-mode calls, from fresh random states: ``(first, second)``.
-
-        Raises what the reader's forward raises. The module goes back to eval mode after.
-        """
-        outputs = []
-        try:
-            for seed in (1, 2):
-                with torch.random.fork_rng(devices=[]), torch.no_grad():
-                    torch.manual_seed(seed)
-                    self.module.train()
-                    outputs.append(self.module(self.x))
-        finally:
-            self.module.eval()
-        return tuple(outputs)
-
-    @property
-    def training(self):
-        """What training mode shows: ``"raises"``, ``"no dropout"`` (both calls give the eval
-        output), ``"same every call"`` (the calls agree with each other, not with eval mode),
-        or ``"random"``. ``None`` when the module was built without dropout."""
-        if self.config.dropout == 0 or self.error is not None:
-            return None
-        if self._training is None:
-            try:
-                first, second = self.training_outputs()
-            except Exception as error:
-                self.training_error = error
-                self._training = "raises"
-            else:
-                if not all(isinstance(t, torch.Tensor) for t in (first, second)):
-                    self._training = "raises"
-                elif torch.equal(first, self.output) and torch.equal(second, self.output):
-                    self._training = "no dropout"
-                elif torch.equal(first, second):
-                    self._training = "same every call"
-                else:
-                    self._training = "random"
-        return self._training
 
     @property
     def failing_line(self):

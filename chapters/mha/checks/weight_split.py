@@ -5,10 +5,10 @@ The reader subclasses :class:`WeightSplitSkeleton` (``MultiHeadAttention``'s lay
 itself in several configurations (several head counts, ``d_in`` != ``d_out``, inputs shorter
 than ``context_length``, biases in the projections, dropout) and compares the output, in eval
 mode, with the reference computed from each instance's own layers (:mod:`.reference`). With
-dropout it also runs training mode, where two calls must differ. A forward that calls
-torch's own attention (``scaled_dot_product_attention``, ``nn.MultiheadAttention``: see
-:func:`.classes.watching_torch_attention`) is refused: it does the steps the practice teaches
-(chapter 5 uses the kernel).
+dropout it also runs training mode, where dropout must drop whole weights (:mod:`.dropout`).
+A forward that calls torch's own attention (``scaled_dot_product_attention``,
+``nn.MultiheadAttention``: see :func:`.classes.watching_torch_attention`) is refused: it does
+the steps the practice teaches (chapter 5 uses the kernel).
 """
 
 import torch
