@@ -1124,5 +1124,5 @@ def test_the_success_message_names_what_was_checked_and_the_training_run_restore
 
     result = check_weight_split(Solution)
     assert result.passed
-    assert "on in training mode, off in eval mode" in result.feedback
+    assert "its value / (1 - p), the mean of 48 calls is the eval output" in result.feedback
     assert "without torch's own attention" in result.feedback

@@ -16,6 +16,7 @@ from ..attention import MultiHeadAttention
 from .classes import book_classes, watching_calls
 from .config import Trial, TrialConfig
 from .core import evaluating, kind_of
+from .dropout import PLACES
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -487,7 +488,7 @@ class TiledTrial(Trial):
         return True
 
     @property
-    def dropout_place(self):
+    def dropout_spot(self):
         """Where the reader's dropout acts, when it does not drop whole weights: the values,
         the context, the scores (some negative or -inf), or weights that reach the sum too."""
         _, _, values, _, dropped = self.training_first_block(seeds=(1,))
@@ -506,6 +507,10 @@ class TiledTrial(Trial):
 
     @property
     def dropout_story(self):
+        """What went wrong: the whole module's reading (:mod:`.dropout`) names dropout applied
+        twice or after out_proj; the first block's operators name the other places."""
+        if self.dropout_place in ("twice", "output"):
+            return PLACES[self.dropout_place]
         return {
             "values": "In training mode your dropout drops single numbers of the values: a "
             "query that sees one key keeps some numbers of its value and loses others.",
@@ -519,7 +524,7 @@ class TiledTrial(Trial):
             "0 / 0).",
             "elsewhere": "In training mode your output is not what dropping whole attention "
             "weights gives.",
-        }[self.dropout_place]
+        }[self.dropout_spot]
 
 
 class _ProductNans(TorchDispatchMode):

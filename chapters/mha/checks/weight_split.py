@@ -340,9 +340,10 @@ def check_weight_split(cls):
         True,
         f"Your forward pass matches the reference, computed from each instance's own weights, "
         f"in all {len(WEIGHT_SPLIT_CONFIGS)} configurations: {listed(map(str, heads))} heads, "
-        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (on in "
-        "training mode, off in eval mode), written without torch's own attention (the fused "
-        "kernel or nn.MultiheadAttention).",
+        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (off in eval "
+        "mode; in training mode token 0's context is 0 or its value / (1 - p), the mean of 48 "
+        "calls is the eval output), written without torch's own attention (the fused kernel "
+        "or nn.MultiheadAttention).",
     )
 
 
