@@ -7,6 +7,7 @@ blocks of scores were computed (and were any of them future blocks); where does 
 The mistakes and the exercise are in :mod:`.tiled`.
 """
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -181,6 +182,27 @@ def score_like(t, config):
     return max(rows, cols) > config.block_size
 
 
+def elementwise_scores(args, out, head_dim):
+    """``(..., rows, cols)`` when ``out`` is queries times keys, elementwise and broadcast
+    against each other, ``(..., rows, cols, head_dim)`` (trailing size-1 axes aside), as
+    ``(q.unsqueeze(3) * k.unsqueeze(2)).sum(-1)`` computes scores; else ``None``."""
+
+    def trimmed(shape):
+        shape = list(shape)
+        while shape and shape[-1] == 1:
+            shape.pop()
+        return shape
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(tensors) != 2 or not isinstance(out, torch.Tensor):
+        return None
+    shape = trimmed(out.shape)
+    factors = [trimmed(t.shape) for t in tensors]
+    broadcast = all(t.numel() < out.numel() for t in tensors)
+    ends = all(f[-1:] == [head_dim] for f in (shape, *factors))
+    return tuple(shape[:-1]) if broadcast and ends and len(shape) >= 3 else None
+
+
 #: Operators that read a whole row of scores to normalise it.
 SOFTMAX_OPS = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
 
@@ -209,6 +231,8 @@ class _OpLog(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if name in {"mm", "addmm", "bmm", "baddbmm"}:
             self.products.append((args[-2].shape[-1], tuple(out.shape)))
+        elif name == "mul" and (tile := elementwise_scores(args, out, self.config.head_dim)):
+            self.products.append((self.config.head_dim, tile))
         if not func.is_view and score_like(out, self.config):
             self.wide.append((name, tuple(out.shape)))
             self._wide_tensors.append(out)
@@ -286,9 +310,16 @@ class TiledTrial(Trial):
 
     @property
     def score_blocks(self):
-        """The output shapes of the batched products whose left factor is head_dim wide."""
-        head_dim = self.config.head_dim  # the linear layers' products are 2-D: not scores
-        return [s for width, s in self.log.products if width == head_dim and len(s) >= 3]
+        """The shapes of the tensors of scores computed, in any layout: each product whose
+        left factor is head_dim wide (2-D, 3-D or more), and each elementwise product of
+        queries and keys. A product whose result ends in d_out or head_dim is a layer's or
+        a mix of values, not scores."""
+        c = self.config
+        return [
+            s
+            for width, s in self.log.products
+            if width == c.head_dim and len(s) >= 2 and s[-1] not in (c.d_out, c.head_dim)
+        ]
 
     @property
     def widest_scores(self):
@@ -326,7 +357,7 @@ class TiledTrial(Trial):
             keys, values = keys.clone(), values.clone()
             keys[:, :, end:] = torch.nan
             values[:, :, end:] = torch.nan
-            log = _ProductNans()
+            log = _ProductNans(c.head_dim)
             with log:
                 module.query_block(queries[:, :, :end], keys, values, 0)
         return log.nan_product
@@ -370,8 +401,7 @@ class TiledTrial(Trial):
     def blocks_computed(self):
         """Blocks of scores computed, each counted in block_size × block_size units."""
         c = self.config
-        per_head = sum(s[-2] * s[-1] * (s[0] if len(s) == 3 else 1) for s in self.score_blocks)
-        elements = per_head / (c.batch * c.num_heads)
+        elements = sum(math.prod(s) for s in self.score_blocks) / (c.batch * c.num_heads)
         full = c.num_tokens * c.num_tokens / (c.blocks * c.blocks)  # one block's elements
         return round(elements / full)
 
@@ -532,8 +562,15 @@ class _ProductNans(TorchDispatchMode):
 
     nan_product = False
 
+    def __init__(self, head_dim):
+        super().__init__()
+        self.head_dim = head_dim
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func.overloadpacket.__name__ in {"mm", "bmm", "baddbmm", "addmm"}:
+        name = func.overloadpacket.__name__
+        if name in {"mm", "bmm", "baddbmm", "addmm"} or (
+            name == "mul" and elementwise_scores(args, out, self.head_dim)
+        ):
             self.nan_product = self.nan_product or bool(out.isnan().any())
         return out
