@@ -120,8 +120,9 @@ SHORTCUT_MISTAKES = (
     Mistake(
         "copies the book's forward",
         "{name}.forward is the book's GroupedQueryAttention.forward, line for line. That one "
-        "is already checked; the practice is to write the pass yourself. Start again from the "
-        "skeleton, and use the hints if you are stuck.",
+        "is already checked; the practice is to write the pass yourself. Start again from an "
+        "empty forward in your subclass of GroupedQueryAttention, and use the hints if you "
+        "are stuck.",
         _copies_the_book,
     ),
 )
@@ -211,6 +212,15 @@ GQA_FORWARD_MISTAKES = (
         "group_size = num_heads // num_kv_groups = {t.config.group_size} times: "
         "self.group_size.",
         lambda t: t.repeated_by_group_count,
+    ),
+    Mistake(
+        "keys viewed with num_heads",
+        "Your forward raised {t.error_text}, on the line\n    {t.failing_line}\nW_key and "
+        "W_value give num_kv_groups={t.config.num_kv_groups} blocks of head_dim, "
+        "{t.config.kv_width} columns, not num_heads={t.config.num_heads} blocks: view the "
+        "keys and values with self.num_kv_groups, then repeat each block once per head of "
+        "its group.",
+        lambda t: t.kv_viewed_with_num_heads,
     ),
     Mistake(
         "head axes disagree",

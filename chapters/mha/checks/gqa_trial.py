@@ -234,6 +234,15 @@ class GroupTrial(Trial):
         return (own or frames)[-1].line or "" if frames else ""
 
     @property
+    def kv_viewed_with_num_heads(self):
+        """A ``view`` of the keys or values into num_heads blocks raised: too few numbers."""
+        c = self.config
+        shape = f"[{c.batch}, {c.num_tokens}, {c.num_heads}, {c.head_dim}]"
+        size = f"size {c.batch * c.num_tokens * c.kv_width}"
+        text = str(self.error)
+        return self.stage == "forward" and shape in text and size in text
+
+    @property
     def head_axes_disagree(self):
         """The forward raised because a product met num_heads and num_kv_groups on one axis."""
         c = self.config
