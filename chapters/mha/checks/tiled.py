@@ -257,6 +257,31 @@ TILED_MISTAKES = (
         lambda t: any(t.follows(recipe) for recipe in WRONG_FACTORS),
     ),
     Mistake(
+        "scaled by √d_out",
+        "Your scores are divided by √d_out = √{t.config.d_out}, the width of all heads "
+        "together. Each head's scores are scaled by its own width: √head_dim = "
+        "√{t.config.head_dim}, self.head_dim**0.5.",
+        _follows(scale="sqrt d_out"),
+    ),
+    Mistake(
+        "divided by head_dim",
+        "Your scores are divided by head_dim = {t.config.head_dim}, not by its square root: "
+        "scale them by self.head_dim**0.5.",
+        _follows(scale="head_dim"),
+    ),
+    Mistake(
+        "no final division",
+        "Your output is never divided by the running sum: it is the weighted sum of the "
+        "values with unnormalised weights. After the last key block, return out / row_sum.",
+        _follows(divide="never"),
+    ),
+    Mistake(
+        "running sum rescaled by factor²",
+        "Your running sum is rescaled by the factor squared. The sum of exp(score - max) "
+        "moves to a new maximum exactly as the output does: row_sum * factor, once.",
+        _follows(sum_factor="factor squared"),
+    ),
+    Mistake(
         "ratio of the maxima",
         "Your factor is the ratio of the maxima, old / new. The terms are exponentials: "
         "exp(score - new) = exp(score - old) × exp(old - new), so the factor is "
@@ -305,7 +330,7 @@ TILED_MISTAKES = (
         "no scaling",
         "The scores are not divided by √head_dim, as MultiHeadAttention divides them: "
         "scores = q @ k.transpose(2, 3) / self.head_dim**0.5.",
-        _follows(scaled=False),
+        _follows(scale="none"),
     ),
 )
 

@@ -80,8 +80,9 @@ class TiledRecipe:
     factor: str = "old - new"  # exp(old max - new max); "new - old", "old / new": see the recipe
     running_max: bool = True  # False: each block's weights relative to its own maximum
     diagonal: str = "mask"  # "none": no mask; "whole": the diagonal block masked entirely
-    divide: str = "end"  # "inside": out divided by the running sum inside the loop
-    scaled: bool = True  # scores divided by √head_dim
+    divide: str = "end"  # "inside": out divided by the running sum inside the loop; "never"
+    scale: str = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none": the scores' divisor
+    sum_factor: str = "factor"  # "factor squared": the running sum rescaled by factor²
 
 
 CORRECT = TiledRecipe()
@@ -106,8 +107,14 @@ def tiled_recipe(module, x, recipe=CORRECT):
             k_end = min(k_start + size, q_end)
             k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]
             scores = q @ k.transpose(2, 3)  # (b, num_heads, rows, cols)
-            if recipe.scaled:
-                scores = scores / module.head_dim**0.5
+            scores = (
+                scores
+                / {
+                    "sqrt head_dim": module.head_dim**0.5,
+                    "sqrt d_out": module.d_out**0.5,
+                    "head_dim": module.head_dim,
+                }[recipe.scale]
+            )
             if k_end > q_start + 1 and recipe.diagonal == "mask":
                 scores = scores.masked_fill(module.mask[q_start:q_end, k_start:k_end], -torch.inf)
             elif k_end > q_start + 1 and recipe.diagonal == "whole":
@@ -125,7 +132,8 @@ def tiled_recipe(module, x, recipe=CORRECT):
                 factor = torch.where(first, 0.0, torch.exp(new_max - row_max))
             else:  # "old / new": the ratio of the maxima
                 factor = torch.where(first, 0.0, row_max / new_max)
-            row_sum = (row_sum * factor if recipe.rescale_sum else row_sum) + weights.sum(
+            sum_factor = factor**2 if recipe.sum_factor == "factor squared" else factor
+            row_sum = (row_sum * sum_factor if recipe.rescale_sum else row_sum) + weights.sum(
                 -1, keepdim=True
             )
             out = (out * factor if recipe.rescale_out else out) + weights @ v
