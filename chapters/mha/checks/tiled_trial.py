@@ -79,7 +79,8 @@ class TiledRecipe:
     rescale_out: bool = True
     factor: str = "old - new"  # exp(old max - new max); "new - old", "old / new": see the recipe
     running_max: bool = True  # False: each block's weights relative to its own maximum
-    diagonal: str = "mask"  # "none": no mask; "whole": the diagonal block masked entirely
+    diagonal: str = "mask"  # "none": no mask; "whole": the diagonal block masked entirely;
+    # "diagonal too": each query's own key hidden as well (a mask built with diagonal=0)
     divide: str = "end"  # "inside": out divided by the running sum inside the loop; "never"
     scale: str = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none": the scores' divisor
     sum_factor: str = "factor"  # "factor squared": the running sum rescaled by factor²
@@ -113,12 +114,17 @@ def tiled_recipe(module, x, recipe=CORRECT):
                     "sqrt head_dim": module.head_dim**0.5,
                     "sqrt d_out": module.d_out**0.5,
                     "head_dim": module.head_dim,
+                    "none": 1.0,
                 }[recipe.scale]
             )
             if k_end > q_start + 1 and recipe.diagonal == "mask":
                 scores = scores.masked_fill(module.mask[q_start:q_end, k_start:k_end], -torch.inf)
             elif k_end > q_start + 1 and recipe.diagonal == "whole":
                 scores = torch.full_like(scores, -torch.inf)
+            elif k_end > q_start and recipe.diagonal == "diagonal too":  # key ≥ query hidden
+                keys_at = torch.arange(k_start, k_end)[None, :]  # (1, cols)
+                queries_at = torch.arange(q_start, q_end)[:, None]  # (rows, 1)
+                scores = scores.masked_fill(keys_at >= queries_at, -torch.inf)
             new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
             if not recipe.running_max:  # the block's own maximum, and nothing rescaled
                 new_max = scores.amax(-1, keepdim=True)
@@ -453,16 +459,6 @@ class TiledTrial(Trial):
         with evaluating(self.module):
             return same(self.module(x), book_reference(self.module, x))
 
-    def training_outputs(self, seeds=(1, 2)):
-        outputs = []
-        for seed in seeds:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                torch.manual_seed(seed)
-                self.module.train()
-                outputs.append(self.module(self.x))
-        self.module.eval()
-        return outputs
-
     @property
     def dropout_in_eval(self):
         if self.config.dropout == 0:
@@ -470,10 +466,6 @@ class TiledTrial(Trial):
         with evaluating(self.module), torch.random.fork_rng(devices=[]):
             torch.manual_seed(7)
             return not torch.equal(self.module(self.x), self.output)
-
-    @property
-    def no_dropout_in_training(self):
-        return all(torch.equal(out, self.output) for out in self.training_outputs())
 
     def training_first_block(self, seeds=range(1, 7)):
         """``(q, keys, values, outputs, dropped)``: ``query_block`` on the first query block in
@@ -492,38 +484,6 @@ class TiledTrial(Trial):
                 outputs.append(module.query_block(q, keys, values, 0))
         module.eval()
         return q, keys, values, outputs, log.dropped
-
-    @property
-    def drops_whole_weights(self):
-        """Whether dropout in training drops whole attention weights, as MultiHeadAttention's.
-
-        Query 0 sees key 0 only: its context must be 0 or v0 / (1 - p), every number of it
-        alike. Query 1 sees keys 0 and 1 with weights w0, w1: its context must be one of
-        0, w0 v0, w1 v1 or w0 v0 + w1 v1, over 1 - p. Dropping the values or the context zeroes
-        single numbers; dropping the scores changes the weights; dropping the sum divides the
-        dropout out again (or gives 0 / 0). Whatever dropout receives must not end in head_dim
-        either: that is values or an output, never weights (the check's blocks are never
-        head_dim keys wide).
-        """
-        q, keys, values, outputs, dropped = self.training_first_block()
-        if any(t.shape[-1] == self.config.head_dim for t in dropped):
-            return False  # values, a running output or a context: never whole weights
-        scale = 1 / (1 - self.config.dropout)
-        scores = q[:, :, :2] @ keys[:, :, :2].transpose(2, 3) / self.config.head_dim**0.5
-        w = torch.softmax(scores.masked_fill(torch.ones(2, 2).triu(1).bool(), -torch.inf), -1)
-        v0, v1 = values[:, :, 0], values[:, :, 1]  # (b, num_heads, head_dim)
-        w0, w1 = w[:, :, 1, :1], w[:, :, 1, 1:]  # (b, num_heads, 1)
-        allowed = (
-            [torch.zeros_like(v0), v0 * scale],
-            [torch.zeros_like(v0), w0 * v0 * scale, w1 * v1 * scale, (w0 * v0 + w1 * v1) * scale],
-        )
-        for out in outputs:
-            for row, candidates in enumerate(allowed):
-                got = out[:, :, row]  # (b, num_heads, head_dim)
-                close = [torch.isclose(got, c, rtol=1e-4, atol=1e-5).all(-1) for c in candidates]
-                if not torch.stack(close).any(0).all():
-                    return False
-        return True
 
     @property
     def dropout_spot(self):
