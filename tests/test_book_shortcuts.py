@@ -6,7 +6,6 @@ Issue 18: chapter 3's check accepted a forward that builds ``mha.gqa.GroupedQuer
 with ``num_kv_groups=num_heads``, loads its own state dict into it and returns its output.
 """
 
-import contextlib
 import importlib
 import inspect
 import sys
@@ -236,60 +235,6 @@ def test_what_counts_as_the_books_work():
     assert not computes(FusedAttentionStart.forward)
     # The solutions the checker shows are the reader's to use: they pass.
     assert check_weight_split(weight_split_check.weight_split.solution_code).passed
-
-
-# --- a one-line patch of the checker does not switch a check off silently -------------------
-
-
-def no_watcher(*args, **kwargs):
-    return contextlib.nullcontext([])
-
-
-@pytest.mark.parametrize(
-    "where, name, value",
-    [
-        (weight_split_check, "book_forward_of", lambda *args, **kwargs: None),
-        (weight_split_check, "watching_book_forwards", no_watcher),
-        (classes, "book_forward_of", lambda *args, **kwargs: None),
-        (classes, "is_book_module", lambda name: False),
-        (classes, "computes", lambda function: False),
-        (classes, "watching_calls", no_watcher),
-        (classes, "PACKAGE", "nothing"),
-        (fused_check, "watching_book_forwards", no_watcher),
-    ],
-)
-def test_a_replaced_detector_fails_the_check_loudly(monkeypatch, where, name, value):
-    monkeypatch.setattr(where, name, value)
-    for check, shortcut in (
-        (check_weight_split, ThroughGroupedQueryAttention),
-        (check_fused_attention, FusedThroughGroupedQueryAttention),
-    ):
-        result = check(shortcut)
-        assert not result.passed and "has been replaced" in result.feedback, result.feedback
-    monkeypatch.undo()
-    assert check_weight_split(weight_split_check.weight_split.solution_code).passed
-
-
-def test_replacing_book_classes_or_sys_setprofile_changes_nothing(monkeypatch):
-    """The issue's example patch, and the profiler's switch: detection does not use either."""
-    monkeypatch.setattr(classes, "book_classes", lambda: [])
-    monkeypatch.setattr(sys, "setprofile", lambda function: None)
-    result = check_weight_split(ThroughGroupedQueryAttention)
-    assert not result.passed and "GroupedQueryAttention" in result.feedback
-    monkeypatch.undo()
-    assert sys.getprofile() is None
-
-
-def switches_the_watcher_off(self, x):
-    sys.setprofile(None)
-    return MultiHeadAttention.forward(self, x)
-
-
-def test_a_forward_that_switches_the_watcher_off_is_told_so():
-    cls = type("Quiet", (WeightSplitSkeleton,), {"forward": switches_the_watcher_off})
-    result = check_weight_split(cls)
-    assert not result.passed and "switched off" in result.feedback, result.feedback
-    assert sys.getprofile() is None
 
 
 def sdpa_forward(self, x):

@@ -15,6 +15,7 @@ from mha.checks.fused import (
     check_fused_attention,
     fused_attention,
 )
+from test_check_dropout import fused_forward
 
 
 def reader_class(forward, name=None):
@@ -285,6 +286,7 @@ MISTAKES = {
     "out_proj not applied": no_out_proj,
     "dropout in evaluation mode": dropout_always,
     "no dropout in training": dropout_never,
+    "dropout in the wrong place": fused_forward("output").forward,
     "no fused kernel": step_by_step,
     "not a tensor": returns_tuple,
     "wrong shape": heads_unmerged,

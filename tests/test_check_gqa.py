@@ -29,6 +29,7 @@ from mha.checks.gqa import (
     gqa_forward,
 )
 from mha.gqa import KVCache, generate
+from test_check_dropout import grouped_forward
 
 # --- the steps of a correct pass, for the buggy forwards to reuse around the step they get wrong
 
@@ -440,6 +441,14 @@ def sdpa_without_dropout_p(self, x):
     return self.out_proj(merge(self, context))
 
 
+def keys_viewed_with_num_heads(self, x):
+    b, num_tokens, _ = x.shape
+    queries, _, _ = split(self, x)
+    keys = self.W_key(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+    values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+    return self.out_proj(merge(self, causal_softmax(self, queries @ keys.mT) @ values))
+
+
 def dropout_reseeded_every_call(self, x):
     queries, keys, values = split(self, x)
     keys, values = interleave(self, keys), interleave(self, values)
@@ -532,6 +541,8 @@ MISTAKEN = [
     (dropout_on_in_eval_mode, "dropout in eval mode", "self.dropout(attn_weights)"),
     (no_dropout, "no dropout in training", "dropout=0.25"),
     (dropout_reseeded_every_call, "the same dropout every call", "do not reseed"),
+    (grouped_forward("values").forward, "dropout in the wrong place", "on the values"),
+    (keys_viewed_with_num_heads, "keys viewed with num_heads", "view the keys and values with"),
     (dropout_given_the_layer_as_p, "raises in training mode", "TypeError"),
     (repeated_on_the_token_axis, "repeated on the token axis", "3 × 6 tokens"),
     (repeated_on_the_token_axis_before_the_transpose, "repeated on the token axis", "dim=1"),
@@ -811,6 +822,9 @@ def test_a_pasted_copy_of_the_books_forward_is_refused(tmp_path):
     pasted = copy_of_the_books_forward(tmp_path)
     result = check_gqa_forward(pasted)
     assert not result.passed and "line for line" in result.feedback
+    assert (
+        "skeleton" not in result.feedback and "subclass of GroupedQueryAttention" in result.feedback
+    )
 
 
 def test_the_solution_is_not_a_copy_of_the_books_forward():

@@ -126,13 +126,19 @@ def test_the_hints_do_not_give_the_number_and_the_solution_passes():
         hint = str(lookback_heads.hint(n))
         assert "num_heads=3" not in hint and "three heads" not in hint
     assert "2 hints" in str(lookback_heads.hint(3))
-    namespace = {
+    namespace = {  # a fresh kernel's names after the chapter's imports: no variant yet
         "torch": torch,
         "LookbackModel": LookbackModel,
-        "variant": VARIANT,
+        "LookbackTask": LookbackTask,
         "lookback_heads": lookback_heads,
     }
     code = textwrap.dedent(lookback_heads.solution().text)
     *statements, last = code.strip().splitlines()
     exec("\n".join(statements), namespace)
     assert eval(last, namespace).passed
+
+
+def test_the_four_head_message_points_at_the_reasoning_without_the_answer():
+    result = check_lookback_model(build(num_heads=4))
+    assert not result.passed and "How many patterns does the variant need" in result.feedback
+    assert "as many heads as there are offsets" not in result.feedback

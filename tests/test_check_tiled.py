@@ -51,7 +51,7 @@ def make(
     order=1,
     scale=True,
     dropout="weights",  # or "both" (weights and sum), "always", "none", "values", "context",
-    # "running output" (and the weights)
+    # "running output" (and the weights), "twice", "after out_proj"
     divisible_only=False,
 ):
     """A query_block with one deliberate mistake (or none)."""
@@ -74,6 +74,8 @@ def make(
             weights = torch.exp(scores - new_max)
             f = rescaling_factor(factor, row_max, new_max)
             dropped = self.dropout(weights) if dropout in ("weights", "both") else weights
+            if dropout == "twice":
+                dropped = self.dropout(self.dropout(weights))
             summed = dropped if dropout == "both" else weights
             if dropout == "always":
                 dropped = F.dropout(weights, self.dropout.p, training=True)
@@ -425,6 +427,7 @@ def forgets_heads(self, q, keys, values, q_start):
         (make(dropout="values"), "drops single numbers of the values"),
         (make(dropout="context"), "drops single numbers of an output"),
         (make(dropout="running output"), "drops single numbers of an output"),
+        (make(dropout="twice"), "applied twice"),
         (dropped_scores(before_mask=True), "your dropout acts on the scores"),
         (dropped_scores(before_mask=False), "your dropout acts on the scores"),
         (styled(returns_none), "returned None"),

@@ -15,6 +15,7 @@ from torch import nn
 from conftest import multi_head_attention_forward
 from mha.attention import MultiHeadAttention
 from mha.checks import CheckResult, WeightSplitSkeleton, check_weight_split, weight_split
+from test_check_dropout import split_forward
 
 # --- the steps of a correct pass, which the buggy forwards reuse around the step they get wrong
 
@@ -791,6 +792,10 @@ MISTAKES = {
         [not_written_yet, EmptySubclass, WeightSplitSkeleton],
         "this is the starting code",
     ),
+    "dropout in the wrong place": (
+        [split_forward("values"), split_forward("output")],
+        "Dropout belongs on the attention weights",
+    ),
     "dropout on in eval mode": (
         [functional_dropout_always, torch_dropout_train_true],
         "even in eval mode",
@@ -1119,5 +1124,5 @@ def test_the_success_message_names_what_was_checked_and_the_training_run_restore
 
     result = check_weight_split(Solution)
     assert result.passed
-    assert "on in training mode, off in eval mode" in result.feedback
+    assert "its value / (1 - p), the mean of 48 calls is the eval output" in result.feedback
     assert "without torch's own attention" in result.feedback

@@ -180,6 +180,10 @@ def zeros_of_the_right_shape(self, x):
     return x.new_zeros(*x.shape[:2], width)
 
 
+def list_called(self, x):
+    return torch.cat(self.heads(x), dim=-1)
+
+
 class BuildsNoHeads(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
@@ -216,6 +220,7 @@ MISTAKES = {
     "concatenated on the wrong axis": ([token_axis, batch_axis], "axis (dim="),
     "heads added instead of concatenated": ([added], "You added"),
     "heads' columns reordered": ([reversed_output, interleaved_output], "not in head order"),
+    "the list of heads called": ([list_called], "calls the list of heads itself"),
     "the starting code": ([WrapperSkeleton], "NotImplementedError"),
 }
 

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .core import BEFORE_EACH_CHECK, Mistake, kind_of
+from .core import Mistake, kind_of
 
 
 class Skeleton(torch.nn.Module):
@@ -49,11 +49,6 @@ PACKAGE = __package__.rpartition(".")[0]
 #: The checker inside it ("mha.checks"): its skeletons and the solutions it shows are the
 #: reader's to use, so they do not count as the book's work.
 CHECKER = __package__
-
-
-#: The profiler's switches as they were at import: replacing ``sys.setprofile`` later does
-#: not switch the watcher off.
-_setprofile, _getprofile = sys.setprofile, sys.getprofile
 
 
 def _in_package(name):
@@ -100,7 +95,6 @@ def book_forward_of(cls, allowed=()):
     """The book class whose very ``forward`` function ``cls`` uses (or the book function it
     uses as its forward), or ``None``. Any module of the book counts, whenever it was added;
     the ``forward`` of a class in ``allowed`` does not."""
-    verify_intact()
     forward = getattr(cls, "forward", None)
     forward = getattr(forward, "__func__", forward)
     if not inspect.isfunction(forward) or not is_book_module(forward.__module__):
@@ -119,11 +113,8 @@ def _watching(describe):
     or ``(name, True)`` (the book's work when the reader's code calls it directly).
 
     A profiler sees every call, whatever route it took: directly, through ``super()``, through
-    a reference saved beforehand, or through a module built inside the block. The profiler is
-    installed with the functions of ``sys`` as they were when this module was loaded, and the
-    block fails loudly if it was switched off while it ran.
+    a reference saved beforehand, or through a module built inside the block.
     """
-    verify_intact()
     called, seen = [], {}
 
     def profile(frame, event, arg):
@@ -141,18 +132,12 @@ def _watching(describe):
         ):
             called.append(name)
 
-    previous = _getprofile()
-    _setprofile(profile)
+    previous = sys.getprofile()
+    sys.setprofile(profile)
     try:
         yield called
-        if _getprofile() is not profile:
-            raise RuntimeError(
-                "the check's call watcher (a profiler, sys.setprofile) was switched off while "
-                "your code ran, so the check cannot tell whose forward ran. Leave the "
-                "profiler alone, restart the kernel and run the check again."
-            )
     finally:
-        _setprofile(previous)
+        sys.setprofile(previous)
 
 
 def _book_code(code, module, allowed_code=frozenset()):
@@ -387,54 +372,3 @@ def delegation_message(cls, called, what):
         "super().forward, or book code it calls), so it does not compute attention itself. "
         f"Write {what} in your own forward, from the layers the skeleton gives you."
     )
-
-
-#: What the detection of the book's work relies on, as it was defined. A check that finds one
-#: of these replaced (here, or where a check imported it) says so instead of passing quietly.
-_ORIGINALS = {
-    name: globals()[name]
-    for name in (
-        "PACKAGE",
-        "CHECKER",
-        "is_book_module",
-        "computes",
-        "book_forward_of",
-        "watching_calls",
-        "watching_book_forwards",
-        "_watching",
-        "_book_code",
-        "_in_package",
-        "_owner",
-        "_setprofile",
-        "_getprofile",
-        "watching_torch_attention",
-    )
-}
-#: The names a check module imports from here.
-_IMPORTED = (
-    "book_forward_of",
-    "watching_calls",
-    "watching_book_forwards",
-    "watching_torch_attention",
-)
-
-
-def verify_intact():
-    """Raise ``RuntimeError`` if a name the detection relies on was replaced, in this module
-    or in a check module that imported it (a one-line monkeypatch must not switch a check
-    off silently)."""
-    for module_name, module in list(sys.modules.items()):
-        if module is None or not (module_name == CHECKER or module_name.startswith(CHECKER + ".")):
-            continue
-        names = _ORIGINALS if module_name == __name__ else _IMPORTED
-        for name in names:
-            value = vars(module).get(name, _ORIGINALS[name])
-            if value is not _ORIGINALS[name]:
-                raise RuntimeError(
-                    f"{module_name}.{name} has been replaced, so this check cannot see whether "
-                    "your forward is your own. Restart the kernel and run the chapter again, "
-                    "without changing the checker."
-                )
-
-
-BEFORE_EACH_CHECK.append(verify_intact)

@@ -7,10 +7,12 @@ trial runs the class on it, and :class:`Trial` answers what every chapter asks o
 """
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import torch
 
 from .core import describe_error, evaluating
+from .dropout import dropout_place, dropout_story, training_outputs
 from .reference import PROJECTIONS
 
 
@@ -71,8 +73,46 @@ class Trial:
     """The questions every class trial answers about the output of one build.
 
     A subclass sets ``config`` (a :class:`TrialConfig`), ``module``, its input ``x``,
-    ``output`` and ``error``, and says what the right output is with ``expected()``.
+    ``output`` and ``error``, and says what the right output is with ``expected()``;
+    ``dropout_belongs`` says where the chapter's dropout goes.
     """
+
+    training_error = None
+    dropout_belongs = (
+        "Dropout belongs on the attention weights, after the softmax: "
+        "attn_weights = self.dropout(attn_weights)."
+    )
+
+    @cached_property
+    def dropout_place(self):
+        """Where dropout acts in training mode (:func:`.dropout.dropout_place`), or "raises";
+        ``None`` when it drops whole weights, or the configuration has no dropout."""
+        if not self.config.dropout or self.error is not None:
+            return None
+        try:
+            outputs = training_outputs(self.module, self.x)
+        except Exception as error:
+            self.training_error = error
+            return "raises"
+        shape = self.output.shape
+        if not all(isinstance(o, torch.Tensor) and o.shape == shape for o in outputs):
+            return "not a tensor"
+        config = self.config
+        return dropout_place(self.module, outputs, self.output, config.num_heads, config.dropout)
+
+    @property
+    def dropout_text(self):
+        """Where the reader's dropout went, and where it belongs."""
+        return dropout_story(self.dropout_place, self.dropout_belongs)
+
+    @property
+    def training_error_text(self):
+        error = self.training_error
+        return describe_error(error).rstrip(".") if error else "no tensor"
+
+    @property
+    def dropout_misplaced(self):
+        return self.dropout_place not in (None, "none", "raises")
 
     @property
     def expected_shape(self):

@@ -5,8 +5,8 @@ check builds the class over several configurations (one group, several,
 as many as heads), computes the expected output from each instance's own
 weights, and names the mistake when the output follows a known wrong recipe.
 Once the output is right in the configuration built with dropout, it runs
-the class twice in training mode: the two calls must differ (dropout acts),
-and eval mode must show none of it (already compared with the reference).
+the class in training mode, where dropout must drop whole attention weights
+(:mod:`.dropout`), and eval mode must show none of it.
 It also refuses answers that do not need the skill: the book's own class,
 a subclass that inherits its forward, a forward that calls the book's code,
 and a copy of the book's forward.
@@ -120,8 +120,9 @@ SHORTCUT_MISTAKES = (
     Mistake(
         "copies the book's forward",
         "{name}.forward is the book's GroupedQueryAttention.forward, line for line. That one "
-        "is already checked; the practice is to write the pass yourself. Start again from the "
-        "skeleton, and use the hints if you are stuck.",
+        "is already checked; the practice is to write the pass yourself. Start again from an "
+        "empty forward in your subclass of GroupedQueryAttention, and use the hints if you "
+        "are stuck.",
         _copies_the_book,
     ),
 )
@@ -211,6 +212,15 @@ GQA_FORWARD_MISTAKES = (
         "group_size = num_heads // num_kv_groups = {t.config.group_size} times: "
         "self.group_size.",
         lambda t: t.repeated_by_group_count,
+    ),
+    Mistake(
+        "keys viewed with num_heads",
+        "Your forward raised {t.error_text}, on the line\n    {t.failing_line}\nW_key and "
+        "W_value give num_kv_groups={t.config.num_kv_groups} blocks of head_dim, "
+        "{t.config.kv_width} columns, not num_heads={t.config.num_heads} blocks: view the "
+        "keys and values with self.num_kv_groups, then repeat each block once per head of "
+        "its group.",
+        lambda t: t.kv_viewed_with_num_heads,
     ),
     Mistake(
         "head axes disagree",
@@ -344,7 +354,7 @@ TRAINING_MISTAKES = (
         "raises in training mode",
         "Your output is right in eval mode, but in training mode (module.train()) your "
         "forward raised {t.training_error_text}. The check runs it in both modes.",
-        lambda t: t.training == "raises",
+        lambda t: t.dropout_place == "raises",
     ),
     Mistake(
         "no dropout in training",
@@ -352,7 +362,7 @@ TRAINING_MISTAKES = (
         "although the module was built with dropout={t.config.dropout}. Apply "
         "self.dropout to the attention weights after the softmax; the layer acts only in "
         "training mode.",
-        lambda t: t.training == "no dropout",
+        lambda t: t.dropout_place == "none",
     ),
     Mistake(
         "the same dropout every call",
@@ -360,8 +370,9 @@ TRAINING_MISTAKES = (
         "eval mode: the same positions are dropped every time. Dropout draws a new random "
         "mask on each call: use self.dropout (an nn.Dropout) and do not reseed inside "
         "forward.",
-        lambda t: t.training == "same every call",
+        lambda t: t.dropout_place == "same every call",
     ),
+    Mistake("dropout in the wrong place", "{t.dropout_text}", lambda t: t.dropout_misplaced),
 )
 
 
@@ -393,8 +404,9 @@ def check_gqa_forward(cls):
         f"In eval mode your forward pass matches the reference, computed from each instance's "
         f"own layers, in all {len(GQA_CONFIGS)} configurations: one group (multi-query), 2 and "
         "4 groups, as many groups as heads (multi-head), with biases, and with inputs shorter "
-        f"than context_length. Built with dropout={dropout}, it gives two different outputs in "
-        "training mode and none of that randomness in eval mode.",
+        f"than context_length. Built with dropout={dropout}, in training mode it drops whole "
+        "attention weights (token 0's context is 0 or its value / (1 - p), the mean of 48 "
+        "calls is the eval output), and in eval mode nothing.",
     )
 
 

@@ -23,7 +23,7 @@ from .. import gqa as book
 from . import reference
 from .classes import torch_attention_message, watching_calls, watching_torch_attention
 from .config import Trial, TrialConfig
-from .core import describe_error, evaluating
+from .core import evaluating
 from .reference import PROJECTIONS
 
 #: A repeat or repeat_interleave along dim=2 (or -2): the token axis of (b, G, T, hd).
@@ -148,7 +148,7 @@ class GroupTrial(Trial):
         self.book_calls = []
         self.torch_attention = None  # what of torch's own attention the forward ran
         self._held = None  # computed when first asked for
-        self._training = self.training_error = None
+
         self.x = config.input()  # (b, T, d_in)
         try:
             with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
@@ -220,51 +220,6 @@ class GroupTrial(Trial):
             self.output, self.second_output
         )
 
-    def training_outputs(self):
-        """Two training-mode calls, from fresh random states: ``(first, second)``.
-
-        Raises what the reader's forward raises. The module goes back to eval mode after.
-        """
-        outputs = []
-        try:
-            for seed in (1, 2):
-                with torch.random.fork_rng(devices=[]), torch.no_grad():
-                    torch.manual_seed(seed)
-                    self.module.train()
-                    outputs.append(self.module(self.x))
-        finally:
-            self.module.eval()
-        return tuple(outputs)
-
-    @property
-    def training(self):
-        """What training mode shows: ``"raises"``, ``"no dropout"`` (both calls give the eval
-        output), ``"same every call"`` (the calls agree with each other, not with eval mode),
-        or ``"random"``. ``None`` when the module was built without dropout."""
-        if self.config.dropout == 0 or self.error is not None:
-            return None
-        if self._training is None:
-            try:
-                first, second = self.training_outputs()
-            except Exception as error:
-                self.training_error = error
-                self._training = "raises"
-            else:
-                if not all(isinstance(t, torch.Tensor) for t in (first, second)):
-                    self._training = "raises"
-                elif torch.equal(first, self.output) and torch.equal(second, self.output):
-                    self._training = "no dropout"
-                elif torch.equal(first, second):
-                    self._training = "same every call"
-                else:
-                    self._training = "random"
-        return self._training
-
-    @property
-    def training_error_text(self):
-        error = self.training_error
-        return describe_error(error).rstrip(".") if error else "no tensor"
-
     @property
     def failing_line(self):
         """The source line of the reader's code where the forward raised, if known."""
@@ -277,6 +232,15 @@ class GroupTrial(Trial):
             and os.path.dirname(os.path.abspath(f.filename)) != checker
         ]
         return (own or frames)[-1].line or "" if frames else ""
+
+    @property
+    def kv_viewed_with_num_heads(self):
+        """A ``view`` of the keys or values into num_heads blocks raised: too few numbers."""
+        c = self.config
+        shape = f"[{c.batch}, {c.num_tokens}, {c.num_heads}, {c.head_dim}]"
+        size = f"size {c.batch * c.num_tokens * c.kv_width}"
+        text = str(self.error)
+        return self.stage == "forward" and shape in text and size in text
 
     @property
     def head_axes_disagree(self):

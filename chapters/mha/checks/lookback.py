@@ -107,7 +107,8 @@ MODEL_MISTAKES = (
         "4 heads was the answer for the chapter's four offsets. The "
         "variant has three: with 4 heads of width 6, two heads end up "
         "serving the same offset, and every head is narrower than it needs "
-        "to be. Use as many heads as there are offsets.",
+        "to be. How many patterns does the variant need, and what does "
+        "that leave for the width of each head?",
         lambda m: m.attention.num_heads == len(CHAPTER_TASK.offsets),
     ),
     Mistake(
@@ -195,6 +196,7 @@ lookback_heads = Exercise(
     ),
     solution_code=textwrap.dedent(
         """\
+        variant = LookbackTask(offsets=(1, 3, 6))
         torch.manual_seed(0)
         my_model = LookbackModel(variant, d_model=24, num_heads=3)
         lookback_heads.check(my_model)

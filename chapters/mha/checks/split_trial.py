@@ -6,14 +6,13 @@ one tells where it raised), runs it in training mode when the configuration has 
 answers the questions the mistake catalogue of :mod:`.weight_split` asks.
 """
 
-import contextlib
 import itertools
 
 import torch
 
 from .classes import torch_attention_message, watching_torch_attention
 from .config import Trial, TrialConfig
-from .core import describe_error, evaluating, kind_of, listed
+from .core import evaluating, kind_of, listed
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
 #: The configurations the check runs, in order. The first has several heads and a full-length
@@ -49,19 +48,6 @@ class _Calls(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@contextlib.contextmanager
-def training(module):
-    """Run ``module`` in training mode under ``no_grad``, then restore every submodule's mode."""
-    modes = [(m, m.training) for m in module.modules()]
-    module.train()
-    try:
-        with torch.no_grad():
-            yield module
-    finally:
-        for m, mode in modes:
-            m.training = mode
-
-
 class SplitTrial(Trial):
     """One run of the reader's class on one configuration: what it built, returned or raised."""
 
@@ -85,7 +71,7 @@ class SplitTrial(Trial):
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
             self.error = error
-        self._head_count = self._training_outputs = ...  # computed when first asked for
+        self._head_count = ...  # computed when first asked for
 
     def expected(self, recipe=CORRECT, num_heads=None):
         """What ``recipe`` computes from this instance's own weights."""
@@ -113,12 +99,7 @@ class SplitTrial(Trial):
     @property
     def accepted(self):
         """Right in eval mode, written without the fused kernel, with dropout in training."""
-        return (
-            self.passed
-            and not self.uses_fused_kernel
-            and self.training_error is None
-            and not self.no_dropout_in_training
-        )
+        return self.passed and not self.uses_fused_kernel and self.dropout_place is None
 
     @property
     def uses_fused_kernel(self):
@@ -141,45 +122,6 @@ class SplitTrial(Trial):
             " (A note for chapter 5: for that function a bool attn_mask marks the keys to "
             "*keep*, the opposite of masked_fill, so the causal mask given as attn_mask lets "
             "each token see only later tokens.)"
-        )
-
-    @property
-    def training_outputs(self):
-        """Two outputs in training mode, from different random states, or the error raised;
-        ``None`` when the configuration has no dropout."""
-        if self._training_outputs is ...:
-            self._training_outputs = self._run_in_training() if self.config.dropout else None
-        return self._training_outputs
-
-    def _run_in_training(self):
-        outputs = []
-        try:
-            for seed in (self.config.seed + 2, self.config.seed + 3):
-                with torch.random.fork_rng(devices=[]), training(self.module):
-                    torch.manual_seed(seed)
-                    outputs.append(self.module(self.x))
-        except Exception as error:
-            return error
-        return outputs
-
-    @property
-    def training_error(self):
-        outputs = self.training_outputs
-        return outputs if isinstance(outputs, Exception) else None
-
-    @property
-    def training_error_text(self):
-        return describe_error(self.training_error).rstrip(".")
-
-    @property
-    def no_dropout_in_training(self):
-        """Built with dropout, the forward gives one and the same output on every training call."""
-        outputs = self.training_outputs
-        return (
-            isinstance(outputs, list)
-            and all(isinstance(o, torch.Tensor) for o in outputs)
-            and outputs[0].shape == outputs[1].shape
-            and torch.equal(outputs[0], outputs[1])
         )
 
     @property

@@ -257,6 +257,31 @@ TILED_MISTAKES = (
         lambda t: any(t.follows(recipe) for recipe in WRONG_FACTORS),
     ),
     Mistake(
+        "scaled by √d_out",
+        "Your scores are divided by √d_out = √{t.config.d_out}, the width of all heads "
+        "together. Each head's scores are scaled by its own width: √head_dim = "
+        "√{t.config.head_dim}, self.head_dim**0.5.",
+        _follows(scale="sqrt d_out"),
+    ),
+    Mistake(
+        "divided by head_dim",
+        "Your scores are divided by head_dim = {t.config.head_dim}, not by its square root: "
+        "scale them by self.head_dim**0.5.",
+        _follows(scale="head_dim"),
+    ),
+    Mistake(
+        "no final division",
+        "Your output is never divided by the running sum: it is the weighted sum of the "
+        "values with unnormalised weights. After the last key block, return out / row_sum.",
+        _follows(divide="never"),
+    ),
+    Mistake(
+        "running sum rescaled by factor²",
+        "Your running sum is rescaled by the factor squared. The sum of exp(score - max) "
+        "moves to a new maximum exactly as the output does: row_sum * factor, once.",
+        _follows(sum_factor="factor squared"),
+    ),
+    Mistake(
         "ratio of the maxima",
         "Your factor is the ratio of the maxima, old / new. The terms are exponentials: "
         "exp(score - new) = exp(score - old) × exp(old - new), so the factor is "
@@ -295,6 +320,14 @@ TILED_MISTAKES = (
         _follows(divide="inside"),
     ),
     Mistake(
+        "diagonal masked too",
+        "Your mask hides each query's own key as well as the later ones (a triangle built "
+        "with diagonal=0), so the first token sees nothing at all: its scores are all -inf, "
+        "and its output is nan. Hide only the keys after each query: the module's mask, "
+        "self.mask[q_start:q_end, k_start:k_end], is True strictly above the diagonal.",
+        _follows(diagonal="diagonal too"),
+    ),
+    Mistake(
         "nan from a fully masked row",
         "Some outputs are nan. A row whose scores in a block are all -inf has a maximum of "
         "-inf, and exp(-inf - (-inf)) is nan. Skip the key blocks that lie entirely after a "
@@ -305,7 +338,7 @@ TILED_MISTAKES = (
         "no scaling",
         "The scores are not divided by √head_dim, as MultiHeadAttention divides them: "
         "scores = q @ k.transpose(2, 3) / self.head_dim**0.5.",
-        _follows(scaled=False),
+        _follows(scale="none"),
     ),
 )
 
@@ -339,7 +372,7 @@ AFTER_MATCH_MISTAKES = (
         "In training mode your code applies no dropout, although the module was built with "
         "dropout={t.config.dropout}. Apply self.dropout to the block's unnormalised weights "
         "before they multiply the values.",
-        lambda t: t.config.dropout > 0 and t.no_dropout_in_training,
+        lambda t: t.dropout_place == "none",
     ),
     Mistake(
         "dropout in the wrong place",
@@ -347,7 +380,7 @@ AFTER_MATCH_MISTAKES = (
         "on the unnormalised weights on their way into the output, "
         "out = out * factor + self.dropout(weights) @ v, and not into the sum: "
         "row_sum takes the weights before dropout.",
-        lambda t: t.config.dropout > 0 and not t.drops_whole_weights,
+        lambda t: t.dropout_misplaced,
     ),
 )
 
@@ -380,9 +413,10 @@ def _check(cls):
         True,
         f"Your loop matches MultiHeadAttention in all {len(TILED_CONFIGS)} configurations "
         "(lengths the block divides and does not, shorter than a block, one token, biases, "
-        "scores in the hundreds), never holds more than a block of scores, computes each "
-        "block on and below the diagonal once, skips those above it, and drops whole attention "
-        "weights in training only.",
+        "scores in the hundreds). No tensor of scores it computed, by products or "
+        "elementwise, spans more than a block; it computed as many scores as the blocks on "
+        "and below the diagonal hold; in training, token 0's "
+        "context is 0 or its value / (1 - p), and the mean of 48 calls is the eval output.",
     )
 
 

@@ -7,6 +7,7 @@ blocks of scores were computed (and were any of them future blocks); where does 
 The mistakes and the exercise are in :mod:`.tiled`.
 """
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -16,6 +17,7 @@ from ..attention import MultiHeadAttention
 from .classes import book_classes, watching_calls
 from .config import Trial, TrialConfig
 from .core import evaluating, kind_of
+from .dropout import PLACES
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -77,9 +79,11 @@ class TiledRecipe:
     rescale_out: bool = True
     factor: str = "old - new"  # exp(old max - new max); "new - old", "old / new": see the recipe
     running_max: bool = True  # False: each block's weights relative to its own maximum
-    diagonal: str = "mask"  # "none": no mask; "whole": the diagonal block masked entirely
-    divide: str = "end"  # "inside": out divided by the running sum inside the loop
-    scaled: bool = True  # scores divided by √head_dim
+    diagonal: str = "mask"  # "none": no mask; "whole": the diagonal block masked entirely;
+    # "diagonal too": each query's own key hidden as well (a mask built with diagonal=0)
+    divide: str = "end"  # "inside": out divided by the running sum inside the loop; "never"
+    scale: str = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none": the scores' divisor
+    sum_factor: str = "factor"  # "factor squared": the running sum rescaled by factor²
 
 
 CORRECT = TiledRecipe()
@@ -104,12 +108,23 @@ def tiled_recipe(module, x, recipe=CORRECT):
             k_end = min(k_start + size, q_end)
             k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]
             scores = q @ k.transpose(2, 3)  # (b, num_heads, rows, cols)
-            if recipe.scaled:
-                scores = scores / module.head_dim**0.5
+            scores = (
+                scores
+                / {
+                    "sqrt head_dim": module.head_dim**0.5,
+                    "sqrt d_out": module.d_out**0.5,
+                    "head_dim": module.head_dim,
+                    "none": 1.0,
+                }[recipe.scale]
+            )
             if k_end > q_start + 1 and recipe.diagonal == "mask":
                 scores = scores.masked_fill(module.mask[q_start:q_end, k_start:k_end], -torch.inf)
             elif k_end > q_start + 1 and recipe.diagonal == "whole":
                 scores = torch.full_like(scores, -torch.inf)
+            elif k_end > q_start and recipe.diagonal == "diagonal too":  # key ≥ query hidden
+                keys_at = torch.arange(k_start, k_end)[None, :]  # (1, cols)
+                queries_at = torch.arange(q_start, q_end)[:, None]  # (rows, 1)
+                scores = scores.masked_fill(keys_at >= queries_at, -torch.inf)
             new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
             if not recipe.running_max:  # the block's own maximum, and nothing rescaled
                 new_max = scores.amax(-1, keepdim=True)
@@ -123,7 +138,8 @@ def tiled_recipe(module, x, recipe=CORRECT):
                 factor = torch.where(first, 0.0, torch.exp(new_max - row_max))
             else:  # "old / new": the ratio of the maxima
                 factor = torch.where(first, 0.0, row_max / new_max)
-            row_sum = (row_sum * factor if recipe.rescale_sum else row_sum) + weights.sum(
+            sum_factor = factor**2 if recipe.sum_factor == "factor squared" else factor
+            row_sum = (row_sum * sum_factor if recipe.rescale_sum else row_sum) + weights.sum(
                 -1, keepdim=True
             )
             out = (out * factor if recipe.rescale_out else out) + weights @ v
@@ -180,6 +196,27 @@ def score_like(t, config):
     return max(rows, cols) > config.block_size
 
 
+def elementwise_scores(args, out, head_dim):
+    """``(..., rows, cols)`` when ``out`` is queries times keys, elementwise and broadcast
+    against each other, ``(..., rows, cols, head_dim)`` (trailing size-1 axes aside), as
+    ``(q.unsqueeze(3) * k.unsqueeze(2)).sum(-1)`` computes scores; else ``None``."""
+
+    def trimmed(shape):
+        shape = list(shape)
+        while shape and shape[-1] == 1:
+            shape.pop()
+        return shape
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(tensors) != 2 or not isinstance(out, torch.Tensor):
+        return None
+    shape = trimmed(out.shape)
+    factors = [trimmed(t.shape) for t in tensors]
+    broadcast = all(t.numel() < out.numel() for t in tensors)
+    ends = all(f[-1:] == [head_dim] for f in (shape, *factors))
+    return tuple(shape[:-1]) if broadcast and ends and len(shape) >= 3 else None
+
+
 #: Operators that read a whole row of scores to normalise it.
 SOFTMAX_OPS = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
 
@@ -208,6 +245,8 @@ class _OpLog(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if name in {"mm", "addmm", "bmm", "baddbmm"}:
             self.products.append((args[-2].shape[-1], tuple(out.shape)))
+        elif name == "mul" and (tile := elementwise_scores(args, out, self.config.head_dim)):
+            self.products.append((self.config.head_dim, tile))
         if not func.is_view and score_like(out, self.config):
             self.wide.append((name, tuple(out.shape)))
             self._wide_tensors.append(out)
@@ -285,9 +324,16 @@ class TiledTrial(Trial):
 
     @property
     def score_blocks(self):
-        """The output shapes of the batched products whose left factor is head_dim wide."""
-        head_dim = self.config.head_dim  # the linear layers' products are 2-D: not scores
-        return [s for width, s in self.log.products if width == head_dim and len(s) >= 3]
+        """The shapes of the tensors of scores computed, in any layout: each product whose
+        left factor is head_dim wide (2-D, 3-D or more), and each elementwise product of
+        queries and keys. A product whose result ends in d_out or head_dim is a layer's or
+        a mix of values, not scores."""
+        c = self.config
+        return [
+            s
+            for width, s in self.log.products
+            if width == c.head_dim and len(s) >= 2 and s[-1] not in (c.d_out, c.head_dim)
+        ]
 
     @property
     def widest_scores(self):
@@ -325,7 +371,7 @@ class TiledTrial(Trial):
             keys, values = keys.clone(), values.clone()
             keys[:, :, end:] = torch.nan
             values[:, :, end:] = torch.nan
-            log = _ProductNans()
+            log = _ProductNans(c.head_dim)
             with log:
                 module.query_block(queries[:, :, :end], keys, values, 0)
         return log.nan_product
@@ -369,8 +415,7 @@ class TiledTrial(Trial):
     def blocks_computed(self):
         """Blocks of scores computed, each counted in block_size × block_size units."""
         c = self.config
-        per_head = sum(s[-2] * s[-1] * (s[0] if len(s) == 3 else 1) for s in self.score_blocks)
-        elements = per_head / (c.batch * c.num_heads)
+        elements = sum(math.prod(s) for s in self.score_blocks) / (c.batch * c.num_heads)
         full = c.num_tokens * c.num_tokens / (c.blocks * c.blocks)  # one block's elements
         return round(elements / full)
 
@@ -414,16 +459,6 @@ class TiledTrial(Trial):
         with evaluating(self.module):
             return same(self.module(x), book_reference(self.module, x))
 
-    def training_outputs(self, seeds=(1, 2)):
-        outputs = []
-        for seed in seeds:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                torch.manual_seed(seed)
-                self.module.train()
-                outputs.append(self.module(self.x))
-        self.module.eval()
-        return outputs
-
     @property
     def dropout_in_eval(self):
         if self.config.dropout == 0:
@@ -431,10 +466,6 @@ class TiledTrial(Trial):
         with evaluating(self.module), torch.random.fork_rng(devices=[]):
             torch.manual_seed(7)
             return not torch.equal(self.module(self.x), self.output)
-
-    @property
-    def no_dropout_in_training(self):
-        return all(torch.equal(out, self.output) for out in self.training_outputs())
 
     def training_first_block(self, seeds=range(1, 7)):
         """``(q, keys, values, outputs, dropped)``: ``query_block`` on the first query block in
@@ -455,39 +486,7 @@ class TiledTrial(Trial):
         return q, keys, values, outputs, log.dropped
 
     @property
-    def drops_whole_weights(self):
-        """Whether dropout in training drops whole attention weights, as MultiHeadAttention's.
-
-        Query 0 sees key 0 only: its context must be 0 or v0 / (1 - p), every number of it
-        alike. Query 1 sees keys 0 and 1 with weights w0, w1: its context must be one of
-        0, w0 v0, w1 v1 or w0 v0 + w1 v1, over 1 - p. Dropping the values or the context zeroes
-        single numbers; dropping the scores changes the weights; dropping the sum divides the
-        dropout out again (or gives 0 / 0). Whatever dropout receives must not end in head_dim
-        either: that is values or an output, never weights (the check's blocks are never
-        head_dim keys wide).
-        """
-        q, keys, values, outputs, dropped = self.training_first_block()
-        if any(t.shape[-1] == self.config.head_dim for t in dropped):
-            return False  # values, a running output or a context: never whole weights
-        scale = 1 / (1 - self.config.dropout)
-        scores = q[:, :, :2] @ keys[:, :, :2].transpose(2, 3) / self.config.head_dim**0.5
-        w = torch.softmax(scores.masked_fill(torch.ones(2, 2).triu(1).bool(), -torch.inf), -1)
-        v0, v1 = values[:, :, 0], values[:, :, 1]  # (b, num_heads, head_dim)
-        w0, w1 = w[:, :, 1, :1], w[:, :, 1, 1:]  # (b, num_heads, 1)
-        allowed = (
-            [torch.zeros_like(v0), v0 * scale],
-            [torch.zeros_like(v0), w0 * v0 * scale, w1 * v1 * scale, (w0 * v0 + w1 * v1) * scale],
-        )
-        for out in outputs:
-            for row, candidates in enumerate(allowed):
-                got = out[:, :, row]  # (b, num_heads, head_dim)
-                close = [torch.isclose(got, c, rtol=1e-4, atol=1e-5).all(-1) for c in candidates]
-                if not torch.stack(close).any(0).all():
-                    return False
-        return True
-
-    @property
-    def dropout_place(self):
+    def dropout_spot(self):
         """Where the reader's dropout acts, when it does not drop whole weights: the values,
         the context, the scores (some negative or -inf), or weights that reach the sum too."""
         _, _, values, _, dropped = self.training_first_block(seeds=(1,))
@@ -506,6 +505,10 @@ class TiledTrial(Trial):
 
     @property
     def dropout_story(self):
+        """What went wrong: the whole module's reading (:mod:`.dropout`) names dropout applied
+        twice or after out_proj; the first block's operators name the other places."""
+        if self.dropout_place in ("twice", "output"):
+            return PLACES[self.dropout_place]
         return {
             "values": "In training mode your dropout drops single numbers of the values: a "
             "query that sees one key keeps some numbers of its value and loses others.",
@@ -519,7 +522,7 @@ class TiledTrial(Trial):
             "0 / 0).",
             "elsewhere": "In training mode your output is not what dropping whole attention "
             "weights gives.",
-        }[self.dropout_place]
+        }[self.dropout_spot]
 
 
 class _ProductNans(TorchDispatchMode):
@@ -527,8 +530,15 @@ class _ProductNans(TorchDispatchMode):
 
     nan_product = False
 
+    def __init__(self, head_dim):
+        super().__init__()
+        self.head_dim = head_dim
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func.overloadpacket.__name__ in {"mm", "bmm", "baddbmm", "addmm"}:
+        name = func.overloadpacket.__name__
+        if name in {"mm", "bmm", "baddbmm", "addmm"} or (
+            name == "mul" and elementwise_scores(args, out, self.head_dim)
+        ):
             self.nan_product = self.nan_product or bool(out.isnan().any())
         return out

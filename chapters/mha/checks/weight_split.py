@@ -5,10 +5,10 @@ The reader subclasses :class:`WeightSplitSkeleton` (``MultiHeadAttention``'s lay
 itself in several configurations (several head counts, ``d_in`` != ``d_out``, inputs shorter
 than ``context_length``, biases in the projections, dropout) and compares the output, in eval
 mode, with the reference computed from each instance's own layers (:mod:`.reference`). With
-dropout it also runs training mode, where two calls must differ. A forward that calls
-torch's own attention (``scaled_dot_product_attention``, ``nn.MultiheadAttention``: see
-:func:`.classes.watching_torch_attention`) is refused: it does the steps the practice teaches
-(chapter 5 uses the kernel).
+dropout it also runs training mode, where dropout must drop whole weights (:mod:`.dropout`).
+A forward that calls torch's own attention (``scaled_dot_product_attention``,
+``nn.MultiheadAttention``: see :func:`.classes.watching_torch_attention`) is refused: it does
+the steps the practice teaches (chapter 5 uses the kernel).
 """
 
 import torch
@@ -91,7 +91,7 @@ WEIGHT_SPLIT_MISTAKES = (
         "Your forward works in eval mode, but in training mode (after module.train()) it "
         "raised {training_error_text}. The check runs both modes, because dropout acts only "
         "in training: self.dropout(attn_weights) needs no test of self.training.",
-        lambda t: t.passed and t.training_error is not None,
+        lambda t: t.passed and t.dropout_place == "raises",
     ),
     Mistake(
         "no dropout in training",
@@ -100,7 +100,12 @@ WEIGHT_SPLIT_MISTAKES = (
         "Apply the skeleton's layer to the weights, attn_weights = "
         "self.dropout(attn_weights): it drops weights at random in training mode and does "
         "nothing in eval mode.",
-        lambda t: t.passed and t.no_dropout_in_training,
+        lambda t: t.passed and t.dropout_place == "none",
+    ),
+    Mistake(
+        "dropout in the wrong place",
+        "{dropout_text}",
+        lambda t: t.passed and t.dropout_misplaced,
     ),
     Mistake(
         "projections missing",
@@ -335,9 +340,10 @@ def check_weight_split(cls):
         True,
         f"Your forward pass matches the reference, computed from each instance's own weights, "
         f"in all {len(WEIGHT_SPLIT_CONFIGS)} configurations: {listed(map(str, heads))} heads, "
-        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (on in "
-        "training mode, off in eval mode), written without torch's own attention (the fused "
-        "kernel or nn.MultiheadAttention).",
+        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (off in eval "
+        "mode; in training mode token 0's context is 0 or its value / (1 - p), the mean of 48 "
+        "calls is the eval output), written without torch's own attention (the fused kernel "
+        "or nn.MultiheadAttention).",
     )
 
 

@@ -209,6 +209,13 @@ WRAPPER_MISTAKES = (
         lambda t: not t.heads or not all(is_head(h) for h in t.heads),
     ),
     Mistake(
+        "the list of heads called",
+        "Your forward calls the list of heads itself, and PyTorch raised {error_text}: an "
+        "nn.ModuleList holds the heads but computes nothing. Call each head in it on x, and "
+        "put their outputs side by side.",
+        lambda t: isinstance(t.error, NotImplementedError) and "ModuleList" in str(t.error),
+    ),
+    Mistake(
         "the starting code",
         "Your forward still raises NotImplementedError: this is the starting code, and the "
         "forward pass is yours to write. What should each head be given, and what becomes of "
