@@ -252,7 +252,7 @@ def timing_verdict(name_a, times_a, name_b, times_b):
 
 
 def _by_round(slower, faster):
-    """"2.5x to 2.9x": the range of slower[i] / faster[i], one ratio per round."""
+    """The range of slower[i] / faster[i], one ratio per round: "2.5x to 2.9x"."""
     found = [s / f for s, f in zip(slower, faster, strict=True)]
     low, high = f"{min(found):.1f}x", f"{max(found):.1f}x"
     return low if low == high else f"{low} to {high}"
