@@ -98,9 +98,7 @@ def timing_tables(rows, sweeps=("heads", "tokens")):
         first = select(rows, sweep, "wrapper")[0]
         fixed = f"{first.num_tokens} tokens" if sweep == "heads" else f"{first.num_heads} heads"
         axis = "num_heads" if sweep == "heads" else "num_tokens"
-        tables.append(
-            f"median ms per {what},\nvs {axis} ({fixed}):\n" + phone_tables(rows, sweep)
-        )
+        tables.append(f"median ms per {what},\nvs {axis} ({fixed}):\n" + phone_tables(rows, sweep))
     return "\n\n".join(tables)
 
 
