@@ -16,6 +16,7 @@ a test that it can fail, on facts that contradict it.
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,42 @@ def test_the_fault_claims_can_fail():
     assert kept_memory_takes_the_faults_away(probes(pages, 0))
     assert not kept_memory_takes_the_faults_away(probes(0, 0))  # no faults to take away
     assert not kept_memory_takes_the_faults_away(probes(pages, pages))  # faulting when kept
+
+
+# --- the prose: no sentence in its wrong form ----------------------------------------------
+
+WRONG = {
+    "a larger one is mapped anew on every allocation": "only when no free heap chunk fits",
+    "the kernel skipped work;": "a busy run printed 'faster' where 0 block pairs are skipped",
+    "before it computes the full score": "the profiler shows bmm first, then to(bool)",
+    "make about as many calls at every head count": "the fast path drops from 32 to 6 calls",
+    "(never give freed memory back)": "the setting also freezes the mmap threshold",
+}
+
+
+def prose():
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return re.sub(r"\s+", " ", text)
+
+
+def infers_skipped_work_from_a_verdict(text):
+    """A sentence that reads "faster" as "the kernel skipped work": a busy run contradicts it."""
+    return bool(re.search(r"faster[^.]{0,120}(?<!not )skip(ped|s)? work", text))
+
+
+def test_no_sentence_of_chapter_5_remains_in_its_wrong_form():
+    text = prose()
+    assert not [f"{old!r}: {why}" for old, why in WRONG.items() if old in text]
+    assert not infers_skipped_work_from_a_verdict(text)
+    assert "trim threshold" in text and "transparent huge pages" in text
+
+
+def test_the_verdict_check_catches_the_old_reading():
+    old = (
+        "Where the causal call is faster beyond the spread (the quartiles of the two times do "
+        "not overlap), the kernel skipped work; where it is inconclusive, it did not"
+    )
+    assert infers_skipped_work_from_a_verdict(old)
+    new = "a causal call that came out faster there did not skip work (another program"
+    assert not infers_skipped_work_from_a_verdict(new)
