@@ -244,15 +244,22 @@ def timing_verdict(name_a, times_a, name_b, times_b):
     """
     if max(times_a) < min(times_b):
         ratios = _by_round(times_b, times_a)
-        return f"{name_a} is faster than {name_b} in every round: {ratios}, round by round"
+        return (
+            f"{name_a} is faster than {name_b} in every round: "
+            f"{ratios}, round by round"
+        )
     if max(times_b) < min(times_a):
         ratios = _by_round(times_a, times_b)
-        return f"{name_b} is faster than {name_a} in every round: {ratios}, round by round"
+        return (
+            f"{name_b} is faster than {name_a} in every round: "
+            f"{ratios}, round by round"
+        )
     return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
 
 
 def _by_round(slower, faster):
-    """The range of slower[i] / faster[i], one ratio per round: "2.5x to 2.9x"."""
+    """The range of slower[i] / faster[i], one ratio per round, as
+    "2.5x to 2.9x"."""
     found = [s / f for s, f in zip(slower, faster, strict=True)]
     low, high = f"{min(found):.1f}x", f"{max(found):.1f}x"
     return low if low == high else f"{low} to {high}"
