@@ -244,16 +244,12 @@ def timing_verdict(name_a, times_a, name_b, times_b):
     """
     if max(times_a) < min(times_b):
         ratios = _by_round(times_b, times_a)
-        return (
-            f"{name_a} is faster than {name_b} in every round: "
-            f"{ratios}, round by round"
-        )
+        verdict = f"{name_a} is faster than {name_b} in every round"
+        return f"{verdict}: {ratios}, round by round"
     if max(times_b) < min(times_a):
         ratios = _by_round(times_a, times_b)
-        return (
-            f"{name_b} is faster than {name_a} in every round: "
-            f"{ratios}, round by round"
-        )
+        verdict = f"{name_b} is faster than {name_a} in every round"
+        return f"{verdict}: {ratios}, round by round"
     return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
 
 
