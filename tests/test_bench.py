@@ -31,6 +31,7 @@ from mha.bench import (
     compare,
     flop_breakdown,
     forward_flops,
+    held_in_memory,
     markdown,
     measure,
     method_note,
@@ -547,3 +548,13 @@ def test_asking_for_cuda_without_a_gpu_says_so(capsys):
     with pytest.raises(SystemExit):
         cli.parse_args(["--device", "cuda"])
     assert "no CUDA device is available" in capsys.readouterr().err
+
+
+def test_held_in_memory_counts_score_matrices_and_refuses_an_input_without_a_batch_axis():
+    split = timed_modules(("split",), 8, 16, 2)["split"]
+    x = torch.randn(1, 16, 8)  # (b, num_tokens, d_in)
+    held = held_in_memory(split, x)
+    assert [name for name, _, _ in held.made] == ["bmm", "masked_fill", "div", "_softmax"]
+    assert held.most_alive == 3 and held.peak_bytes >= 3 * 2 * 16 * 16 * 4
+    with pytest.raises(ValueError, match="batch"):
+        held_in_memory(split, x[0])

@@ -1,14 +1,19 @@
-"""Chapter 4's prose claims hold on seeds 0 to 4, not only on the seed the chapter runs.
+"""Chapter 4's prose claims hold on seeds 0 to 7, not only on the seed the chapter runs.
 
 Each seed is trained exactly as the chapter trains it: the three models of width 32 (one head,
 two heads, four heads) built right after ``torch.manual_seed(seed)``, 200 steps of ``train`` on
 one thread; then the one-head and two-head models resumed to 800 steps. ``CLAIMS`` lists what
 the chapter says about the trained models, each as the sentence and the test of it, and every
-claim must hold on every seed. ``CROSS_SEED_CLAIMS`` are the chapter's statements about how
+claim must hold on every seed. ``MOST_SEEDS_CLAIMS`` hold on most seeds, not all: "most" means
+at least 6 of the 8 (the pairing at 800 steps misses on seeds 6 and 7, where one head's top pair
+carries about 0.7 and seed 7 pairs offsets 1 and 3), and the chapter must say "most seeds" or
+"the chapter's seed" for them. ``CROSS_SEED_CLAIMS`` are the chapter's statements about how
 seeds differ. The thresholds are the chapter's own (``mha.tasks``), so a claim that holds here
 holds with the margin the chapter prints.
 
-About 9,000 training steps in all, grouped so that two workers (``make unit``) share them.
+About 14,400 training steps in all, in two groups of four seeds (even, odd) so that two workers
+(``make unit``) share them; each group may miss a most-seeds claim on one seed at most, so the
+8 seeds miss it on two at most.
 """
 
 import functools
@@ -32,7 +37,7 @@ from mha.tasks import (
 )
 from mha.train import train
 
-SEEDS = (0, 1, 2, 3, 4)
+SEEDS = tuple(range(8))
 D_MODEL = 32
 STEPS, LONGER = 200, 800
 #: What the chapter calls learned, and its bands for "99 % or more" and "under 70 %".
@@ -144,13 +149,18 @@ CLAIMS = {
     "at 800 steps one head gets its two worst offsets mostly wrong (under 50 %)": lambda r: (
         sorted(r[1, LONGER].accuracy.tolist())[1] < 0.5
     ),
-    "at 800 steps two heads pair up: two offsets each (over 0.8), different pairs": lambda r: (
-        pairs_share_the_offsets(r[2, LONGER].pairs)
-    ),
     "at 800 steps two heads get over 85 % right, more than at 200": lambda r: (
         r[2, LONGER].mean > 0.85 and r[2, LONGER].mean > r[2, STEPS].mean
     ),
 }
+
+MOST_SEEDS_CLAIMS = {
+    "at 800 steps two heads pair up: two offsets each (over 0.8), different pairs": lambda r: (
+        pairs_share_the_offsets(r[2, LONGER].pairs)
+    ),
+}
+#: "Most seeds": at least 6 of the 8; a group of four seeds may miss on one.
+MOST, MISSES_PER_GROUP = 6, 1
 
 CROSS_SEED_CLAIMS = {
     "another seed gives the four heads another order of offsets": lambda runs: (
@@ -161,13 +171,23 @@ CROSS_SEED_CLAIMS = {
     ),
 }
 
-#: Seeds trained in one test: the cross-seed claims compare seeds 0 and 1; the rest stand alone
-#: so that two workers share the training.
-GROUPS = ((0, 1), (2,), (3,), (4,))
+#: Seeds trained in one test: two groups, so that two workers share the training.
+GROUPS = ((0, 2, 4, 6), (1, 3, 5, 7))
 
 
-def test_the_groups_cover_seeds_0_to_4_once():
+def test_the_groups_cover_seeds_0_to_7_once_and_bound_the_misses():
     assert sorted(s for group in GROUPS for s in group) == list(SEEDS)
+    assert len(SEEDS) - MISSES_PER_GROUP * len(GROUPS) >= MOST
+
+
+def too_many_misses(runs):
+    """The most-seeds claims that miss on more than MISSES_PER_GROUP of these runs."""
+    failed = []
+    for claim, holds in MOST_SEEDS_CLAIMS.items():
+        missed = [seed for seed, r in runs.items() if not holds(r)]
+        if len(missed) > MISSES_PER_GROUP:
+            failed.append(f"seeds {missed}: {claim} (most seeds: one miss in four at most)")
+    return failed
 
 
 @pytest.mark.parametrize("seeds", GROUPS, ids=lambda g: "seeds " + ",".join(map(str, g)))
@@ -179,8 +199,8 @@ def test_every_claim_of_chapter_4_holds_on_these_seeds(seeds):
         for claim, holds in CLAIMS.items()
         if not holds(r)
     ]
-    if len(runs) > 1:
-        failed += [claim for claim, holds in CROSS_SEED_CLAIMS.items() if not holds(runs)]
+    failed += too_many_misses(runs)
+    failed += [claim for claim, holds in CROSS_SEED_CLAIMS.items() if not holds(runs)]
     assert not failed, "\n".join(failed)
 
 
@@ -207,7 +227,7 @@ def test_each_claim_can_fail():
     perfect = fake_run(accuracy=1.0, weight=1.0, pair_weight=1.0, ratio=3.0)
     untrained = fake_run(accuracy=0.125, weight=0.2, pair_weight=0.4, ratio=1.0)
     other_start = fake_run(0.125, 0.2, 0.4, ratio=3.0, first_loss=5.0)
-    for claim, holds in CLAIMS.items():
+    for claim, holds in {**CLAIMS, **MOST_SEEDS_CLAIMS}.items():
         assert not all(holds(r) for r in (perfect, untrained, other_start)), claim
     for claim, holds in CROSS_SEED_CLAIMS.items():
         runs = ({0: perfect, 1: perfect}, {0: untrained, 1: untrained})
@@ -236,3 +256,11 @@ def test_every_reveal_of_chapter_4_offers_its_choices():
     reveals = chapter_code().split("reveal(\n")[1:]
     assert len(reveals) == 2
     assert all("choices=" in call.split("\n)")[0] for call in reveals)
+
+
+def test_a_most_seeds_claim_fails_on_two_misses_in_a_group():
+    paired = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.9, ratio=3.0)
+    paired[2, LONGER].pairs = [((1, 2), 0.9), ((3, 4), 0.9)]
+    spread = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.6, ratio=3.0)
+    assert not too_many_misses({0: paired, 2: paired, 4: paired, 6: spread})
+    assert too_many_misses({0: paired, 2: paired, 4: spread, 6: spread})

@@ -9,7 +9,6 @@ what sharing them saves.
 """
 
 import re
-from statistics import median
 
 import torch
 from torch import nn
@@ -239,28 +238,42 @@ def timing_verdict(name_a, times_a, name_b, times_b):
     round of one is faster than every round of the other, else inconclusive.
 
     Other programs can slow any round down, so rounds that overlap say
-    nothing about which is faster.
+    nothing about which is faster. The speedup is given as the range of the
+    round-by-round ratios (round i of one against round i of the other, timed
+    side by side), not as one number: a busy round moves it.
     """
-    a, b = median(times_a), median(times_b)
     if max(times_a) < min(times_b):
-        return f"{name_a} is faster than {name_b}: {b / a:.1f}x in every round"
+        ratios = _by_round(times_b, times_a)
+        verdict = f"{name_a} is faster than {name_b} in every round"
+        return f"{verdict}: {ratios}, round by round"
     if max(times_b) < min(times_a):
-        return f"{name_b} is faster than {name_a}: {a / b:.1f}x in every round"
+        ratios = _by_round(times_a, times_b)
+        verdict = f"{name_b} is faster than {name_a} in every round"
+        return f"{verdict}: {ratios}, round by round"
     return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
+
+
+def _by_round(slower, faster):
+    """The range of slower[i] / faster[i], one ratio per round, as
+    "2.5x to 2.9x"."""
+    found = [s / f for s, f in zip(slower, faster, strict=True)]
+    low, high = f"{min(found):.1f}x", f"{max(found):.1f}x"
+    return low if low == high else f"{low} to {high}"
 
 
 def scaling_verdict(what, base_times, scaled_times, factor):
     """Did ``factor`` times the work (``what``) cost less, or more, than
     ``factor`` times the time? A verdict only when every round of one side
     is below (or above) ``factor`` times every round of the other; else
-    inconclusive, since other programs can slow any round down."""
-    ratio = median(scaled_times) / median(base_times)
-    took = f"{factor}x the {what} took {ratio:.1f}x the time"
+    inconclusive, since other programs can slow any round down. The ratio is
+    the range over rounds, as in :func:`timing_verdict`."""
+    ratios = _by_round(scaled_times, base_times)
+    took = f"{factor}x the {what} took {ratios} the time, round by round"
     if max(scaled_times) < factor * min(base_times):
         return f"{took}: less than {factor}x in every round"
     if min(scaled_times) > factor * max(base_times):
         return f"{took}: more than {factor}x in every round"
-    return f"{took} (medians), but the rounds overlap: inconclusive"
+    return f"{took}, but the rounds overlap: inconclusive"
 
 
 #: What separates the two lists in a prediction written without brackets:

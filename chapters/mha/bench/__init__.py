@@ -6,7 +6,8 @@ Imports run one way, from the bottom of this list to the top:
 - ``faults``: the allocator experiment (do page faults cost a module its speed?);
 - ``comparison``: noise-aware verdicts between timings, and the book's performance targets;
 - ``timing``: the modules, the timer, the sweeps and their ``Row``s;
-- ``usage``: CPU time and page faults per call, from ``resource.getrusage``.
+- ``usage``: CPU time and page faults per call, from ``resource.getrusage``;
+- ``memory``: the tensors a forward makes and how many are alive at once (deterministic).
 
 Chapter 5 times ``timing.TIMED``; the command line times ``timing.BENCHED``, which adds chapter
 7's ``tiled``. Adding an implementation: add its name to ``BENCHED`` and build it in
@@ -45,6 +46,7 @@ from .faults import (
     allocator_table,
     allocator_verdict,
 )
+from .memory import HeldInMemory, held_in_memory
 from .report import (
     markdown,
     method_note,
@@ -80,6 +82,8 @@ from .timing import (
 from .usage import Usage, resource_use
 
 __all__ = [
+    "HeldInMemory",
+    "held_in_memory",
     "BENCHED",
     "COLUMNS",
     "CSV_COLUMNS",

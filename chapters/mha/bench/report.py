@@ -82,25 +82,24 @@ def phone_tables(rows, sweep, value="median_ms", fmt="{:.3f}"):
     return "\n\n".join(table(rows, sweep, value, fmt, group) for group in groups)
 
 
-def timing_tables(rows):
-    """The medians of both sweeps as text tables a phone shows whole (``phone_tables``).
+def timing_tables(rows, sweeps=("heads", "tokens")):
+    """The medians of the ``sweeps`` asked for ("heads", "tokens" or both) as text tables a
+    phone shows whole (``phone_tables``).
 
-    ``method_note`` says how many blocks and rounds stand behind them.
+    ``method_note`` says how many blocks and rounds stand behind them. Chapter 5 prints the
+    length sweep only after its question about the longest sequence.
     """
-    heads_tokens = select(rows, "heads", "wrapper")[0].num_tokens
-    tokens_heads = select(rows, "tokens", "wrapper")[0].num_heads
+    unknown = set(sweeps) - {"heads", "tokens"}
+    if unknown or not sweeps:
+        raise ValueError(f"sweeps must name 'heads', 'tokens' or both, got {sweeps!r}")
     what = _what(rows)
-    return "\n".join(
-        [
-            f"median ms per {what},",
-            f"vs num_heads ({heads_tokens} tokens):",
-            phone_tables(rows, "heads"),
-            "",
-            f"median ms per {what},",
-            f"vs num_tokens ({tokens_heads} heads):",
-            phone_tables(rows, "tokens"),
-        ]
-    )
+    tables = []
+    for sweep in sweeps:
+        first = select(rows, sweep, "wrapper")[0]
+        fixed = f"{first.num_tokens} tokens" if sweep == "heads" else f"{first.num_heads} heads"
+        axis = "num_heads" if sweep == "heads" else "num_tokens"
+        tables.append(f"median ms per {what},\nvs {axis} ({fixed}):\n" + phone_tables(rows, sweep))
+    return "\n\n".join(tables)
 
 
 def usage_table(rows, num_tokens):
