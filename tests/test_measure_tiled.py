@@ -1,33 +1,56 @@
 """Chapter 7's measurements and figures: the helpers behind its verdicts, and legible plots."""
 
-import json
 import math
 
 import pytest
 import torch
 
-from mha import MultiHeadAttention
+from mha import MultiHeadAttention, TiledAttention
 from mha.bench.timing import Timing
 from mha.measure_tiled import (
-    BLOCK_SETTINGS,
     TILED_TARGETS,
     Point,
-    block_fault_story,
-    fault_verdict,
-    main,
     names_at,
-    new_tensors_of_shape,
     score_block_bytes,
+    score_memory,
+    score_shapes,
 )
 from mha.plots import FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 from mha.plots_tiled import plot_block_grid, plot_tiled_lengths
 from test_figures import save_as_jupyter_does
 
 
-def test_the_split_makes_four_score_sized_tensors_per_forward():
+def test_the_split_makes_four_score_sized_tensors_and_holds_three_at_once():
     torch.manual_seed(0)
     split = MultiHeadAttention(8, 8, 16, 0.0, num_heads=2).eval()
-    assert new_tensors_of_shape(split, torch.randn(1, 16, 8), (1, 2, 16, 16)) == 4
+    memory = score_memory(split, torch.randn(1, 16, 8))
+    assert (memory.tensors, memory.peak_tensors) == (4, 3)
+    assert memory.total_bytes == 4 * 2 * 16 * 16 * 4 and memory.peak_bytes == 3 * 2 * 16 * 16 * 4
+
+
+def test_score_shapes_follow_the_block_pairs_with_a_short_last_block():
+    tiled = TiledAttention(8, 8, 16, 0.0, num_heads=2, block_size=4)
+    assert score_shapes(tiled, 3, 10) == {(3, 2, 4, 4), (3, 2, 2, 4), (3, 2, 2, 2)}
+    split = MultiHeadAttention(8, 8, 16, 0.0, num_heads=2)
+    assert score_shapes(split, 1, 10) == {(1, 2, 10, 10)}
+
+
+def test_a_storage_shared_by_views_counts_once_and_a_kept_block_stays_alive():
+    class KeepsEveryBlock(TiledAttention):
+        """Holds on to each block's scores: all of them stay alive until the forward ends."""
+
+        def query_block(self, q, keys, values, q_start):
+            self.kept.append(q @ keys[:, :, : q_start + q.shape[2]].transpose(2, 3))
+            return super().query_block(q, keys, values, q_start)
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 8, 8)
+    plain = score_memory(TiledAttention(8, 8, 8, 0.0, 2, block_size=8).eval(), x)
+    assert (plain.tensors, plain.peak_tensors) == (5, 3)  # product, scaled, masked, shifted, exp
+    keeping = KeepsEveryBlock(8, 8, 8, 0.0, 2, block_size=8).eval()
+    keeping.kept = []
+    kept = score_memory(keeping, x)
+    assert (kept.tensors, kept.peak_tensors) == (6, 4)
 
 
 def test_the_targets_are_the_issues_two_claims():
@@ -37,60 +60,9 @@ def test_the_targets_are_the_issues_two_claims():
     assert all((t.batch, t.d_out, t.num_heads) == (1, 192, 12) for t in TILED_TARGETS)
 
 
-@pytest.mark.parametrize(
-    "tiled, split, verdict",
-    [(0, 49_156, "met"), (491, 49_156, "met"), (492, 49_156, "missed"), (0, 0, "untested")],
-)
-def test_the_fault_verdict_allows_one_percent_and_says_when_it_tests_nothing(tiled, split, verdict):
-    assert fault_verdict(tiled, split).startswith(verdict)
-
-
 def test_the_split_is_timed_only_up_to_1024_tokens_and_block_sizes_are_sized_right():
     assert names_at(1024) == ("split", "tiled", "fused") and names_at(4096) == ("tiled", "fused")
     assert score_block_bytes(64) == 192 * 1024 and score_block_bytes(256) == 3 * 2**20
-
-
-def test_each_process_of_the_block_experiment_prints_faults_per_block_size(capsys):
-    assert main(["--tokens", "32", "--blocks", "8", "16"]) == 0
-    found = json.loads(capsys.readouterr().out)
-    assert set(found) == {"8", "16"} and all(f >= 0 for f in found.values())
-
-
-def test_the_block_experiment_runs_each_setting_alone_and_both():
-    assert list(BLOCK_SETTINGS) == ["default", "no mmap", "no trim", "both"]
-    assert BLOCK_SETTINGS["no mmap"].keys() | BLOCK_SETTINGS["no trim"].keys() == set(
-        BLOCK_SETTINGS["both"]
-    )
-    assert not BLOCK_SETTINGS["no mmap"].keys() & BLOCK_SETTINGS["no trim"].keys()
-
-
-def runs(default, no_mmap, no_trim, both):
-    """Faults of blocks of 256 (and none of 64 by default) under the four settings."""
-    counts = {"default": default, "no mmap": no_mmap, "no trim": no_trim, "both": both}
-    return {setting: {64: 0.0, 256: float(n)} for setting, n in counts.items()}
-
-
-@pytest.mark.parametrize(
-    "results, says, never",
-    [
-        (runs(10_000, 0, 9_000, 0), "fresh mmaps cause them", "returned"),
-        (runs(10_000, 9_000, 0, 0), "memory returned to the kernel causes them", "mmaps cause"),
-        (runs(10_000, 0, 0, 0), "cannot tell mmap from returned memory", "cause them"),
-        (runs(10_000, 5_000, 30_000, 0), "only both settings together", "cause them"),
-        (runs(10_000, 9_000, 9_000, 8_000), "explains only part of them, or none", "cause them"),
-    ],
-)
-def test_the_block_story_names_a_cause_only_where_the_runs_separate_it(results, says, never):
-    story = block_fault_story(results, {256})
-    assert says in story and never not in story
-
-
-def test_the_block_story_notes_blocks_that_fault_only_under_one_setting():
-    results = runs(10_000, 5_000, 30_000, 0)
-    results["no trim"][64] = 17_000.0
-    story = block_fault_story(results, {256})
-    assert "Blocks of 64 fault under one setting alone (17,000 under 'no trim'" in story
-    assert "nothing" in block_fault_story(runs(0, 0, 0, 0), set())
 
 
 def timing(ms):

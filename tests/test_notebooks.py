@@ -371,7 +371,6 @@ TIMING_CALLS = {
     "blocked_autorange",
     "timeit",
     "measure_lengths",
-    "block_fault_experiment",
 }
 #: The one other output that varies by machine: the exact float32 rounding residue chapter 3 prints
 #: (its prose says why the tests do not compare it). ``(notebook, cell source)``.

@@ -3,30 +3,27 @@
 ``measure_lengths`` times the three side by side with ``mha.bench``'s timer (rounds, quietest
 round, quartiles as the spread) and counts each one's page faults per call once they stop
 falling; ``TILED_TARGETS`` are the chapter's two claims, judged by ``mha.bench``'s
-noise-aware ``target_verdict``. ``block_fault_experiment`` asks whether the block size decides
-the page faults, in four fresh processes: glibc's default settings, each of chapter 5's two
-settings alone (no ``mmap``; no freed memory returned), and both; ``block_fault_story`` says
-what those runs tell apart, and no more.
+noise-aware ``target_verdict``. Page faults are reported as measured, never judged: how many a
+call takes depends on the allocator's history in the process (glibc's thresholds move with what
+was freed before), not only on the module.
+
+``score_memory`` is the deterministic side: how many score tensors one forward makes, their
+bytes in total, and the most bytes of them alive at once. It counts storages as operators create
+and free them, so its answer is the same on every run, machine and CPU code path.
 """
 
-import argparse
-import json
 import math
-import os
-import subprocess
-import sys
+import weakref
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .bench.comparison import Target
-from .bench.faults import KEEP_FREED_MEMORY
 from .bench.timing import prepare, time_in_rounds
 from .bench.usage import resource_use
-from .tiled import TiledAttention
+from .tiled import causal_block_pairs
 
 #: The configuration of every measurement: one sequence, GPT-2-small's head count, one thread.
 D_OUT, NUM_HEADS = 192, 12
@@ -57,18 +54,6 @@ TILED_TARGETS = (
         max_time_ratio=4.0,
     ),
 )
-#: The tiled module may show at most this share of the split's page faults.
-MAX_FAULT_SHARE = 0.01
-#: The block experiment's glibc settings: the defaults, each of chapter 5's two settings alone,
-#: and both. (glibc documents that setting either one also stops its mmap threshold from rising.)
-BLOCK_SETTINGS = {
-    "default": {},
-    "no mmap": {"MALLOC_MMAP_MAX_": KEEP_FREED_MEMORY["MALLOC_MMAP_MAX_"]},
-    "no trim": {"MALLOC_TRIM_THRESHOLD_": KEEP_FREED_MEMORY["MALLOC_TRIM_THRESHOLD_"]},
-    "both": KEEP_FREED_MEMORY,
-}
-#: A setting "removes" a block size's faults when at most this share of them is left.
-REMOVED_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -142,148 +127,84 @@ def measure_lengths(
     return results
 
 
-def fault_verdict(tiled_faults, split_faults, max_share=MAX_FAULT_SHARE):
-    """Whether the tiled module stayed within ``max_share`` of the split's page faults."""
-    if split_faults == 0:
-        return "untested: the split did not fault here"
-    return "met" if tiled_faults <= max_share * split_faults else "missed"
-
-
-def block_faults(block_sizes, num_tokens):
-    """``{block_size: page faults per call}`` of ``TiledAttention`` in this process."""
-    torch.manual_seed(0)
-    x = torch.randn(1, num_tokens, D_OUT)  # (b, num_tokens, d_in)
-    found = {}
-    with torch.no_grad():
-        for block_size in block_sizes:
-            module = TiledAttention(D_OUT, D_OUT, num_tokens, 0.0, NUM_HEADS, block_size)
-            found[block_size] = steady_faults(module.eval(), x)
-    return found
-
-
-def block_fault_experiment(block_sizes=(64, 256), num_tokens=1024):
-    """``{setting: {block_size: faults per call}}`` from fresh processes, run side by side.
-
-    One process per ``BLOCK_SETTINGS`` entry: glibc's defaults, no block from ``mmap``, no
-    freed memory returned, and both (chapter 5's ``KEEP_FREED_MEMORY``).
-    """
-    chapters = Path(__file__).resolve().parents[1]
-    base = {k: v for k, v in os.environ.items() if k not in KEEP_FREED_MEMORY}
-    base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(chapters), base.get("PYTHONPATH")]))
-    base["OMP_NUM_THREADS"] = "1"
-    argv = [
-        sys.executable,
-        "-c",
-        "from mha.measure_tiled import main; raise SystemExit(main())",
-        "--tokens",
-        str(num_tokens),
-        "--blocks",
-        *map(str, block_sizes),
-    ]
-    running = {
-        setting: subprocess.Popen(
-            argv, env={**base, **extra}, cwd=chapters, text=True, stdout=subprocess.PIPE
-        )
-        for setting, extra in BLOCK_SETTINGS.items()
-    }
-    results = {}
-    for setting, process in running.items():
-        out, _ = process.communicate()
-        if process.returncode:
-            raise RuntimeError(f"the {setting!r} process failed (exit {process.returncode})")
-        results[setting] = {int(k): v for k, v in json.loads(out).items()}
-    return results
-
-
-def removes(results, setting, block_size, share=REMOVED_SHARE):
-    """Whether ``setting`` left at most ``share`` of ``block_size``'s default faults."""
-    return results[setting][block_size] <= share * results["default"][block_size]
-
-
-def block_fault_story(results, faulting):
-    """What the four runs of ``block_fault_experiment`` show about the ``faulting`` sizes.
-
-    It names a cause only where the runs separate it: a setting that removes the faults
-    alone, while the other alone does not.
-    """
-    if not faulting:
-        return "Neither block size faulted here, so the runs tell nothing about the cause."
-    stories = []
-    for size in sorted(faulting):
-        mmap, trim = removes(results, "no mmap", size), removes(results, "no trim", size)
-        both = removes(results, "both", size)
-        left = {s: f"{results[s][size]:,.0f}" for s in BLOCK_SETTINGS}
-        if mmap and not trim:
-            story = (
-                f"without mmap {left['no mmap']} per call are left, keeping freed memory "
-                f"alone leaves {left['no trim']}: fresh mmaps cause them"
-            )
-        elif trim and not mmap:
-            story = (
-                f"keeping freed memory alone leaves {left['no trim']} per call, without "
-                f"mmap {left['no mmap']}: memory returned to the kernel causes them"
-            )
-        elif mmap and trim:
-            story = (
-                f"either setting alone removes them ({left['no mmap']} and {left['no trim']} "
-                "left): this run cannot tell mmap from returned memory"
-            )
-        elif both:
-            story = (
-                f"only both settings together remove them ({left['both']} left; alone "
-                f"{left['no mmap']} and {left['no trim']})"
-            )
-        else:
-            story = (
-                f"even with both settings {left['both']} per call are left: the allocator "
-                "explains only part of them, or none"
-            )
-        stories.append(f"Blocks of {size}: {story}.")
-    for size in sorted(set(results["default"]) - set(faulting)):
-        alone = [s for s in ("no mmap", "no trim") if results[s][size] > 10]
-        if alone:
-            counts = " and ".join(f"{results[s][size]:,.0f} under {s!r}" for s in alone)
-            stories.append(
-                f"Blocks of {size} fault under one setting alone ({counts} per call): glibc "
-                "documents that setting either one also stops its mmap threshold from "
-                "rising, so it stays at 128 KiB."
-            )
-    return " ".join(stories)
-
-
 def score_block_bytes(block_size, num_heads=NUM_HEADS, batch=1):
     """Bytes of one ``(batch, num_heads, block_size, block_size)`` float32 score block."""
     return batch * num_heads * block_size * block_size * 4
 
 
-def main(argv=None):
-    """Print ``block_faults`` as JSON: what each process of the block experiment runs."""
-    parser = argparse.ArgumentParser(prog="mha.measure_tiled", description=main.__doc__)
-    parser.add_argument("--tokens", type=int, required=True)
-    parser.add_argument("--blocks", type=int, nargs="+", required=True)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    print(json.dumps(block_faults(args.blocks, args.tokens)))
-    return 0
+def score_shapes(module, batch, num_tokens):
+    """The shapes of ``module``'s score tensors for ``batch`` sequences of ``num_tokens``.
+
+    The split's are ``(batch, num_heads, num_tokens, num_tokens)``; a module with a
+    ``block_size`` makes one ``(batch, num_heads, rows, cols)`` shape per block pair it computes.
+    """
+    heads = module.num_heads
+    size = getattr(module, "block_size", None)
+    if size is None:
+        return {(batch, heads, num_tokens, num_tokens)}
+    shapes = set()
+    for i, j in causal_block_pairs(num_tokens, size):
+        rows = min(size, num_tokens - i * size)
+        cols = min(size, (i * size + rows) - j * size)
+        shapes.add((batch, heads, rows, cols))
+    return shapes
 
 
-class _NewTensors(TorchDispatchMode):
-    """The shapes of the tensors that operators create (views, which share memory, left out)."""
+@dataclass(frozen=True)
+class ScoreMemory:
+    """What one forward does with its score tensors: made, in bytes, and alive at once."""
 
-    def __init__(self):
+    tensors: int
+    total_bytes: int
+    peak_bytes: int
+    peak_tensors: int
+
+
+class _ScoreStorages(TorchDispatchMode):
+    """Follows the storages of new score-shaped tensors from their creation to their release.
+
+    A storage is counted once, however many tensors (views, reshapes) share it; a
+    ``weakref.finalize`` on it notes when the last of them is gone.
+    """
+
+    def __init__(self, shapes):
         super().__init__()
-        self.shapes = []
+        self.shapes = {tuple(s) for s in shapes}
+        self.alive = {}  # data_ptr -> bytes
+        self.tensors = self.total_bytes = self.peak_bytes = self.peak_tensors = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if isinstance(out, torch.Tensor) and not func.is_view:
-            self.shapes.append(tuple(out.shape))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and tuple(t.shape) in self.shapes:
+                self._note(t.untyped_storage())
         return out
 
+    def _note(self, storage):
+        key = storage.data_ptr()
+        if key in self.alive:
+            return
+        self.alive[key] = storage.nbytes()
+        weakref.finalize(storage, self.alive.pop, key, None)
+        self.tensors += 1
+        self.total_bytes += storage.nbytes()
+        alive = sum(self.alive.values())
+        if alive > self.peak_bytes:
+            self.peak_bytes, self.peak_tensors = alive, len(self.alive)
 
-def new_tensors_of_shape(module, x, shape):
-    """How many tensors of ``shape`` one forward of ``module`` on ``x`` creates."""
-    counter = _NewTensors()
+
+def score_memory(module, x):
+    """``ScoreMemory`` of one forward of ``module`` on ``x`` (batch, num_tokens, d_in).
+
+    Only tensors shaped like the module's scores (``score_shapes``) count, and only those the
+    forward creates: the mask buffer and the parameters exist before it. The answer depends on
+    the shapes and on the order of the operators, not on the machine, the process's history or
+    the module's ``context_length``.
+    """
+    batch, num_tokens, _ = x.shape
+    counter = _ScoreStorages(score_shapes(module, batch, num_tokens))
     with torch.no_grad(), counter:
         module(x)
-    return counter.shapes.count(tuple(shape))
+    return ScoreMemory(
+        counter.tensors, counter.total_bytes, counter.peak_bytes, counter.peak_tensors
+    )
