@@ -90,15 +90,40 @@ def test_the_starting_code_fails_with_feedback_that_asks_and_points_to_the_hints
             "class MyWrapper(",
         ),
         ("03_weight_splits.ipynb", "def split_heads(self, t):", "class MyWeightSplit("),
+        (
+            "07_attention_without_the_score_matrix.ipynb",
+            "def query_block(self, q, keys, values, q_start):",
+            "class MyTiledAttention(",
+        ),
     ],
 )
 def test_the_book_code_being_practised_is_only_shown_after_the_practice(name, listing, practice):
+    """In the prose after the practice, or behind the solution's toggle (its output)."""
     all_cells = cells(name)
     practice_at = next(i for i, c in enumerate(all_cells) if source(c).startswith(practice))
     shown_at = [
-        i for i, c in enumerate(all_cells) if c["cell_type"] == "markdown" and listing in source(c)
+        i
+        for i, c in enumerate(all_cells)
+        if (c["cell_type"] == "markdown" and listing in source(c))
+        or ("solution" in c["metadata"].get("tags", []) and listing in text_of(c))
     ]
     assert shown_at and min(shown_at) > practice_at
+
+
+@pytest.mark.parametrize(
+    "name, listing",
+    [
+        ("03_weight_splits.ipynb", "def split_heads(self, t):"),
+        # The docstring: the practice's skeleton has the same signature.
+        ("07_attention_without_the_score_matrix.ipynb", "The context of the queries ``q_start``"),
+    ],
+)
+def test_the_books_own_code_after_a_practice_waits_behind_the_solutions_toggle(name, listing):
+    """Right after the practice it would be a solution in plain view: the solution cell shows
+    it, after the exercise's own solution."""
+    shown = [c for c in cells(name) if listing in source(c) + text_of(c)]
+    assert shown, f"{name} no longer shows {listing!r}"
+    assert all("solution" in c["metadata"].get("tags", []) for c in shown)
 
 
 def test_chapter_2_asks_nothing_before_its_practice_that_gives_the_answer_away():

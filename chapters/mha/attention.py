@@ -3,6 +3,12 @@
 Constructor signatures, attribute names and the order in which parameters
 are created follow the reference book (rasbt/LLMs-from-scratch, chapter 3),
 so a seeded run prints its numbers.
+
+``d_out`` means two things. In ``MultiHeadAttentionWrapper`` it is the width
+of each head, and the output is ``num_heads * d_out`` wide. In
+``MultiHeadAttention`` it is the width of the whole output, and each head
+gets ``head_dim = d_out // num_heads`` columns. (The class docstrings leave
+this out: the chapters show them above the questions that ask it.)
 """
 
 import torch
@@ -145,10 +151,7 @@ class CausalAttention(nn.Module):
 
 
 class MultiHeadAttentionWrapper(nn.Module):
-    """Several independent heads, run one after another.
-
-    ``d_out`` is the width of *each* head.
-    """
+    """Several independent heads, run one after another."""
 
     def __init__(
         self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False
@@ -171,11 +174,7 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """All heads at once: one weight matrix per projection, in column blocks.
-
-    ``d_out`` is the width of the *whole* output; each of the ``num_heads``
-    heads gets ``head_dim = d_out // num_heads`` columns.
-    """
+    """All heads at once: one matrix per projection, in column blocks."""
 
     def __init__(
         self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False

@@ -1,0 +1,365 @@
+"""No answer is on screen before its reveal is opened.
+
+For every reveal of every chapter page, at 390 and 1280 px, with every toggle closed: the text a
+reader can see, from the top of the page down to the end of the first block after the reveal's
+toggle (and all of the page around the article: the navigation, the "on this page" list of
+headings), must not hold the answer's words or numbers. Nor may the landing page or an earlier
+chapter's takeaways.
+
+A heading right after the toggle ends that stretch only when it marks the turn, saying so
+("After the answer: ..."); past any other heading, the block after it counts too.
+
+The answer comes from the page itself: the reveal box's hidden line "The answer: ...". What
+counts as its words or numbers (:func:`answer_patterns`) is what would give it away and that an
+innocent page does not print:
+
+- a tuple or a pair of lists: each sequence of numbers in its printed order, "(2, 6, 4)", also
+  written "2, 6, 4" or "2 × 6 × 4";
+- a number of two digits or more: that number, with or without thousands separators;
+- a small number: ``name=N``, where the question asks for ``name=?`` (a bare "4" is on every
+  page, as a width, a step or a chapter);
+- ``True``/``False``: the gloss the question gives it, "``False`` (worse)";
+- a letter: the words of the chosen option beyond the letter, as runs of three words that no
+  other option has (a shorter option: all its words, "1 GiB").
+
+The question itself (from its heading to the toggle) legitimately lists every option, so option
+words and glosses are looked for everywhere else; numbers and sequences are looked for
+everywhere.
+
+A small number or a boolean without a gloss has no words that a page could not print
+innocently: those leaks ("four narrow heads each take one offset") were found and reworded by
+reading, and this test cannot see them. ``test_most_reveals_have_words_to_look_for`` keeps that
+blind spot from growing unnoticed.
+"""
+
+import ast
+import re
+
+import pytest
+
+from .book_site import DESKTOP, PHONE, chapters, landing_page, wait_for_transitions
+
+VIEWPORTS = [PHONE, DESKTOP]
+WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
+CHAPTERS = chapters()
+REVEALS = ".cell.tag_reveal"
+#: The computed answer inside a reveal box (mha.reveal.Revealed): "<strong>The answer:</strong>
+#: <code>...</code>".
+ANSWER = ".mha-reveal details > code"
+STOPWORDS = set(
+    "a an the of to in on at by for and or but is are was be it its it's as with from that this "
+    "than then so each one no not do does what which".split()
+)
+
+#: In the page: the text a reader sees (visible text nodes, and the alt text of visible images)
+#: of the whole page, up to the end of the first block after the reveal cell ``index`` in the
+#: article. Returns [question, elsewhere]: the text from the last heading before the cell to the
+#: cell, and all the rest.
+VISIBLE_TEXT = r"""(index) => {
+    const article = document.querySelector('article.bd-article');
+    const cell = article.querySelectorAll('.cell.tag_reveal')[index];
+    // The first block after the cell: its next sibling, or its parent's, entering sections.
+    // A heading is a turn only when it says so ("After the answer: ..."); past any other
+    // heading, the block after it counts.
+    const next = element => {
+        let e = element;
+        while (e && !e.nextElementSibling) e = e.parentElement;
+        e = e && article.contains(e) ? e.nextElementSibling : null;
+        while (e && e.tagName === 'SECTION' && e.firstElementChild) e = e.firstElementChild;
+        return e;
+    };
+    let block = next(cell);
+    while (block && /^H[1-6]$/.test(block.tagName) && !/answer/i.test(block.textContent))
+        block = next(block);
+    const after = (a, b) =>
+        Boolean(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+    const headings = [...article.querySelectorAll('h1, h2, h3, h4, h5, h6')];
+    const heading = headings.filter(h => after(h, cell)).pop() || article;
+    const shown = element => {
+        for (let e = element; e; e = e.parentElement) {
+            const closed = e.closest('details:not([open])');
+            if (!closed) break;
+            const summary = closed.querySelector(':scope > summary');
+            if (!(summary && summary.contains(e))) return false;
+            e = closed;
+        }
+        return element.checkVisibility({opacityProperty: true, visibilityProperty: true});
+    };
+    const parts = ['', ''];
+    const walker = document.createTreeWalker(
+        document.body, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const element = node.nodeType === Node.TEXT_NODE ? node.parentElement : node;
+        if (element.closest('script, style')) continue;
+        let text = node.nodeType === Node.TEXT_NODE ? node.data
+            : node.tagName === 'IMG' ? ' ' + (node.alt || '') + ' ' : '';
+        if (!text || !shown(element)) continue;
+        if (article.contains(node)) {
+            if (block && after(block, node) && !block.contains(node)) continue;
+            if (!block && after(cell, node) && !cell.contains(node)) continue;
+        }
+        const inQuestion = (heading === node || after(heading, node)) && after(node, cell);
+        parts[inQuestion ? 0 : 1] += text;
+    }
+    return parts;
+}"""
+#: The visible text of a page's "Key takeaways" section ("" when it has none).
+TAKEAWAYS = """() => {
+    const section = [...document.querySelectorAll('article section')]
+        .find(s => /Key takeaways/.test(s.querySelector('h2')?.textContent || ''));
+    return section ? section.innerText : '';
+}"""
+
+
+def normalised(text):
+    """Lower case, typographic quotes and dashes as typed, whitespace collapsed."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u00a0", " ")
+    return " ".join(text.lower().split())
+
+
+def words(text):
+    return re.findall(r"[\w']+", normalised(text))
+
+
+def _number(n):
+    """``n`` as a regex that accepts thousands separators and no neighbouring digit."""
+    digits = str(abs(n))
+    groups = [digits[max(0, i - 3) : i] for i in range(len(digits), 0, -3)][::-1]
+    sign = "-" if n < 0 else ""
+    grouped = "[,\u202f ]?".join(groups)
+    return rf"(?<![\d.,]){sign}{grouped}(?![\d]|[.,]\d)"
+
+
+def _sequences(value):
+    """Every innermost sequence of numbers in ``value`` (a tuple, a list, nested)."""
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [value]
+    return [s for v in value if isinstance(v, tuple | list) for s in _sequences(v)]
+
+
+def _trigrams(text):
+    w = words(text)
+    return {tuple(w[i : i + 3]) for i in range(len(w) - 2)}
+
+
+def answer_patterns(answer, question, options):
+    """Regexes (searched in :func:`normalised` text) that find ``answer`` (its printed form, as
+    the reveal box shows it), and whether they may also be sought in the question itself.
+
+    ``question`` is the question's visible text; ``options`` maps each offered letter to the
+    text of its option.
+    """
+    try:
+        value = ast.literal_eval(answer)
+    except (ValueError, SyntaxError):
+        value = answer
+    if isinstance(value, bool):
+        gloss = re.search(rf"{value}`?\s*\(([^)]+)\)", question.replace("\u2019", "'"))
+        if not gloss:
+            return [], False
+        return [rf"\b{re.escape(normalised(gloss.group(1)))}\b"], False
+    if isinstance(value, int):
+        if abs(value) >= 10:
+            return [_number(value)], True
+        names = re.findall(r"(\w+)\s*=\s*\?", question)
+        return [rf"\b{re.escape(name.lower())}\s*=\s*{value}(?!\d)" for name in names], True
+    if isinstance(value, tuple | list):
+        separator = r"\s*(?:,|×|x|by)\s*"
+        return [
+            r"(?<![\d.])" + separator.join(str(n) for n in sequence) + r"(?![\d.]|\s*,\s*\d)"
+            for sequence in _sequences(value)
+            if len(sequence) >= 2
+        ], True
+    if isinstance(value, str) and value in options:
+        others = set().union(*(_trigrams(t) for k, t in options.items() if k != value))
+        runs = [
+            run
+            for run in _trigrams(options[value]) - others
+            if not set(run) <= STOPWORDS and not all(len(w) == 1 for w in run)
+        ]
+        if not runs and len(words(options[value])) > 1:  # a short option: "1 GiB", "d_in=1"
+            runs = [tuple(words(options[value]))]
+        return [r"\b" + r"\W+".join(map(re.escape, run)) + r"\b" for run in sorted(runs)], False
+    return [], False
+
+
+def offered_options(question):
+    """``{letter: text}`` of the options the question lists ("- **A.** text")."""
+    return {
+        letter: text.strip()
+        for letter, text in re.findall(r"(?:^|\n)\s*([A-Z])\.\s+(.+)", question)
+    }
+
+
+def leaks(page_texts, answer):
+    """What of ``answer`` the page shows: ``page_texts`` is [question, elsewhere]."""
+    question, elsewhere = page_texts
+    patterns, in_question_too = answer_patterns(answer, question, offered_options(question))
+    where = normalised(elsewhere + (" " + question if in_question_too else ""))
+    return [m.group(0) for p in patterns for m in [re.search(p, where)] if m]
+
+
+def reveal_answers(page):
+    """The answer line of every reveal on the page, in order."""
+    cells = page.locator(REVEALS)
+    answers = []
+    for i in range(cells.count()):
+        answer = cells.nth(i).locator(ANSWER)
+        answers.append(answer.first.text_content().strip() if answer.count() else None)
+    return answers
+
+
+def question_texts(page, index):
+    """[question, elsewhere], as :data:`VISIBLE_TEXT` reads them; the question's options keep
+    their lines (inner text of its list items)."""
+    question, elsewhere = page.evaluate(VISIBLE_TEXT, index)
+    return [question.replace("\u2019", "'"), elsewhere]
+
+
+def leak_problems(page, chapter_name):
+    """Every reveal whose answer shows before its toggle is opened, with what shows."""
+    problems = []
+    for i, answer in enumerate(reveal_answers(page)):
+        where = f"{chapter_name}, reveal {i + 1}"
+        if answer is None:
+            problems.append(f"{where}: no 'The answer:' line in its box")
+            continue
+        found = leaks(question_texts(page, i), answer)
+        if found:
+            problems.append(f"{where} (answer {answer!r}) shows before its toggle: {found}")
+    return problems
+
+
+def _options_keep_their_lines(page):
+    """Each list item starts its own line in the extracted text, so options can be told apart."""
+    page.evaluate(
+        "() => document.querySelectorAll('article li').forEach("
+        "li => li.insertBefore(document.createTextNode('\\n'), li.firstChild))"
+    )
+
+
+def open_chapter(visit, book_url, chapter, viewport):
+    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
+    wait_for_transitions(page)
+    _options_keep_their_lines(page)
+    return page
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
+def test_no_answer_shows_before_its_reveal(visit, book_url, chapter, viewport):
+    page = open_chapter(visit, book_url, chapter, viewport)
+    problems = leak_problems(page, chapter.name)
+    assert not problems, "\n".join(problems)
+
+
+def test_neither_the_landing_page_nor_an_earlier_takeaway_gives_an_answer(visit, book_url):
+    page = visit(f"{book_url}/{landing_page()}").page
+    seen = {"the landing page": page.locator("article.bd-article").inner_text()}
+    problems = []
+    for chapter in CHAPTERS:
+        page = open_chapter(visit, book_url, chapter, DESKTOP)
+        for i, answer in enumerate(reveal_answers(page)):
+            question, _ = question_texts(page, i)
+            for source, text in seen.items():
+                found = leaks([question, text], answer)
+                if found:
+                    problems.append(
+                        f"{chapter.name}, reveal {i + 1} (answer {answer!r}): {source} says {found}"
+                    )
+        seen[f"{chapter.name}'s takeaways"] = page.evaluate(TAKEAWAYS)
+    assert not problems, "\n".join(problems)
+
+
+def test_most_reveals_have_words_to_look_for(visit, book_url):
+    """The blind spot (small numbers, unglossed booleans) stays small."""
+    total, checkable = 0, 0
+    for chapter in CHAPTERS:
+        page = open_chapter(visit, book_url, chapter, DESKTOP)
+        for i, answer in enumerate(reveal_answers(page)):
+            question, _ = question_texts(page, i)
+            patterns, _ = answer_patterns(answer, question, offered_options(question))
+            total += 1
+            checkable += bool(patterns)
+    assert total and checkable >= 0.6 * total, f"only {checkable} of {total} reveals checkable"
+
+
+# ---------------------------------------------------------------------------------------------
+# The test can fail: answers put on screen on purpose are caught
+# ---------------------------------------------------------------------------------------------
+
+#: Puts a paragraph into the page: above the question's heading, or right after the toggle.
+INJECT = """([index, text, above]) => {
+    const article = document.querySelector('article.bd-article');
+    const cell = article.querySelectorAll('.cell.tag_reveal')[index];
+    const before = (a, b) =>
+        Boolean(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+    const heading = [...article.querySelectorAll('h1, h2, h3, h4, h5, h6')]
+        .filter(h => before(h, cell)).pop();
+    const p = document.createElement('p');
+    p.textContent = text;
+    if (above) heading.parentElement.insertBefore(p, heading);
+    else cell.parentElement.insertBefore(p, cell.nextSibling);
+}"""
+
+
+@pytest.mark.parametrize("where", ["above the question", "right after the toggle"])
+@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+def test_an_answer_put_on_the_page_is_caught(visit, book_url, viewport, where):
+    """Every checkable reveal of every chapter: its answer's own words, written into the page
+    above the toggle or in the block right after it, are found."""
+    missed = []
+    for chapter in CHAPTERS:
+        page = open_chapter(visit, book_url, chapter, viewport)
+        for i, answer in enumerate(reveal_answers(page)):
+            question, _ = question_texts(page, i)
+            options = offered_options(question)
+            patterns, _ = answer_patterns(answer, question, options)
+            if not patterns:
+                continue
+            said = options.get(answer, answer)
+            if answer.startswith(("True", "False")):
+                said = re.search(rf"{answer}`?\s*\(([^)]+)\)", question).group(1)
+            elif re.fullmatch(r"\d", answer):
+                name = re.search(r"(\w+)\s*=\s*\?", question).group(1)
+                said = f"so {name}={answer}"
+            page.evaluate(INJECT, [i, f"In short: {said}.", where.startswith("above")])
+            if not leaks(question_texts(page, i), answer):
+                missed.append(f"{chapter.name}, reveal {i + 1}: {said!r} {where}")
+            page.reload()
+            wait_for_transitions(page)
+            _options_keep_their_lines(page)
+    assert not missed, "not caught:\n" + "\n".join(missed)
+
+
+@pytest.mark.parametrize(
+    ("answer", "question", "leaky", "innocent"),
+    [
+        ("(2, 6, 4)", "What shape?", "it returns (2, 6, 4)", "it returns (2, 6, 3)"),
+        ("(2, 6, 4)", "What shape?", "a 2 × 6 × 4 tensor", "shape (12, 6, 4, 2)"),
+        (
+            "((2, 6, 3, 2), (2, 3, 6, 2))",
+            "Both shapes?",
+            "after view: (2, 6, 3, 2)",
+            "(2, 6, 6) then (3, 2)",
+        ),
+        ("([1, 1, 2, 2], [1, 2, 1, 2])", "Which?", "heads 1, 1, 2, 2", "heads 1, 2"),
+        ("8388608", "How many?", "8,388,608 bytes", "838,860 bytes"),
+        ("136", "How many blocks?", "136 blocks", "1360 blocks or 13.6"),
+        ("4", "Which d_out=? gives 12?", "need d_out=4", "d_out=2 and 4 heads"),
+        ("False", "Record True (as well) or False (worse).", "it does worse", "it does well"),
+    ],
+)
+def test_the_answers_words_are_told_from_innocent_text(answer, question, leaky, innocent):
+    assert leaks([question, leaky], answer), f"{leaky!r} gives {answer!r} away"
+    assert not leaks([question, innocent], answer), f"{innocent!r} does not give {answer!r}"
+
+
+def test_an_options_own_words_are_caught_outside_the_question_only():
+    question = (
+        "What goes in?\n A. Head 1's result: a chain.\n B. The wrapper's own argument x,"
+        " the very tensor head 1 was given.\n C. An empty tensor."
+    )
+    assert offered_options(question)["B"].startswith("The wrapper's")
+    assert leaks([question, "its input was the very tensor object"], "B")
+    assert not leaks([question, "a tensor of the same values"], "B")
