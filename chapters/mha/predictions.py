@@ -217,14 +217,7 @@ def _items(text, numbers=False):
     "2-6-4", "15/6", "[1, 1, 2, 2], [1, 2, 1, 2]"; each item is left as text for the
     answer's item to read. With ``numbers`` (the answer holds only numbers) the words that
     name them are left out too: "wrapper 15, split 6", "136 blocks"."""
-    said = _said(text)
-    try:
-        value = ast.literal_eval(said)
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        value = None
-    if isinstance(value, (list, tuple)):
-        return value
-    said = re.sub(r"^(?:torch\.)?size\((.*)\)$", r"\1", said)  # torch.Size([2, 6, 4])
+    said = re.sub(r"^(?:torch\.)?size\((.*)\)$", r"\1", _said(text))  # torch.Size([2, 6, 4])
     stack = [[]]
     for token in _TOKEN.findall(said):
         if token in "([":
@@ -274,13 +267,16 @@ def _flat_numbers(items, answer):
 
 
 def _read_sequence(text, answer):
-    """Whether the text ``text`` says the sequence ``answer``: its numbers in order, however
-    they are grouped ("2 6 3 2, 2 3 6 2" for ((2, 6, 3, 2), (2, 3, 6, 2))), or item by item."""
+    """Whether the text ``text`` says the sequence ``answer``: as many numbers as the answer
+    holds, read in order however they are grouped ("2 6 3 2, 2 3 6 2" for ((2, 6, 3, 2),
+    (2, 3, 6, 2))), or else item by item."""
     leaves = _leaves(answer)
     numbers = all(_is_number(leaf) for leaf in leaves)
     items = _items(text, numbers)
-    if numbers and _flat_numbers(items, answer) == leaves:
-        return True
+    if numbers:
+        said = _flat_numbers(items, answer)
+        if said is not None and len(said) == len(leaves):
+            return said == leaves  # as many numbers as the answer: they say it or they do not
     return _read_as(items, answer)
 
 
@@ -301,11 +297,23 @@ def _read_as(prediction, answer):
         if not isinstance(prediction, (list, tuple)):
             raise Unreadable
         if len(prediction) != len(answer):
-            if answer and prediction and all(_readable(p, answer[0]) for p in prediction):
+            if answer and prediction and all(_same_kind(p, answer[0]) for p in prediction):
                 return False  # a sequence of the right kind, of another length
             raise Unreadable
         return all(_read_as(p, a) for p, a in zip(prediction, answer, strict=True))
     return prediction == answer
+
+
+def _same_kind(prediction, answer):
+    """Whether ``prediction`` is an item of ``answer``'s kind that can be read: a sequence for
+    a sequence (a list, or text of several tokens), a single value for a single value."""
+    if isinstance(answer, (list, tuple)):
+        several = isinstance(prediction, str) and len(_TOKEN.findall(prediction)) > 1
+        if not (several or isinstance(prediction, (list, tuple))):
+            return False
+    elif isinstance(prediction, (list, tuple)):
+        return False
+    return _readable(prediction, answer)
 
 
 def _readable(prediction, answer):
