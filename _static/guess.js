@@ -65,7 +65,7 @@
   function evaluate(text) {
     const tokens = [];
     const pattern =
-      /\s*(?:(\d+(?:_\d+)*(?:\.(?:\d+(?:_\d+)*)?)?(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?)|(\*\*|\/\/|[-+*/()]))/y;
+      /\s*(?:(\d+(?:_\d+)*(?:\.(?:\d+(?:_\d+)*)?)?(?:e[+-]?\d+(?:_\d+)*)?|\.\d+(?:e[+-]?\d+(?:_\d+)*)?)|(\*\*|\/\/|[-+*/()]))/y;
     let at = 0;
     while (at < text.length) {
       if (/^\s+$/.test(text.slice(at))) break;
@@ -132,7 +132,7 @@
     }
     if (!tokens.length) throw new Unreadable();
     const value = sum();
-    if (i !== tokens.length || !Number.isFinite(value)) throw new Unreadable();
+    if (i !== tokens.length) throw new Unreadable();
     return value;
   }
 

@@ -1,7 +1,10 @@
 """Reading a prediction as a person grading it would, and saying how to write one.
 
 A reader records a prediction in a code cell however they would write it on paper: "(b)",
-"option B", "No.", "8,388,608", "four", "(2, 6, 4)", or the words of a choice. The reveal
+"option B", "B (the same x)", "the second one", "No.", "False (worse)", "8,388,608", "four",
+"d_out=4", "136 blocks", "(2, 6, 4)", "2-6-4", "2 by 6 by 4", "15/6", or the words of a choice.
+A right answer is never called wrong: what cannot be read (a letter or an answer the question
+does not offer, "D" of A to C) is unreadable, never wrong. The reveal
 (:mod:`mha.reveal`) asks :func:`prediction_matches` whether it says the computed answer. A
 prediction that cannot be read as the answer's kind is neither right nor wrong:
 :func:`format_of` tells the reader how to write one, naming the answer's type (or the choices
@@ -39,8 +42,8 @@ _LETTERS = re.compile(r"[A-Z](?:\s*(?:,|&|and)\s*[A-Z])*")
 #: What joins several letters in a prediction: "B and C", "B, C", "B & C", "B + C", "B/C".
 _JOINS = re.compile(r"\s*(?:,|&|\+|/|\band\b)\s*")
 #: A label and the text of its choice together: "B. num_heads * d_out", "(b) 1 GiB",
-#: "B (the same x)".
-_LABEL_THEN_TEXT = re.compile(r"\(?\s*(\w+)\s*(?:\)\s*|[.:-]\s+|\s+(?=\())(.+)")
+#: "B (the same x)", '"no" (slower)'.
+_LABEL_THEN_TEXT = re.compile(r"\(?\s*[\"'`]?(\w+)[\"'`]?\s*(?:\)\s*|[.:-]\s+|\s+(?=\())(.+)")
 _ARITHMETIC = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -85,7 +88,7 @@ def _plain(prediction):
 def _yes_no(text):
     """``True`` for a yes ("yes", "Yes!", "no." is ``False``, "No, slower" too), else ``None``."""
     said = _said(text)
-    first = re.fullmatch(r"([a-z]+)(?:\s*[,;:!.—–(-]\s*.*)?", said)
+    first = re.fullmatch(r"[\"'`]?([a-z]+)[\"'`]?(?:\s*[,;:!.—–(-]\s*.*)?", said)
     word = first.group(1) if first else said
     return True if word in _YES else False if word in _NO else None
 
@@ -548,11 +551,16 @@ def prediction_matches(prediction, answer, choices=None):
     - A letter answer ("B", or "B and C" for several) reads letters as they are written:
       "B.", "(b)", "b)", "option B"; several as "B and C", "C, B" or "BC".
     - A yes/no question (a True/False answer, or "yes"/"no") reads "yes", "No.", "no, slower",
-      True, "false". 0 and 1 are not booleans.
+      "False (worse)", True, "false". 0 and 1 are not booleans.
     - A number matches a number of equal value: 4.0, "4", "four" (number words up to twenty),
-      "8,388,608", "8 388 608", "8_388_608", "2**23". "4.5" is not 4.
+      "8,388,608", "8 388 608", "8_388_608", "2**23", and with words around it: "d_out=4",
+      "all four", "136 blocks" (but "8 million" and "twenty one" are not read). "4.5" is not 4.
     - A sequence matches item by item, written as a list, a tuple or text ("(2, 6, 4)",
-      "2 x 6 x 4", "[1, 2], [2, 1]").
+      "2 x 6 x 4", "2-6-4", "2 by 6 by 4", "15/6", "[1, 2], [2, 1]"); text that holds as many
+      numbers as the answer is read in order however it groups them ("2 6 3 2, 2 3 6 2"), and
+      where every number is one digit, a run of digits is read digit by digit ("1122 and 1212").
+    - A choice is named by its label, its text, its place ("the second one"), its label with
+      words in brackets ("B (the same x)"), or, for "inconclusive", "can't tell".
 
     A prediction that cannot be read as the answer's kind does not match.
 
