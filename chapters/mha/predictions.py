@@ -1,7 +1,10 @@
 """Reading a prediction as a person grading it would, and saying how to write one.
 
 A reader records a prediction in a code cell however they would write it on paper: "(b)",
-"option B", "No.", "8,388,608", "four", "(2, 6, 4)", or the words of a choice. The reveal
+"option B", "B (the same x)", "the second one", "No.", "False (worse)", "8,388,608", "four",
+"d_out=4", "136 blocks", "(2, 6, 4)", "2-6-4", "2 by 6 by 4", "15/6", or the words of a choice.
+A right answer is never called wrong: what cannot be read (a letter or an answer the question
+does not offer, "D" of A to C) is unreadable, never wrong. The reveal
 (:mod:`mha.reveal`) asks :func:`prediction_matches` whether it says the computed answer. A
 prediction that cannot be read as the answer's kind is neither right nor wrong:
 :func:`format_of` tells the reader how to write one, naming the answer's type (or the choices
@@ -38,8 +41,9 @@ _GROUPED = re.compile(r"[+-]?\d{1,3}(?P<sep>[, '_])\d{3}(?:(?P=sep)\d{3})*(?:\.\
 _LETTERS = re.compile(r"[A-Z](?:\s*(?:,|&|and)\s*[A-Z])*")
 #: What joins several letters in a prediction: "B and C", "B, C", "B & C", "B + C", "B/C".
 _JOINS = re.compile(r"\s*(?:,|&|\+|/|\band\b)\s*")
-#: A label and the text of its choice together: "B. num_heads * d_out", "(b) 1 GiB".
-_LABEL_THEN_TEXT = re.compile(r"\(?\s*(\w+)\s*(?:\)\s*|[.:-]\s+)(.+)")
+#: A label and the text of its choice together: "B. num_heads * d_out", "(b) 1 GiB",
+#: "B (the same x)", '"no" (slower)'.
+_LABEL_THEN_TEXT = re.compile(r"\(?\s*[\"'`]?(\w+)[\"'`]?\s*(?:\)\s*|[.:-]\s+|\s+(?=\())(.+)")
 _ARITHMETIC = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -84,7 +88,7 @@ def _plain(prediction):
 def _yes_no(text):
     """``True`` for a yes ("yes", "Yes!", "no." is ``False``, "No, slower" too), else ``None``."""
     said = _said(text)
-    first = re.fullmatch(r"([a-z]+)(?:\s*[,;:!.—–-]\s*.*)?", said)
+    first = re.fullmatch(r"[\"'`]?([a-z]+)[\"'`]?(?:\s*[,;:!.—–(-]\s*.*)?", said)
     word = first.group(1) if first else said
     return True if word in _YES else False if word in _NO else None
 
@@ -110,13 +114,34 @@ def _letters(prediction):
     return None
 
 
+#: What a reader writes before a number: "d_out=4", "d_out = 4", "all four".
+_BEFORE_NUMBER = re.compile(r"(?:[a-z_][\w.]*\s*=|all\s)\s*(.+)")
+#: A unit after a number: "136 blocks", "12 columns".
+_UNIT_AFTER_NUMBER = re.compile(r"(.+?)\s+([a-z][a-z_ -]*)")
+#: Words after a number that change it, so are no unit: "twenty one", "8 million", "4 or 5".
+_NOT_UNITS = frozenset(NUMBER_WORDS) | {"hundred", "thousand", "million", "billion", "not", "or"}
+
+
 def _number(prediction):
-    """The number a prediction says: 4, 4.0, "4", "four", "8,388,608", "8 388 608", "2**23"."""
+    """The number a prediction says: 4, 4.0, "4", "four", "8,388,608", "8 388 608", "2**23",
+    and with the words a reader writes around it: "d_out=4", "all four", "136 blocks"."""
     if _is_number(prediction):
         return prediction
     if not isinstance(prediction, str):
         raise Unreadable
     said = _said(prediction)
+    for around in (_BEFORE_NUMBER, _UNIT_AFTER_NUMBER):
+        inner = around.fullmatch(said)
+        if inner and not _NOT_UNITS.intersection(said[inner.end(1) :].split()):
+            try:
+                return _bare_number(inner.group(1))
+            except Unreadable:
+                pass
+    return _bare_number(said)
+
+
+def _bare_number(said):
+    """The number ``said`` (already :func:`_said`) writes, on its own."""
     if said in NUMBER_WORDS:
         return NUMBER_WORDS[said]
     if _GROUPED.fullmatch(said):
@@ -178,20 +203,26 @@ def _read_text(prediction, answer):
     raise Unreadable
 
 
-def _items(text):
+#: One token of a sequence written as text: a bracket, or what lies between separators.
+_TOKEN = re.compile(r"[()\[\]]|[^()\[\],;/&|\s]+")
+#: Words and signs that only join the numbers of a shape: "2 by 6 by 4", "2 x 6 x 4".
+_JOINING_WORDS = frozenset({"and", "by", "x", "×", "*", "-", "then", "vs", "vs."})
+#: Numbers joined into one token: "2-6-4", "2x6x4", "2×6×4".
+_JOINED_NUMBERS = re.compile(r"\d+(?:[x×*-]\d+)+")
+#: A word that names what a number counts or whose it is: "blocks", "wrapper", "split:".
+_NAME_WORD = re.compile(r"[a-z_]+[:=]?")
+#: Words that make a sequence of numbers say something else: "not (2, 6, 4)".
+_HEDGES = frozenset({"not", "no", "or", "maybe"})
+
+
+def _items(text, numbers=False):
     """The nested items of a sequence written as text: "(2, 6, 4)", "2 6 4", "2 x 6 x 4",
-    "[1, 1, 2, 2], [1, 2, 1, 2]"; each item is left as text for the answer's item to read."""
-    try:
-        value = ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        value = None
-    if isinstance(value, (list, tuple)):
-        return value
-    said = re.sub(r"^(?:torch\.)?Size\((.*)\)$", r"\1", text.strip())  # torch.Size([2, 6, 4])
-    if re.fullmatch(r"\d+(?:\s*[x×*]\s*\d+)+", said):
-        return re.split(r"\s*[x×*]\s*", said)
+    "2-6-4", "15/6", "[1, 1, 2, 2], [1, 2, 1, 2]"; each item is left as text for the
+    answer's item to read. With ``numbers`` (the answer holds only numbers) the words that
+    name them are left out too: "wrapper 15, split 6", "136 blocks"."""
+    said = re.sub(r"^(?:torch\.)?size\((.*)\)$", r"\1", _said(text))  # torch.Size([2, 6, 4])
     stack = [[]]
-    for token in re.findall(r"[()\[\]]|[^()\[\],\s]+", said):
+    for token in _TOKEN.findall(said):
         if token in "([":
             stack.append([])
         elif token in ")]":
@@ -199,12 +230,57 @@ def _items(text):
                 raise Unreadable
             inner = stack.pop()
             stack[-1].append(inner)
-        elif token.casefold() != "and":
+        elif _JOINED_NUMBERS.fullmatch(token):
+            stack[-1].extend(re.split(r"[x×*-]", token))
+        elif token in _JOINING_WORDS:
+            continue
+        elif numbers and token in _HEDGES:
+            raise Unreadable
+        elif not (numbers and _NAME_WORD.fullmatch(token) and token not in NUMBER_WORDS):
             stack[-1].append(token)
     if len(stack) != 1:
         raise Unreadable
     items = stack[0]
+    if numbers and not _leaves(items):
+        raise Unreadable  # words only: no number to read
     return items[0] if len(items) == 1 and isinstance(items[0], list) else items
+
+
+def _leaves(value):
+    """The items of a nested sequence, in order, as one flat list."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def _flat_numbers(items, answer):
+    """The numbers ``items`` (from :func:`_items`) say in order, however they are grouped, or
+    ``None`` if one of them is no number. Where every number of ``answer`` is one digit, a
+    run of digits is read digit by digit ("1122 and 1212")."""
+    leaves = _leaves(items)
+    digits = all(isinstance(a, int) and 0 <= a <= 9 for a in _leaves(answer))
+    if digits and len(leaves) != len(_leaves(answer)):
+        runs = [str(leaf) for leaf in leaves]
+        if all(re.fullmatch(r"\d+", run) for run in runs):
+            return [int(digit) for run in runs for digit in run]
+    try:
+        return [_number(leaf) for leaf in leaves]
+    except Unreadable:
+        return None
+
+
+def _read_sequence(text, answer):
+    """Whether the text ``text`` says the sequence ``answer``: as many numbers as the answer
+    holds, read in order however they are grouped ("2 6 3 2, 2 3 6 2" for ((2, 6, 3, 2),
+    (2, 3, 6, 2))), or else item by item."""
+    leaves = _leaves(answer)
+    numbers = all(_is_number(leaf) for leaf in leaves)
+    items = _items(text, numbers)
+    if numbers:
+        said = _flat_numbers(items, answer)
+        if said is not None and len(said) == len(leaves):
+            return said == leaves  # as many numbers as the answer: they say it or they do not
+    return _read_as(items, answer)
 
 
 def _read_as(prediction, answer):
@@ -220,15 +296,27 @@ def _read_as(prediction, answer):
         return _read_text(prediction, answer)
     if isinstance(answer, (list, tuple)):
         if isinstance(prediction, str):
-            prediction = _items(prediction)
+            return _read_sequence(prediction, answer)
         if not isinstance(prediction, (list, tuple)):
             raise Unreadable
         if len(prediction) != len(answer):
-            if answer and all(_readable(p, answer[0]) for p in prediction):
+            if answer and prediction and all(_same_kind(p, answer[0]) for p in prediction):
                 return False  # a sequence of the right kind, of another length
             raise Unreadable
         return all(_read_as(p, a) for p, a in zip(prediction, answer, strict=True))
     return prediction == answer
+
+
+def _same_kind(prediction, answer):
+    """Whether ``prediction`` is an item of ``answer``'s kind that can be read: a sequence for
+    a sequence (a list, or text of several tokens), a single value for a single value."""
+    if isinstance(answer, (list, tuple)):
+        several = isinstance(prediction, str) and len(_TOKEN.findall(prediction)) > 1
+        if not (several or isinstance(prediction, (list, tuple))):
+            return False
+    elif isinstance(prediction, (list, tuple)):
+        return False
+    return _readable(prediction, answer)
 
 
 def _readable(prediction, answer):
@@ -296,6 +384,54 @@ def _choice_named(prediction, choices):
     return _NO_CHOICE
 
 
+#: A choice named by its place: "the second one", "second option", "the last".
+_ORDINAL = re.compile(
+    r"(?:the\s+)?(first|second|third|fourth|fifth|sixth|last)(?:\s+(?:one|option|choice|answer))?"
+)
+_PLACES = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "sixth": 5, "last": -1}
+#: What a reader writes for "inconclusive", where a question offers it.
+_CANNOT_TELL = frozenset(
+    {
+        "cannot tell",
+        "can't tell",
+        "can not tell",
+        "cannot say",
+        "can't say",
+        "cannot tell them apart",
+        "can't tell them apart",
+        "the run cannot tell them apart",
+        "unclear",
+        "undecided",
+        "too close to call",
+    }
+)
+
+
+def _by_place_or_synonym(prediction, choices):
+    """The choice (a label, or an offered answer) ``prediction`` names by its place ("the
+    second one") or, for "inconclusive", in other words ("can't tell"); else ``_NO_CHOICE``."""
+    if not isinstance(prediction, str):
+        return _NO_CHOICE
+    said = _said(prediction).replace("’", "'")
+    place = _ORDINAL.fullmatch(said)
+    options = list(choices)
+    if place and _PLACES[place.group(1)] < len(options):
+        return options[_PLACES[place.group(1)]]
+    if said in _CANNOT_TELL and "inconclusive" in options:
+        return "inconclusive"
+    return _NO_CHOICE
+
+
+def _letters_not_offered(prediction, choices):
+    """Whether ``prediction`` names a letter that none of ``choices``' letter labels is ("D"
+    where the question offers A to C)."""
+    labels = {str(label) for label in choices}
+    if not all(re.fullmatch(r"[A-Z]", label) for label in labels):
+        return False
+    named = _letters(prediction)
+    return bool(named) and not named <= labels
+
+
 def offered(choices):
     """``choices`` as a dict of labels or a tuple of answers; ``None`` if it offers nothing."""
     if not choices:
@@ -309,14 +445,20 @@ def read(prediction, answer, choices=None):
     ``choices`` (see :func:`prediction_matches`) are the answers the question offers.
     """
     prediction, choices = _plain(prediction), offered(choices)
+    if choices is not None:
+        named = _by_place_or_synonym(prediction, choices)
+        prediction = prediction if named is _NO_CHOICE else named
     if isinstance(choices, dict):
         label = _choice_named(prediction, choices)
         if label is not _NO_CHOICE:
             return _means(label, answer)
+        if _letters_not_offered(prediction, choices):
+            raise Unreadable  # a letter the question does not offer
     elif choices is not None:
         for choice in choices:
             if _means(prediction, choice):
                 return _means(choice, answer)
+        raise Unreadable  # an answer the question does not offer
     if choices is not None and isinstance(answer, str) and not _LETTERS.fullmatch(answer.strip()):
         raise Unreadable  # text that names none of the choices
     return _read_as(prediction, answer)
@@ -409,11 +551,16 @@ def prediction_matches(prediction, answer, choices=None):
     - A letter answer ("B", or "B and C" for several) reads letters as they are written:
       "B.", "(b)", "b)", "option B"; several as "B and C", "C, B" or "BC".
     - A yes/no question (a True/False answer, or "yes"/"no") reads "yes", "No.", "no, slower",
-      True, "false". 0 and 1 are not booleans.
+      "False (worse)", True, "false". 0 and 1 are not booleans.
     - A number matches a number of equal value: 4.0, "4", "four" (number words up to twenty),
-      "8,388,608", "8 388 608", "8_388_608", "2**23". "4.5" is not 4.
+      "8,388,608", "8 388 608", "8_388_608", "2**23", and with words around it: "d_out=4",
+      "all four", "136 blocks" (but "8 million" and "twenty one" are not read). "4.5" is not 4.
     - A sequence matches item by item, written as a list, a tuple or text ("(2, 6, 4)",
-      "2 x 6 x 4", "[1, 2], [2, 1]").
+      "2 x 6 x 4", "2-6-4", "2 by 6 by 4", "15/6", "[1, 2], [2, 1]"); text that holds as many
+      numbers as the answer is read in order however it groups them ("2 6 3 2, 2 3 6 2"), and
+      where every number is one digit, a run of digits is read digit by digit ("1122 and 1212").
+    - A choice is named by its label, its text, its place ("the second one"), its label with
+      words in brackets ("B (the same x)"), or, for "inconclusive", "can't tell".
 
     A prediction that cannot be read as the answer's kind does not match.
 

@@ -32,11 +32,19 @@ part of the answer, so it goes inside the box as ``evidence`` (preformatted text
 ``figure`` (a PNG embedded at ``FIGURE_DENSITY`` times its pixels, with alt text), never as
 printed output or a figure of the cell's own: a notebook shows printed output and figures
 openly wherever it ignores the cell's metadata (Colab), before the reader asks.
+
+On the web page a reader commits a guess in the page (``_static/guess.js``): the box carries
+what the page needs for that, from :func:`guess_data`, as base64-encoded JSON in the
+``data-mha-guess`` attribute of an empty, ``hidden`` element inside its closed content. Nothing
+of it shows or is read aloud in JupyterLab, Binder or Colab, which keep the Python route; the
+page builds its buttons and text box from it with JavaScript, so they exist only there.
 """
 
 import base64
 import html
 import io
+import json
+import numbers
 import re
 import textwrap
 
@@ -133,8 +141,9 @@ class Revealed:
     the closed box with the answer.
     """
 
-    def __init__(self, answer, verdict, explanation, evidence="", figure=None):
+    def __init__(self, answer, verdict, explanation, evidence="", figure=None, guess=None):
         self.answer = answer
+        self.guess = guess  # guess_data() for the web page, or None
         self.verdict = verdict  # "" when no prediction was recorded
         self.explanation = " ".join(explanation.split())
         self.evidence = evidence.rstrip("\n")
@@ -160,6 +169,9 @@ class Revealed:
                 body += f'<p style="margin:0.4em 0 0">{_inline_code(paragraph)}</p>'
         if self.figure is not None:
             body += _figure_html(*self.figure)
+        if self.guess is not None:
+            encoded = base64.b64encode(json.dumps(self.guess).encode()).decode("ascii")
+            body += f'<div class="mha-guess-data" hidden data-mha-guess="{encoded}"></div>'
         return collapsed(box_html("reveal", "The answer:", body), "Show the answer")
 
 
@@ -262,6 +274,62 @@ def _verdict(prediction, answer, matches, choices=None):
     return f"Your prediction, {prediction!r}, {outcome}."
 
 
+def _plain_json(value):
+    """``value`` as JSON holds it: tuples (and torch.Size) as lists."""
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(item) for item in value]
+    return value
+
+
+def _numeric(answer):
+    """Whether ``answer`` is a number, or a (nested) sequence of numbers only."""
+    if isinstance(answer, (list, tuple)):
+        return bool(answer) and all(_numeric(item) for item in answer)
+    return isinstance(answer, numbers.Real) and not isinstance(answer, bool)
+
+
+def _choice_button(label, text):
+    """What a choice's button says: "B. view raises an error", "no (slower)", "True"."""
+    if text is None:
+        return str(label)
+    if re.fullmatch(r"[A-Z]", str(label)):
+        return f"{label}. {text}"
+    return f"{label} ({text})"
+
+
+def guess_data(answer, matches=None, choices=None):
+    """What the web page needs to let a reader commit a guess, or ``None`` if it cannot.
+
+    A question with choices (a True/False answer offers True and False) gets one button per
+    choice, with the verdict :func:`reveal` would give that choice, word for word. A number or
+    a sequence of numbers gets a text box: the page's own reader (``_static/guess.js``, held to
+    the same cases as :func:`mha.predictions.read` by ``tests/prediction_cases.json``) reads
+    what is typed, with the answer, the reader to use (``matches.page_reader`` for a question's
+    own rule, such as :func:`mha.gqa.block_lists_match`) and the format to show for a guess it
+    cannot read.
+    """
+    choices = offered(choices)
+    if choices is None and isinstance(answer, bool):
+        choices = (True, False)
+    if choices is not None:
+        pairs = choices.items() if isinstance(choices, dict) else ((c, None) for c in choices)
+        buttons = []
+        for label, text in pairs:
+            verdict = _verdict(label, answer, matches, choices)
+            buttons.append(
+                {
+                    "label": _choice_button(label, text),
+                    "verdict": verdict,
+                    "right": verdict.endswith(", matches the answer."),
+                }
+            )
+        return {"choices": buttons}
+    reader = "default" if matches is None else getattr(matches, "page_reader", None)
+    if reader is None or not _numeric(answer):
+        return None
+    return {"answer": _plain_json(answer), "reader": reader, "format": format_of(answer)}
+
+
 def _checked_evidence(evidence):
     """``evidence`` as text whose every line fits ``TEXT_WIDTH``, or a ValueError."""
     if evidence is None:
@@ -313,4 +381,5 @@ def reveal(
         drawn = (_figure_png(figure), " ".join(figure_alt.split()))
     choices = offered(choices)  # read once: an iterator is read both to judge and to explain
     verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
-    _show(Revealed(answer, verdict, explanation, evidence, drawn))
+    guess = guess_data(answer, matches, choices)
+    _show(Revealed(answer, verdict, explanation, evidence, drawn, guess))

@@ -1,0 +1,261 @@
+"""A web reader commits a guess in the page, for every prediction (_static/guess.js).
+
+At 390 px with touch and at 1280 px every reveal of every chapter has, before its toggle, a group
+of controls named "Your guess": a button per choice, or a text box and "Check my guess". A guess
+gets Python's verdict word for word and opens the answer; the chapter's tally counts it; guesses
+stay in localStorage, never leave the browser, and clear. The page's reader reads the shared
+table of cases (tests/prediction_cases.json) as mha.predictions does.
+
+One browser, one page per width for the tour of the chapters, a few more for the rest.
+"""
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+
+from mha.gqa import block_lists_match
+from mha.reveal import _verdict
+
+from .book_site import DESKTOP, PHONE, chapters, is_local, wait_for_transitions
+
+CASES = json.loads(
+    (Path(__file__).parents[1] / "prediction_cases.json").read_text(encoding="utf-8")
+)["cases"]
+TYPED = [c for c in CASES if "choices" not in c and isinstance(c["prediction"], str)]
+READERS = {"block_lists": block_lists_match}
+GROUP = "fieldset.mha-guess"
+MIN_TAP_PX = 44
+FIRST = chapters()[0]
+
+
+def as_tuples(value):
+    return tuple(as_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+@pytest.fixture
+def open_page(browser, book_url):
+    """``open_page(path, viewport, touch=False)``: a fresh context and page (own storage) that
+    records page errors, cookies and every request that is not to 127.0.0.1."""
+    contexts = []
+
+    def opening(path, viewport=DESKTOP, touch=False, color_scheme="light"):
+        context = browser.new_context(
+            viewport=viewport, has_touch=touch, is_mobile=touch, color_scheme=color_scheme
+        )
+        contexts.append(context)
+        page = context.new_page()
+        page.errors, page.remote = [], []
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+
+        def stay_local(route, request):
+            if is_local(request.url):
+                route.continue_()
+            else:
+                page.remote.append(request.url)
+                route.abort()
+
+        context.route("**/*", stay_local)
+        page.goto(f"{book_url}/{path}")
+        return page
+
+    yield opening
+    for context in contexts:
+        context.close()
+
+
+def payloads(page):
+    """What each reveal box carries for its guess controls, decoded, in page order."""
+    encoded = page.eval_on_selector_all(
+        "article .cell.tag_reveal [data-mha-guess]", "nodes => nodes.map(n => n.dataset.mhaGuess)"
+    )
+    return [json.loads(base64.b64decode(e)) for e in encoded]
+
+
+def group_problems(page, chapter, touch):
+    """Every reveal of ``chapter`` has its "Your guess" group, right before its toggle, with
+    controls big enough to tap and named for a screen reader; no answer shows in it."""
+    problems = []
+    reveals = chapter.hidden_cells_in_notebook().count("reveal")
+    groups = page.get_by_role("group", name="Your guess", exact=True)
+    if groups.count() != reveals:
+        problems.append(f"{chapter.name}: {reveals} reveals, {groups.count()} 'Your guess' groups")
+    before_toggle = page.eval_on_selector_all(
+        GROUP,
+        "gs => gs.every(g => g.nextElementSibling?.matches('.cell.tag_reveal')"
+        " && !g.nextElementSibling.querySelector(':scope > details').open)",
+    )
+    if not before_toggle:
+        problems.append(f"{chapter.name}: a group is not right before a closed answer toggle")
+    for i, data in enumerate(payloads(page)):
+        group = groups.nth(i)
+        where = f"{chapter.name}, prediction {i + 1}"
+        if data.get("choices"):
+            buttons = group.get_by_role("button")
+            names = [buttons.nth(j).inner_text() for j in range(buttons.count())]
+            if names != [c["label"] for c in data["choices"]]:
+                problems.append(f"{where}: buttons {names}, choices {data['choices']}")
+        else:
+            box = group.get_by_role("textbox", name="Type your guess", exact=False)
+            check = group.get_by_role("button", name="Check my guess", exact=True)
+            if box.count() != 1 or check.count() != 1:
+                problems.append(f"{where}: no labelled text box and 'Check my guess' button")
+        for control in group.locator("button, input").all():
+            height = control.bounding_box()["height"]
+            if touch and height < MIN_TAP_PX:
+                problems.append(f"{where}: a control is {height:.0f} px tall, under {MIN_TAP_PX}")
+        text = group.inner_text()
+        if "matches the answer" in text or "not what the code computes" in text:
+            problems.append(f"{where}: a verdict shows before any guess")
+    return problems
+
+
+@pytest.mark.parametrize(
+    "viewport, touch", [(PHONE, True), (DESKTOP, False)], ids=["390px-touch", "1280px"]
+)
+def test_every_prediction_of_every_chapter_has_its_guess_controls(open_page, viewport, touch):
+    page = open_page(FIRST.url_path, viewport, touch)
+    problems, total = [], 0
+    for chapter in chapters():
+        page.goto(page.url.rsplit("/chapters/", 1)[0] + "/" + chapter.url_path)
+        problems += group_problems(page, chapter, touch)
+        total += page.locator(GROUP).count()
+        tally = page.locator(".mha-guess-tally-count")
+        if page.locator(GROUP).count() and tally.inner_text() != (
+            f"Predictions: 0 of {page.locator(GROUP).count()} right"
+        ):
+            problems.append(f"{chapter.name}: tally says {tally.inner_text()!r}")
+    assert not problems, "\n".join(problems)
+    assert total >= 22, f"only {total} predictions with controls in the book"
+    assert not page.errors and not page.remote
+
+
+def committed(page, index):
+    """The verdict shown for prediction ``index`` and whether its answer is now open."""
+    group = page.locator(GROUP).nth(index)
+    return group.locator(".mha-guess-verdict").inner_text(), page.eval_on_selector_all(
+        GROUP, "(gs, i) => gs[i].nextElementSibling.querySelector(':scope > details').open", index
+    )
+
+
+def test_a_guess_gets_pythons_verdict_opens_the_answer_and_is_counted(open_page):
+    page = open_page(FIRST.url_path, PHONE, touch=True)
+    data = payloads(page)
+    choice_q = next(i for i, d in enumerate(data) if d.get("choices"))
+    typed_q = [i for i, d in enumerate(data) if not d.get("choices")]
+    wrong = next(c for c in data[choice_q]["choices"] if not c["right"])
+    right = next(c for c in data[choice_q]["choices"] if c["right"])
+    groups = page.locator(GROUP)
+
+    # A wrong choice, tapped: Python's verdict, the answer opens, the tally counts it.
+    groups.nth(choice_q).get_by_role("button", name=wrong["label"], exact=True).tap()
+    verdict, opened = committed(page, choice_q)
+    assert verdict == wrong["verdict"] and "is not what the code computes" in verdict
+    assert opened, "the answer did not open after the guess"
+    assert page.locator(".cell.tag_reveal .mha-reveal").nth(choice_q).is_visible()
+    assert groups.nth(choice_q).get_by_role("button", name=right["label"]).is_disabled()
+    total = groups.count()
+    assert page.locator(".mha-guess-tally-count").inner_text() == f"Predictions: 0 of {total} right"
+
+    # A typed guess it cannot read: the format, in Python's words; the answer stays closed.
+    first = typed_q[0]
+    answer = as_tuples(data[first]["answer"])
+    box = groups.nth(first).get_by_role("textbox")
+    box.fill("dunno")
+    groups.nth(first).get_by_role("button", name="Check my guess").tap()
+    verdict, opened = committed(page, first)
+    assert verdict == _verdict("dunno", answer, None) and "cannot be read" in verdict
+    assert not opened
+    # ...then a right one, written as the book's prompt suggests, committed with Enter.
+    said = ", ".join(str(n) for n in answer) if isinstance(answer, tuple) else str(answer)
+    box.fill(said.replace(", ", " by "))
+    box.press("Enter")
+    verdict, opened = committed(page, first)
+    assert verdict == _verdict(said.replace(", ", " by "), answer, None)
+    assert verdict.endswith("matches the answer.") and opened
+    assert page.locator(".mha-guess-tally-count").inner_text() == f"Predictions: 1 of {total} right"
+
+    # Kept in this browser only: localStorage, no cookie, no request off the machine.
+    stored = page.evaluate(
+        "Object.keys(localStorage).filter(k => k.startsWith('mha-guesses:'))"
+        ".map(k => JSON.parse(localStorage.getItem(k)))"
+    )
+    assert len(stored) == 1 and len(stored[0]) == 2
+    assert page.context.cookies() == []
+    page.reload()
+    assert committed(page, choice_q)[0] == wrong["verdict"], "the guess was not kept"
+    assert page.locator(".mha-guess-tally-count").inner_text() == f"Predictions: 1 of {total} right"
+
+    page.get_by_role("button", name="Clear my guesses").tap()
+    assert page.locator(".mha-guess-tally-count").inner_text() == f"Predictions: 0 of {total} right"
+    assert committed(page, choice_q)[0] == ""
+    assert groups.nth(choice_q).get_by_role("button", name=right["label"]).is_enabled()
+    assert (
+        page.evaluate("Object.keys(localStorage).filter(k => k.startsWith('mha-guesses:'))") == []
+    )
+    assert not page.errors and not page.remote, (page.errors, page.remote)
+
+
+def test_a_guess_is_made_with_the_keyboard_and_focus_shows(open_page):
+    page = open_page(FIRST.url_path, DESKTOP)
+    data = payloads(page)
+    choice_q = next(i for i, d in enumerate(data) if d.get("choices"))
+    group = page.locator(GROUP).nth(choice_q)
+    buttons = group.get_by_role("button")
+    buttons.first.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")  # back by keyboard: :focus-visible applies
+    outline = buttons.first.evaluate("b => getComputedStyle(b).outlineStyle")
+    assert outline not in ("none", ""), "a focused guess button shows no outline"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    verdict, opened = committed(page, choice_q)
+    assert verdict == data[choice_q]["choices"][1]["verdict"] and opened
+
+
+def test_the_pages_reader_reads_the_shared_cases_as_python_does(open_page):
+    page = open_page(FIRST.url_path)
+    got = page.evaluate(
+        "cases => cases.map(c => window.mhaGuess.readGuess(c.prediction, c.answer, c.reader))",
+        TYPED,
+    )
+    wrong = [
+        f"{c['prediction']!r} for {c['answer']}: page {g}, table {c['read']}"
+        for c, g in zip(TYPED, got, strict=True)
+        if g != c["read"]
+    ]
+    assert not wrong, "\n".join(wrong)
+    # ...and says it in Python's words.
+    words = page.evaluate(
+        "cases => cases.map(c => window.mhaGuess.verdictOf(c.prediction, c).verdict)",
+        [{**c, "format": "FORMAT"} for c in TYPED],
+    )
+    for case, said in zip(TYPED, words, strict=True):
+        expected = _verdict(
+            case["prediction"], as_tuples(case["answer"]), READERS.get(case.get("reader"))
+        )
+        expected = (
+            expected.split("write it as ")[0] + "write it as FORMAT."
+            if ("cannot be read" in expected)
+            else expected
+        )
+        assert said == expected
+
+
+def test_the_controls_pass_axe_and_leave_print(open_page):
+    problems = []
+    for viewport, scheme in ((PHONE, "light"), (DESKTOP, "dark")):
+        page = open_page(FIRST.url_path, viewport, touch=viewport is PHONE, color_scheme=scheme)
+        page.locator(GROUP).first.get_by_role("button").first.click()  # a verdict on show
+        wait_for_transitions(page)
+        mine = {"include": [[GROUP], [".mha-guess-tally"]]}  # every rule, any impact
+        for violation in Axe().run(page, context=mine).response["violations"]:
+            problems.append(
+                f"{scheme} {viewport['width']}px: {violation['id']}: {violation['help']}"
+            )
+    assert not problems, "\n".join(problems)
+    page.emulate_media(media="print")
+    assert not page.locator(GROUP).first.is_visible()
+    assert not page.locator(".mha-guess-tally").is_visible()
