@@ -13,6 +13,7 @@ The last test is the fallback: the default build (Binder) with every request off
 blocked, as when Binder is down, says so and offers Colab and the download.
 """
 
+import json
 import os
 import secrets
 import socket
@@ -50,7 +51,7 @@ def free_port():
 
 @pytest.fixture(scope="module")
 def live_site():
-    """``(book URL, server URL)``: the book built against a local Jupyter server, served."""
+    """``(book URL, server URL, token)``: the book built against a local Jupyter server, served."""
     token = secrets.token_hex(16)
     book_port, server_port = free_port(), free_port()
     book_origin = f"http://127.0.0.1:{book_port}"
@@ -97,7 +98,7 @@ def live_site():
             assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
             wait_for_server(server_url, token, server, Path(tmp) / "server.log")
             with serve(Path(tmp) / "_build" / "html", port=book_port) as book_url:
-                yield book_url, server_url
+                yield book_url, server_url, token
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -174,7 +175,7 @@ def write_code(page, cell, code, viewport):
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px-touch", "1280px"])
 def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
-    book_url, _ = live_site
+    book_url, server_url, token = live_site
     context, page, errors, blocked = open_chapter(browser, book_url, viewport)
     try:
         assert page.locator("script[src*='thebe/index.js']").count() == 0, (
@@ -186,6 +187,11 @@ def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
         status = page.locator(".mha-live-status")
         status.get_by_text("Kernel ready").wait_for(timeout=KERNEL_TIMEOUT_MS)
         kernel_s = time.monotonic() - started
+        # The kernel runs in the chapter's folder, as Binder's does: `import mha` finds the
+        # package beside the notebooks there.
+        with urllib.request.urlopen(f"{server_url}api/sessions?token={token}") as response:
+            paths = [session["path"] for session in json.load(response)]
+        assert f"{CHAPTER}.ipynb" in paths, paths
 
         cells = page.locator(".cell.mha-live")
         codes = cells.evaluate_all("cells => cells.map(c => c.innerText)")
