@@ -18,7 +18,7 @@ from .book_site import (
     wait_for_transitions,
 )
 
-PAGES = [landing_page()] + [c.url_path for c in chapters()]
+PAGES = [landing_page()] + [c.url_path for c in chapters()] + ["bibliography.html"]
 AXE_OPTIONS = {
     "resultTypes": ["violations"],
     "rules": {"label-content-name-mismatch": {"enabled": True}},
