@@ -7,6 +7,8 @@
  *   the next tap elsewhere, so on touch the theme's tooltips are not shown (_static/controls.css).
  * - The chapter list's title link sits in a landmark (the sidebar, named "Book"), so a screen
  *   reader's landmark list reaches all of the page (axe's rule region).
+ * - Sphinx marks the bibliography's entries with the deprecated role doc-biblioentry inside a
+ *   role=list that also holds back-links: the entries are left as the paragraphs they are.
  */
 (function () {
   const SCROLLING_IN_BOXES = ".mha-box pre, .mha-box div, .cell_output:has(img)";
@@ -44,6 +46,10 @@
         outer.setAttribute("aria-label", "Book");
       }
     });
+    document.querySelectorAll('.citation-list[role="list"], [role="doc-biblioentry"]')
+      .forEach(function (element) {
+        element.removeAttribute("role");
+      });
     document.addEventListener(
       "pointerdown",
       function (event) {
