@@ -53,7 +53,7 @@ def notebook(request):
 
 def test_there_are_chapters_and_the_table_of_contents_lists_each_one():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    listed = {entry["file"] for entry in toc["chapters"]}
+    listed = {e["file"] for e in toc["chapters"] if e["file"].startswith("chapters/")}
     assert NOTEBOOKS
     assert listed == {f"chapters/{p.stem}" for p in NOTEBOOKS}
 

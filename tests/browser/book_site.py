@@ -102,10 +102,11 @@ def _toc_files(entries):
 
 
 def chapters():
-    """Every page in ``_toc.yml`` after the landing page, in reading order."""
+    """Every notebook page in ``_toc.yml`` after the landing page, in reading order (the
+    bibliography, a markdown page, is not a chapter)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = list(_toc_files(toc.get("chapters"))) + list(_toc_files(toc.get("parts")))
-    return [Chapter(file) for file in files]
+    return [Chapter(file) for file in files if (ROOT / f"{file}.ipynb").exists()]
 
 
 def landing_page():

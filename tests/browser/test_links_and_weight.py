@@ -1,0 +1,93 @@
+"""The book links, and every page is light enough for a slow phone connection.
+
+Links: the landing page's list of chapters links each chapter; a chapter's mentions of another
+chapter are links to it (mentions of the reference book's chapters, "chapter 3 of …", stay text);
+the papers chapter 7 cites and the bibliography page link to their sources.
+
+Weight: each page's bytes, as the local server sends them, against its budget. Font Awesome's
+script (1.49 MB, loaded by pydata-sphinx-theme 0.17.1 for its icons) is most of every page's
+weight and is counted; the page's own HTML, which carries the answer boxes' figures inline, has a
+budget of its own.
+"""
+
+import re
+
+import pytest
+
+from .book_site import chapters, landing_page
+
+CHAPTERS = chapters()
+HTML_BUDGET_KB = 300
+#: Uncompressed, Font Awesome included (2.4-3.4 MB measured): the budget to lower once the
+#: theme's icon script is replaced.
+PAGE_BUDGET_KB = 3500
+PAPERS = ("https://arxiv.org/abs/1805.02867", "https://arxiv.org/abs/2205.14135")
+
+#: Text in the article's prose that names a chapter and is not a link (headings, code and links
+#: left out).
+UNLINKED_MENTIONS = r"""() => {
+    const found = [];
+    const walker = document.createTreeWalker(document.querySelector('article'),
+                                             NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+        const node = walker.currentNode;
+        if (node.parentElement.closest('a, code, pre, h1, h2, h3, h4, .cell_output, summary'))
+            continue;
+        for (const m of node.textContent.matchAll(/\b[Cc]hapter ([1-9])\b(?! of )/g))
+            found.push([Number(m[1]), node.textContent.slice(Math.max(0, m.index - 20),
+                                                             m.index + 15)]);
+    }
+    return found;
+}"""
+
+
+@pytest.fixture(scope="module")
+def page(browser):
+    context = browser.new_context()
+    yield context.new_page()
+    context.close()
+
+
+def test_the_landing_page_links_every_chapter(page, book_url):
+    page.goto(f"{book_url}/{landing_page()}")
+    hrefs = page.eval_on_selector_all("article ol a", "links => links.map(a => a.href)")
+    assert hrefs == [f"{book_url}/{c.url_path}" for c in CHAPTERS]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.name)
+def test_mentions_of_other_chapters_are_links(page, book_url, chapter):
+    page.goto(f"{book_url}/{chapter.url_path}")
+    own = int(chapter.name[:2])
+    unlinked = [text for number, text in page.evaluate(UNLINKED_MENTIONS) if number != own]
+    assert not unlinked, f"unlinked chapter mentions: {unlinked}"
+
+
+def test_the_cited_papers_and_the_bibliography_link_their_sources(page, book_url):
+    page.goto(f"{book_url}/{CHAPTERS[-1].url_path}")
+    links = page.eval_on_selector_all("article a", "links => links.map(a => a.href)")
+    assert all(paper in links for paper in PAPERS), "chapter 7's citations are not links"
+    page.goto(f"{book_url}/bibliography.html")
+    text = page.locator("article").inner_text()
+    links = page.eval_on_selector_all("article a", "links => links.map(a => a.href)")
+    for source in (*PAPERS, "https://github.com/rasbt/LLMs-from-scratch"):
+        assert source in links, f"the bibliography does not link {source}"
+    assert re.search(r"Online normalizer calculation for softmax", text)
+    assert "PyTorch documentation" in text
+
+
+#: Every file a page loaded, from the browser's own record: the page's HTML first, then each
+#: resource, with the bytes that came over the wire for it (this server sends them uncompressed).
+LOADED_BYTES = """() => [performance.getEntriesByType('navigation')[0],
+                      ...performance.getEntriesByType('resource')]
+    .map(e => [e.name, e.encodedBodySize])"""
+
+
+@pytest.mark.parametrize("path", [landing_page()] + [c.url_path for c in CHAPTERS])
+def test_each_page_is_within_its_weight_budget(page, book_url, path):
+    page.goto(f"{book_url}/{path}", wait_until="networkidle")
+    loaded = page.evaluate(LOADED_BYTES)
+    html_kb = loaded[0][1] / 1024
+    total_kb = sum(size for _, size in loaded) / 1024
+    print(f"{path}: HTML {html_kb:.0f} KB, page {total_kb:.0f} KB in {len(loaded)} files")
+    assert html_kb <= HTML_BUDGET_KB, f"{path}'s HTML is {html_kb:.0f} KB"
+    assert total_kb <= PAGE_BUDGET_KB, f"{path} loads {total_kb:.0f} KB"

@@ -1,0 +1,190 @@
+"""Every reader can use the page's controls: named toggles, visible focus, targets a finger can
+tap, nothing over the text, answer boxes whose evidence a phone shows whole, and an answer key
+when printed.
+
+One page per width is reused across chapters, so the whole file opens each chapter a few times.
+"""
+
+from io import BytesIO
+
+import pytest
+from PIL import Image, ImageChops
+
+from .book_site import PHONE, chapters, open_every_toggle
+
+CHAPTERS = chapters()
+MIN_TAP_PX = 44
+GENERIC_NAME = "Toggle hidden content"
+
+#: Every control a reader tabs to in the article's header and the article's toggles.
+HEADER_CONTROLS = (
+    ".bd-header-article button:visible, .bd-header-article a.btn:visible, "
+    "article.bd-article details > summary:visible"
+)
+
+
+@pytest.fixture(scope="module")
+def phone_page(browser):
+    context = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def desktop_page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
+    yield context.new_page()
+    context.close()
+
+
+def toggle_names(page):
+    """``[(name, visible label), ...]`` of every disclosure toggle, as Chromium's accessibility
+    tree names it."""
+    session = page.context.new_cdp_session(page)
+    try:
+        nodes = session.send("Accessibility.getFullAXTree")["nodes"]
+    finally:
+        session.detach()
+    return [
+        node.get("name", {}).get("value", "")
+        for node in nodes
+        if node.get("role", {}).get("value") == "DisclosureTriangle" and not node.get("ignored")
+    ]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.name)
+def test_toggles_are_named_for_what_they_open(desktop_page, book_url, chapter):
+    page = desktop_page
+    page.goto(f"{book_url}/{chapter.url_path}")
+    names = toggle_names(page)
+    labels = page.locator("article.bd-article details > summary").evaluate_all(
+        "ss => ss.filter(s => s.offsetParent).map(s => s.innerText.trim().split('\\n')[0])"
+    )
+    assert names, "no toggles found in the accessibility tree"
+    assert GENERIC_NAME not in names, f"a toggle is still named {GENERIC_NAME!r}"
+    for label in labels:
+        assert any(name.startswith(label) for name in names), f"no toggle named {label!r}…"
+    reveals = [n for n in names if n.startswith("Reveal the answer")]
+    assert all(n.startswith("Reveal the answer to: ") for n in reveals), reveals
+
+
+def tap_target_problems(page):
+    sizes = page.locator(HEADER_CONTROLS).evaluate_all(
+        """els => els.map(e => {
+            const r = e.getBoundingClientRect();
+            return [e.getAttribute('aria-label') || e.innerText.trim().split('\\n')[0],
+                    Math.round(r.width), Math.round(r.height)];
+        })"""
+    )
+    return [
+        f"{name!r} is {w}×{h} px" for name, w, h in sizes if min(w, h) < MIN_TAP_PX and w * h > 0
+    ]
+
+
+def focus_ring_problems(page, locator, name):
+    """The control shows a ring when it takes keyboard focus: most of its edge changes colour
+    (a ring clipped to two side bars changes only a small part of it)."""
+    locator.scroll_into_view_if_needed()
+    page.mouse.move(0, 0)
+    box = locator.bounding_box()
+    clip = {"x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"]}
+    before = page.screenshot(clip=clip)
+    locator.focus()
+    page.wait_for_timeout(150)
+    after = page.screenshot(clip=clip)
+    page.evaluate("document.activeElement.blur()")
+    a, b = (Image.open(BytesIO(png)).convert("RGB") for png in (before, after))
+    diff = ImageChops.difference(a, b).convert("L").point(lambda v: 255 if v > 40 else 0)
+    changed = diff.histogram()[255]
+    scale = a.width / box["width"]
+    edge = 2 * (box["width"] + box["height"]) * 2 * scale * scale  # a 2 px ring's area
+    if changed < 0.5 * edge:
+        return [f"{name}: focus changes {changed} pixels, a visible ring needs {edge * 0.5:.0f}"]
+    return []
+
+
+def test_phone_controls_are_big_enough_and_show_focus(phone_page, book_url):
+    page = phone_page
+    page.goto(f"{book_url}/{CHAPTERS[1].url_path}")
+    page.keyboard.press("Tab")  # keyboard modality: programmatic focus then shows :focus-visible
+    problems = tap_target_problems(page)
+    for selector, name in [
+        (".bd-header-article .primary-toggle", "☰"),
+        (".bd-header-article .dropdown-launch-buttons > button", "launch"),
+        (".bd-header-article .btn-source-repository-button", "repository"),
+        (".bd-header-article .dropdown-download-buttons > button", "download"),
+        (".bd-header-article .theme-switch-button", "colour mode"),
+        ("article .cell.tag_reveal > details > summary", "Reveal the answer"),
+    ]:
+        problems += focus_ring_problems(page, page.locator(selector).first, name)
+    assert not problems, "\n".join(problems)
+
+
+def test_nothing_floats_over_the_text_after_a_tap_or_a_scroll(phone_page, book_url):
+    page = phone_page
+    page.goto(f"{book_url}/{CHAPTERS[1].url_path}")
+    page.locator(".bd-header-article .theme-switch-button").tap()
+    page.wait_for_timeout(400)
+    assert not page.locator(".tooltip:visible").count(), "a tooltip stays after a tap"
+    page.mouse.wheel(0, 3000)
+    page.evaluate("window.scrollBy(0, 3000)")
+    page.wait_for_timeout(400)
+    assert not page.locator("#pst-back-to-top").is_visible(), "'Back to top' covers the text"
+
+
+#: What an answer box shows at 390 px: how far each table, figure or code block in it reaches
+#: past what the reader sees, and whether a box that must scroll takes keyboard focus.
+CUT_IN_BOXES = """() => Array.from(document.querySelectorAll(
+        'article .mha-box pre, article .mha-box img, article .mha-box table'))
+    .filter(el => el.offsetParent)
+    .map(el => {
+        const box = el.closest('.mha-box').getBoundingClientRect();
+        const right = el.getBoundingClientRect().right;
+        const cut = Math.max(el.scrollWidth - el.clientWidth, right - box.right);
+        const scroller = el.closest('[tabindex="0"][aria-label]');
+        return [el.tagName, el.innerText ? el.innerText.split('\\n')[0].slice(0, 40) : '',
+                Math.round(cut), Boolean(scroller)];
+    })
+    .filter(([, , cut]) => cut > 1)"""
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.name)
+def test_answer_boxes_show_their_evidence_on_a_phone(phone_page, book_url, chapter):
+    page = phone_page
+    page.goto(f"{book_url}/{chapter.url_path}")
+    open_every_toggle(page)
+    page.wait_for_timeout(200)
+    problems = [
+        f"{tag} {text!r} is cut by {cut} px"
+        + ("" if focusable else " in a box the keyboard cannot scroll")
+        for tag, text, cut, focusable in page.evaluate(CUT_IN_BOXES)
+        if not (tag == "IMG" and focusable)  # a figure may scroll, by keyboard too
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_printed_chapter_is_an_answer_key(desktop_page, book_url, tmp_path):
+    """Printed in the dark colour mode, chapter 2 comes out light, with every answer, hint and
+    solution written out and no toggle."""
+    page = desktop_page
+    chapter = CHAPTERS[1]
+    page.goto(f"{book_url}/{chapter.url_path}")
+    hidden = chapter.hidden_cells_in_notebook()
+    page.emulate_media(media="print")
+    try:
+        page.wait_for_timeout(300)
+        text = page.locator("article.bd-article").inner_text()
+        colours = page.evaluate(
+            "[getComputedStyle(document.body).backgroundColor,"
+            " getComputedStyle(document.querySelector('article p')).color]"
+        )
+        toggles = page.locator("article details > summary:visible").count()
+        pdf = page.pdf(path=tmp_path / "chapter.pdf")
+    finally:
+        page.emulate_media(media="screen")
+    assert text.count("The answer:") >= hidden.count("reveal"), "answers missing from the print"
+    assert text.count("Solution") >= hidden.count("solution"), "solutions missing from the print"
+    assert "Hint 1 of 3" in text and "Hint 3 of 3" in text, "hints missing from the print"
+    assert toggles == 0, f"{toggles} toggles are printed (dead buttons on paper)"
+    assert colours == ["rgb(255, 255, 255)", "rgb(34, 40, 50)"], f"printed colours {colours}"
+    assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") > 5
