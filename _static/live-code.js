@@ -281,11 +281,11 @@
     if (!config || !header || !article || !article.querySelector(".cell .cell_input pre")) return;
     const button = element("button", "btn btn-sm mha-live-button");
     button.type = "button";
-    // A phone shows "Run" (CSS hides the rest); the button's name is "Run this page" everywhere.
-    button.setAttribute("aria-label", "Run this page");
+    // A phone shows "Run" (CSS hides the rest from sight, not from a screen reader): the
+    // button's name is its own text, "Run this page", everywhere.
     button.innerHTML =
       '<i class="fas fa-play" aria-hidden="true"></i>' +
-      '<span>Run<span class="mha-live-more"> this page</span></span>';
+      '<span>Run <span class="mha-live-more">this page</span></span>';
     header.prepend(button);
     button.addEventListener("click", () => start(config, button), { once: true });
   }

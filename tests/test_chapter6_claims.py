@@ -149,7 +149,10 @@ def states_only_what_the_rounds_show(verdict, slower_times, faster_times):
         return True
     if len(numbers) == 1:
         return all(f"{r:.1f}" == f"{numbers[0]:.1f}" for r in ratios)
-    low, high = numbers[-2:]
+    span = re.search(r"(\d+(?:\.\d+)?)x to (\d+(?:\.\d+)?)x", verdict)
+    if span is None:
+        return False
+    low, high = (float(n) for n in span.groups())
     return all(low - 0.05 <= r <= high + 0.05 for r in ratios)
 
 

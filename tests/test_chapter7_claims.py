@@ -140,8 +140,10 @@ def mask_frees_two_float_temporaries(m):
 
 def faults_move_with_context_length(m):
     """Cell 51: the same tiled module on 1024 tokens can fault hardly at all (built for 1024)
-    and hundreds of times on every call (built for 4096)."""
-    return m.faults[4096] >= 200 and m.faults[1024] <= m.faults[4096] / 10
+    and many times as often on every call (built for 4096). How many times varies from run to
+    run (0 against 107, 36 against 928 and 0 against 1,253 were measured here), so the claim
+    is the order, by a factor of ten, not a count."""
+    return m.faults[4096] > 0 and m.faults[1024] <= m.faults[4096] / 10
 
 
 def verdict_words_mean_what_cell_48_says(m):

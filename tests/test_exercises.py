@@ -49,6 +49,14 @@ def test_every_solution_cell_shows_the_exercises_one_copy(path):
         code = "".join(cell["source"]).splitlines()[1:]  # after the first line, a comment
         first, *rest = code
         assert re.fullmatch(r"\w+\.solution\(\)|display\(\w+\.solution\(\)\)", first), code
+        # Optionally, the book's own code to compare, read from the package (inspect), not typed.
+        listing = next(
+            (i for i, line in enumerate(rest) if line.startswith("# Then the book")), None
+        )
+        if listing is not None:
+            shown = "\n".join(rest[listing:])
+            assert "inspect.getsource(" in shown and "def " not in shown, shown
+            rest = rest[:listing]
         # Optionally, what a passed check looks like: the check run on that same one copy.
         for line in rest:
             assert line.startswith("#") or re.fullmatch(r"check_\w+\(\w+\.solution_code\)", line)

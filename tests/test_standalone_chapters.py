@@ -93,7 +93,10 @@ def test_the_first_code_cell_installs_mha_only_where_it_is_missing(notebook):
     assert '"pip", "install", "--quiet", "--no-deps"' in text, where
     compile(text, path.name, "exec")  # plain Python: any tool that reads the chapter can parse it
     assert cell["outputs"] == [], f"{where} printed something where mha is importable"
-    assert not cell["metadata"].get("tags"), f"{where} is hidden or skipped by a tag"
+    # Collapsed behind a one-line summary in the book (hide-input) is fine: the cell still runs
+    # and shows its code when opened. Any other tag would hide or skip it.
+    tags = set(cell["metadata"].get("tags", [])) - {"hide-input"}
+    assert not tags, f"{where} is hidden or skipped by a tag: {sorted(tags)}"
     assert len(text.splitlines()) <= 16, f"{where} is no longer one short, readable cell"
 
 

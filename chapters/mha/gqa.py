@@ -320,5 +320,6 @@ def block_lists_match(prediction, answer):
     return any(verdicts)
 
 
-#: The web page reads a typed guess with its own twin of this rule (_static/guess.js).
+#: The web page reads a typed guess with its own twin of this rule
+#: (_static/guess.js).
 block_lists_match.page_reader = "block_lists"
