@@ -228,11 +228,12 @@ def huge_pages_always():
 
 
 def kept_memory_takes_the_faults_away(probes, num_tokens=1024):
-    """By default the split faults at 1024 tokens; when the heap keeps its memory, next to never
-    (under 1 % of one score matrix's pages per call)."""
+    """Cell 49: with the settings, a freed score tensor's memory stays in the heap and the next
+    forward reuses it: the split faults next to never (under 1 % of one score matrix's pages
+    per call). How much it faults *without* them depends on the process's history (4,040 and
+    49,348 faults per call were measured in two fresh processes), so that side is not a claim."""
     pages = HEADS * num_tokens * num_tokens * 4 // PAGE
-    default, kept = (probes[s]["split", num_tokens].minor_faults for s in SETTINGS)
-    return default > pages / 100 and kept < pages / 100
+    return probes[SETTINGS[1]]["split", num_tokens].minor_faults < pages / 100
 
 
 @functools.cache
@@ -262,7 +263,6 @@ def test_the_fault_claims_can_fail():
 
     pages = HEADS * 1024 * 1024 * 4 // PAGE
     assert kept_memory_takes_the_faults_away(probes(pages, 0))
-    assert not kept_memory_takes_the_faults_away(probes(0, 0))  # no faults to take away
     assert not kept_memory_takes_the_faults_away(probes(pages, pages))  # faulting when kept
 
 
