@@ -194,7 +194,8 @@ def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
         assert f"{CHAPTER}.ipynb" in paths, paths
 
         cells = page.locator(".cell.mha-live")
-        codes = cells.evaluate_all("cells => cells.map(c => c.innerText)")
+        # thebe's own sources, not the editors' text: an editor draws only the lines in view.
+        codes = page.evaluate("() => window.thebe.notebook.cells.map(cell => cell.source)")
         practice = live_cell(page, "class MyWrapper")
         first_output_s = None
         for i in range(next(i for i, code in enumerate(codes) if "class MyWrapper" in code)):
