@@ -147,7 +147,9 @@ PREDICTIONS = list(_predictions())
 
 
 def test_every_chapter_has_its_predictions():
-    assert len(PREDICTIONS) >= 22
+    # 21: chapter 5's "is the split still faster at the longest length?" depends on the
+    # machine, so it is a measured finding there, not a prediction.
+    assert len(PREDICTIONS) >= 21
 
 
 @pytest.mark.parametrize(
