@@ -110,20 +110,28 @@ def test_the_book_code_being_practised_is_only_shown_after_the_practice(name, li
     assert shown_at and min(shown_at) > practice_at
 
 
-@pytest.mark.parametrize(
-    "name, listing",
-    [
-        ("03_weight_splits.ipynb", "def split_heads(self, t):"),
-        # The docstring: the practice's skeleton has the same signature.
-        ("07_attention_without_the_score_matrix.ipynb", "The context of the queries ``q_start``"),
-    ],
-)
+#: For each chapter whose solution cell shows the book's own code after the exercise's solution:
+#: a line of that code which the exercise's solution does not have. (Chapter 6 joins this list
+#: once its listing moves behind the toggle.)
+BOOKS_OWN_CODE_BEHIND_THE_TOGGLE = {
+    # The book's comment: the solution words it "num_heads tensors, each ...".
+    "01_sequential_wrapper.ipynb": "# num_heads tensors of shape (b, num_tokens, d_out)",
+    "03_weight_splits.ipynb": "def split_heads(self, t):",
+    # The docstring: the practice's skeleton has the same signature.
+    "07_attention_without_the_score_matrix.ipynb": "The context of the queries ``q_start``",
+}
+
+
+@pytest.mark.parametrize("name, listing", BOOKS_OWN_CODE_BEHIND_THE_TOGGLE.items())
 def test_the_books_own_code_after_a_practice_waits_behind_the_solutions_toggle(name, listing):
     """Right after the practice it would be a solution in plain view: the solution cell shows
     it, after the exercise's own solution."""
     shown = [c for c in cells(name) if listing in source(c) + text_of(c)]
     assert shown, f"{name} no longer shows {listing!r}"
-    assert all("solution" in c["metadata"].get("tags", []) for c in shown)
+    for cell in shown:
+        tags = cell["metadata"].get("tags", [])
+        assert "solution" in tags, f"{name} shows {listing!r} outside the solution's toggle"
+        assert text_of(cell).index("Solution") < text_of(cell).index(listing)
 
 
 def test_chapter_2_asks_nothing_before_its_practice_that_gives_the_answer_away():
@@ -157,6 +165,55 @@ def test_no_cell_before_chapter_2s_second_practice_builds_its_answer():
         assert not re.search(r"\b(4|four) heads\b", shown, re.I), shown
         assert not re.search(r"\b4 × 3\b|\b3 × 4\b", shown), shown
         assert "twelve_wide_output.solution()" not in source(cell)
+
+
+def visible_text(cell):
+    """What a reader sees of a cell without opening anything: a hidden cell shows nothing."""
+    tags = cell["metadata"].get("tags", [])
+    if {"reveal", "solution", "hint", "feedback"} & set(tags):
+        return ""
+    return source(cell) + text_of(cell)
+
+
+def test_nothing_right_after_chapter_2s_first_practice_names_its_answer():
+    """A reader who scrolls past the practice's solution, up to the next answer, is not told
+    which argument it changes, nor to what."""
+    all_cells = cells("02_two_dim_output.ipynb")
+    solution_at = next(
+        i for i, c in enumerate(all_cells) if "two_dim_output.solution()" in source(c)
+    )
+    next_reveal_at = next(
+        i
+        for i, c in enumerate(all_cells)
+        if i > solution_at and "reveal" in c["metadata"].get("tags", [])
+    )
+    after = " ".join(visible_text(c) for c in all_cells[solution_at + 1 : next_reveal_at])
+    assert after and not re.search(r"d_out\s*(=|to)\s*1\b|instead of `d_out`", after), after
+    # The remark on what the solution leaves alone waits behind its toggle.
+    assert "leaves alone" in text_of(all_cells[solution_at])
+
+
+#: What would tell a reader, before chapter 3's second question, that its ``d_out`` is the total
+#: width: its constructor, a weight split built as wide as all the wrapper's heads together, or a
+#: sentence saying so.
+D_OUT_GIVEAWAYS = re.compile(
+    r"check_heads_divide|d_out // num_heads|Linear\(d_in, d_out\)`? for all heads"
+    r"|total width|2 \* heads"
+    r"|MultiHeadAttention\([^)]*d_out=6"
+)
+
+
+def test_nothing_before_chapter_3s_d_out_answer_says_what_d_out_means_there():
+    """Chapter 1, and chapter 3 up to the question's reveal, opened reveals included."""
+    chapter_3 = cells("03_weight_splits.ipynb")
+    reveal_at = next(
+        i for i, c in enumerate(chapter_3) if "reveal(" in source(c) and "d_out_width" in source(c)
+    )
+    for cell in cells("01_sequential_wrapper.ipynb") + chapter_3[:reveal_at]:
+        shown = source(cell) + text_of(cell)
+        assert not D_OUT_GIVEAWAYS.search(shown), D_OUT_GIVEAWAYS.search(shown).group(0)
+    after = " ".join(source(c) for c in chapter_3[reveal_at:])
+    assert D_OUT_GIVEAWAYS.search(after), "the giveaways moved: update D_OUT_GIVEAWAYS"
 
 
 def test_chapter_2s_variables_do_not_shadow_the_package():
