@@ -116,6 +116,7 @@ def test_the_book_code_being_practised_is_only_shown_after_the_practice(name, li
         ("03_weight_splits.ipynb", "def split_heads(self, t):"),
         # The docstring: the practice's skeleton has the same signature.
         ("07_attention_without_the_score_matrix.ipynb", "The context of the queries ``q_start``"),
+        ("06_sharing_keys_values.ipynb", "keys.repeat_interleave(H // G, dim=1)"),
     ],
 )
 def test_the_books_own_code_after_a_practice_waits_behind_the_solutions_toggle(name, listing):
