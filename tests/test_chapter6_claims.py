@@ -24,7 +24,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from mha import GroupedQueryAttention, MultiHeadAttention, example_batch
-from mha.gqa import KVCache, generate, scaling_verdict, timing_verdict
+from mha.gqa import KVCache, generate, scaling_verdict, share_by_round, timing_verdict
 
 PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
 D_MODEL, NUM_HEADS, BATCH, PROMPT, NEW = 1024, 16, 4, 1024, 16  # the chapter's timed layer
@@ -212,6 +212,33 @@ def test_the_wording_check_catches_one_number_in_every_round():
         timing_verdict("GQA", faster, "MHA", slower), slower, faster
     )
     assert not states_only_what_the_rounds_show("GQA: 2.0x to 2.5x", slower, faster)
+
+
+def test_a_share_of_equal_ends_is_one_number_and_of_unequal_ends_a_range():
+    """The floor once printed "22% to 22%"."""
+    assert share_by_round([16, 16.1], [72, 72.5]) == "22%"
+    assert share_by_round([16, 17], [72, 71]) == "22% to 24%"
+
+
+def test_the_chapter_times_on_the_threads_it_prints():
+    """Timer runs on one thread unless told: the cells tell it the number they print."""
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    timers = [
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "code" and "Timer(" in "".join(c["source"])
+    ]
+    assert len(timers) == 2
+    for source in timers:
+        assert "num_threads=threads" in source and 'print(f"{threads} thread' in source
+
+
+def test_the_control_reads_c_against_b_as_a_measured_range_not_a_rule():
+    """C took 27-41x A's time for 16x A's bytes in one run: time does not simply follow bytes."""
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    prose = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in cells))
+    assert "its time follows the memory it reads" not in prose
+    assert "The range is measured, not a rule: it moves with whether the blocks stay" in prose
 
 
 CHAPTER = Path(__file__).parent.parent / "chapters" / "06_sharing_keys_values.ipynb"

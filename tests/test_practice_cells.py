@@ -111,13 +111,13 @@ def test_the_book_code_being_practised_is_only_shown_after_the_practice(name, li
 
 
 #: For each chapter whose solution cell shows the book's own code after the exercise's solution:
-#: a line of that code which the exercise's solution does not have. (Chapter 6 joins this list
-#: once its listing moves behind the toggle.)
+#: a line of that code which the exercise's solution does not have.
 BOOKS_OWN_CODE_BEHIND_THE_TOGGLE = {
     # The book's comment: the solution words it "num_heads tensors, each ...".
     "01_sequential_wrapper.ipynb": "# num_heads tensors of shape (b, num_tokens, d_out)",
     "03_weight_splits.ipynb": "def split_heads(self, t):",
     # The docstring: the practice's skeleton has the same signature.
+    "06_sharing_keys_values.ipynb": "keys.repeat_interleave(H // G, dim=1)",
     "07_attention_without_the_score_matrix.ipynb": "The context of the queries ``q_start``",
 }
 

@@ -253,12 +253,18 @@ def timing_verdict(name_a, times_a, name_b, times_b):
     return f"{name_a} vs {name_b}: inconclusive, their rounds overlap"
 
 
-def _by_round(slower, faster):
+def _by_round(slower, faster, form="{:.1f}x"):
     """The range of slower[i] / faster[i], one ratio per round, as
-    "2.5x to 2.9x"."""
+    "2.5x to 2.9x", or one number when both ends print the same."""
     found = [s / f for s, f in zip(slower, faster, strict=True)]
-    low, high = f"{min(found):.1f}x", f"{max(found):.1f}x"
+    low, high = form.format(min(found)), form.format(max(found))
     return low if low == high else f"{low} to {high}"
+
+
+def share_by_round(part_times, whole_times):
+    """What share of whole_times[i] part_times[i] took, round by round, as
+    "20% to 23%", or "22%" when every round prints the same."""
+    return _by_round(part_times, whole_times, form="{:.0%}")
 
 
 def scaling_verdict(what, base_times, scaled_times, factor):
