@@ -116,8 +116,8 @@ BOOKS_OWN_CODE_BEHIND_THE_TOGGLE = {
     # The book's comment: the solution words it "num_heads tensors, each ...".
     "01_sequential_wrapper.ipynb": "# num_heads tensors of shape (b, num_tokens, d_out)",
     "03_weight_splits.ipynb": "def split_heads(self, t):",
-    # The docstring: the practice's skeleton has the same signature.
     "06_sharing_keys_values.ipynb": "keys.repeat_interleave(H // G, dim=1)",
+    # The docstring: the practice's skeleton has the same signature.
     "07_attention_without_the_score_matrix.ipynb": "The context of the queries ``q_start``",
 }
 
