@@ -8,15 +8,17 @@ import time
 
 import pytest
 
+import binder_check  # .ci/binder_check.py
 import run_checks as checks  # .ci/run_checks.py (pytest pythonpath)
 from conftest import ROOT
 
-#: What `make test` checked before it had a runner: none may be dropped.
+#: What `make test` checked before it had a runner: none may be dropped. The second strict nbval
+#: pass (nbval-portable) runs inside binder-check, on the environment Binder installs: see
+#: test_make_test_runs_strict_nbval_on_the_portable_code_path_in_the_binder_rehearsal.
 EVERY_CHECK = {
     "lint",
     "unit",
     "nbval-native",
-    "nbval-portable",
     "html",
     "lint-workflows",
     "browser-pages",
@@ -37,6 +39,39 @@ def test_every_check_make_test_ran_is_listed_once_and_is_a_make_target():
 def test_the_browser_tests_run_on_the_book_the_html_check_built():
     (browser,) = [c for c in checks.CHECKS if c.name == "browser-pages"]
     assert browser.after == "html"
+
+
+def test_the_html_check_builds_the_book_from_clean():
+    """An incremental build keeps files the sources no longer have; the browser tests would pass on
+    them."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^html:.*\n((?:\t.*\n)+)", makefile, re.M).group(1).split("\n\t")
+    assert recipe[0].strip() == "rm -rf _build/html"
+    assert "$(BUILD_BOOK)" in recipe[1] and "-W -n" in makefile.split("BUILD_BOOK :=")[1]
+
+
+def test_make_test_runs_strict_nbval_on_the_portable_code_path_in_the_binder_rehearsal(
+    monkeypatch, tmp_path
+):
+    makefile = (ROOT / "Makefile").read_text()
+    second = re.search(r"^SECOND_CPU_PATH := (.*)$", makefile, re.M).group(1)
+    assert dict(v.split("=") for v in second.split()) == binder_check.SECOND_CPU_PATH
+    assert "nbval-portable" not in {c.name for c in checks.CHECKS}  # not twice
+    chapters = [tmp_path / "chapters" / f"0{n}_x.ipynb" for n in (1, 2)]
+    runs = []
+    monkeypatch.setattr(
+        binder_check.subprocess,
+        "run",
+        lambda command, **kw: runs.append((command, kw)) or type("Done", (), {"returncode": 0}),
+    )
+    assert binder_check.run_chapters(tmp_path, chapters, {"PATH": "/fresh/bin"}) == 0
+    ((command, options),) = runs
+    assert command[1:3] == ["-m", "pytest"] and "--nbval" in command  # strict, not --nbval-lax
+    assert not any(a.startswith("--nbval-lax") or a == "--nbval-current-env" for a in command)
+    assert f"--nbval-kernel-name={binder_check.NBVAL_KERNEL}" in command
+    assert command[-2:] == ["chapters/01_x.ipynb", "chapters/02_x.ipynb"]
+    assert options["cwd"] == tmp_path
+    assert binder_check.SECOND_CPU_PATH.items() <= options["env"].items()
 
 
 def fake_runs(monkeypatch, failing=(), seconds=0.05):
