@@ -81,7 +81,8 @@ def machine():
     if cpuinfo.exists():
         names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
         model = names[0].strip() if names else model
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None  # not macOS
+    return f"{model}, {len(usable) if usable else os.cpu_count()} cores"
 
 
 def run(check):

@@ -131,7 +131,38 @@ def test_a_failed_check_fails_the_run_and_the_table_names_it(monkeypatch, capsys
     assert re.search(r"^b +\S+ +\S+ +FAIL +check b$", out, re.M)
     assert re.search(r"^a +\S+ +\S+ +pass +check a$", out, re.M)
     assert "output of b" in out  # the failing check's log is printed whole
+    assert re.search(r"^machine: .+, \d+ cores$", out, re.M)  # the README's times name it
     assert out.rstrip().endswith("checks: 1 passed, 1 failed")
+
+
+def test_on_two_cores_the_long_checks_and_the_unit_tests_start_first(monkeypatch):
+    """The browser tests start once the book is built, the Binder rehearsal and the unit tests at
+    once; the run ends on fillers, not on one serial check started late."""
+    seconds = {"html": 0.2, "browser-pages": 0.8, "binder-check": 0.6, "unit": 0.6}
+    spans, lock = {}, threading.Lock()
+
+    def run(check):
+        start = time.perf_counter()
+        time.sleep(seconds.get(check.name, 0.05))
+        with lock:
+            spans[check.name] = (start, time.perf_counter())
+        return checks.Result(check, "pass", 0.0, 0.0)
+
+    monkeypatch.setattr(checks, "run", run)
+    monkeypatch.setattr(checks, "LOGS", ROOT / "_build" / "checks-test")
+    checks.LOGS.mkdir(parents=True, exist_ok=True)
+    for c in checks.CHECKS:
+        (checks.LOGS / f"{c.name}.log").write_text("")
+    monkeypatch.delenv("TEST_JOBS", raising=False)
+    monkeypatch.setattr(checks.os, "cpu_count", lambda: 2)
+    checks.schedule(list(checks.CHECKS))
+    html_done = spans["html"][1]
+    assert spans["binder-check"][0] < html_done and spans["unit"][0] < html_done
+    fillers = [n for n in spans if n not in seconds]
+    assert spans["browser-pages"][0] < min(spans[n][0] for n in fillers)
+    long = {"browser-pages", "binder-check"}
+    assert all(not c.filler for c in checks.CHECKS if c.name in long)
+    assert all(c.filler for c in checks.CHECKS if c.name not in long | {"html"})
 
 
 def test_a_run_of_one_real_check_records_its_output_wall_and_cpu_time(monkeypatch, tmp_path):
