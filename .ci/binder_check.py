@@ -6,11 +6,17 @@ Usage: python .ci/binder_check.py      (``make binder-check``; ``make test`` run
    ``binder/runtime.txt`` names, and exactly ``binder/requirements.txt`` installed, plus the two
    packages repo2docker itself provides to run notebooks: ipykernel and nbclient, at the versions
    ``requirements-lock.txt`` pins.
+   Then ``binder/postBuild``, from the copy's root (step 2), as repo2docker runs it: it installs
+   ``mha`` editable, and ``import mha`` must then work from outside ``chapters/``.
 2. A copy of the repository's tracked files only (``git ls-files``): nothing untracked, no
    ``.venv``, no ``_build``, so a file a chapter needs but git does not have fails here as it
    would on Binder.
 3. Every chapter runs top to bottom from its own folder, as Binder's kernel runs it, with the new
-   environment's Python as the kernel; every cell must run without error.
+   environment's Python as the kernel, under strict nbval on the portable CPU code path
+   (``SECOND_CPU_PATH``, as ``make nbval-portable``): every cell must run without error and print
+   what the chapter stores. This is ``make test``'s portable nbval pass, run once, here: in the
+   environment Binder's readers get, from the tracked files alone. ``make test`` runs the native
+   pass (``make nbval-native``) in ``.venv``; ``make nbval`` still runs both there.
 4. Every chapter opens in JupyterLab, as Binder opens it, with each reveal and solution collapsed
    (``jupyterlab_check.py``). repo2docker provides JupyterLab on Binder; the rehearsal installs the
    version ``binder/jupyterlab.txt`` pins, in the same environment.
@@ -33,8 +39,11 @@ import jupyterlab_check
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
 RUNNER_PACKAGES = ("ipykernel", "nbclient")  # what repo2docker adds to run notebooks
-CELL_TIMEOUT = 600  # seconds
-ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+#: The kernel strict nbval runs the chapters on: the fresh environment's Python, by a name no other
+#: environment has, so it cannot fall back on the Python that runs pytest.
+NBVAL_KERNEL = "binder-rehearsal"
+#: The Makefile's SECOND_CPU_PATH: PyTorch's portable kernels and MKL's common x86-64 code path.
+SECOND_CPU_PATH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
 
 
 def step(message):
@@ -67,6 +76,16 @@ def pinned(names):
     return pins
 
 
+def pip_environment_overrides():
+    """The settings ``pip_environment`` adds to this process's environment."""
+    return dict(
+        PIP_RETRIES="0",
+        PIP_TIMEOUT="10",
+        PIP_DEFAULT_TIMEOUT="10",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
+
+
 def pip_environment():
     """pip's settings for the install. pip's cache is reused (no --no-cache-dir): it is what keeps
     repeated rehearsals fast, and the environment is still fresh, since the cache only holds
@@ -77,13 +96,7 @@ def pip_environment():
     back-off, for every package it looks up; with no retries and a short timeout it gives up on the
     index at once and takes torch from the mirror or local wheels it is configured with.
     """
-    env = dict(
-        os.environ,
-        PIP_RETRIES="0",
-        PIP_TIMEOUT="10",
-        PIP_DEFAULT_TIMEOUT="10",
-        PIP_DISABLE_PIP_VERSION_CHECK="1",
-    )
+    env = dict(os.environ, **pip_environment_overrides())
     for leak in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
         env.pop(leak, None)
     return env
@@ -104,12 +117,14 @@ def create_environment(venv):
         check=True,
         env=pip_environment(),
     )
-    # The kernel is this environment's own Python, found before any other "python3" kernel.
-    subprocess.run(
-        [str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", "python3"],
-        check=True,
-        capture_output=True,
-    )
+    # The kernel is this environment's own Python, found before any other "python3" kernel; nbval's
+    # is the same Python under a name of its own.
+    for name in ("python3", NBVAL_KERNEL):
+        subprocess.run(
+            [str(python), "-m", "ipykernel", "install", "--prefix", str(venv), "--name", name],
+            check=True,
+            capture_output=True,
+        )
     return python
 
 
@@ -126,6 +141,31 @@ def copy_tracked_files(destination):
     return sorted((destination / "chapters").glob("[0-9]*.ipynb"))
 
 
+def run_post_build(venv, repository, env):
+    """``binder/postBuild`` from the copy's root, with the fresh environment first on PATH (as in
+    Binder's image); then ``import mha`` from the root must find the copy's ``chapters/mha``."""
+    step("binder/postBuild")
+    subprocess.run(
+        [str(repository / "binder" / "postBuild")],
+        cwd=repository,
+        env=dict(env, **pip_environment_overrides()),
+        check=True,
+    )
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import mha; print(mha.__file__)"],
+        cwd=repository,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    expected = repository / "chapters" / "mha" / "__init__.py"
+    if found.returncode != 0 or Path(found.stdout.strip()) != expected:
+        sys.exit(
+            "binder-check: after binder/postBuild, `import mha` from the repository's root gave "
+            f"{found.stdout.strip() or found.stderr.strip()[-300:]}, not {expected}"
+        )
+
+
 def kernel_environment(venv):
     env = dict(os.environ, JUPYTER_PATH=str(venv / "share" / "jupyter"), PYTHONNOUSERSITE="1")
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
@@ -134,8 +174,9 @@ def kernel_environment(venv):
     return env
 
 
-def check_kernel(venv, env):
-    """The ``python3`` kernel that will run the chapters is the fresh environment's Python."""
+def check_kernels(venv, env):
+    """The kernels that will run the chapters (JupyterLab's ``python3``, nbval's) are the fresh
+    environment's Python."""
     specs = subprocess.run(
         [str(venv / "bin" / "jupyter"), "kernelspec", "list", "--json"],
         env=env,
@@ -143,38 +184,33 @@ def check_kernel(venv, env):
         text=True,
         check=True,
     )
-    argv = json.loads(specs.stdout)["kernelspecs"]["python3"]["spec"]["argv"]
-    if Path(argv[0]) != venv / "bin" / "python":
-        sys.exit(f"binder-check: the python3 kernel would run {argv[0]}, not the fresh environment")
+    for name in ("python3", NBVAL_KERNEL):
+        argv = json.loads(specs.stdout)["kernelspecs"][name]["spec"]["argv"]
+        if Path(argv[0]) != venv / "bin" / "python":
+            sys.exit(
+                f"binder-check: the {name} kernel would run {argv[0]}, not the fresh environment"
+            )
 
 
-def run_chapter(notebook, venv, env):
-    """Run one chapter with ``jupyter execute`` (nbclient), from its own folder.
+def nbval_command(repository, chapters):
+    """pytest's strict nbval of ``chapters`` (in the copy at ``repository``) on ``NBVAL_KERNEL``."""
+    return [
+        *(sys.executable, "-m", "pytest", "--nbval", f"--nbval-kernel-name={NBVAL_KERNEL}"),
+        *("-p", "no:cacheprovider", "-q"),
+        *(str(c.relative_to(repository)) for c in chapters),
+    ]
 
-    Returns ``(ok, seconds, detail)``.
+
+def run_chapters(repository, chapters, env):
+    """Strict nbval of ``chapters`` on the fresh environment's kernel, on the portable code path.
+
+    pytest and nbval are the test environment's (this Python's): only the kernel, started in each
+    chapter's own folder, runs in the fresh one, so nothing the tests need leaks into what Binder
+    installs. pytest runs from the copy, with the copy's pyproject.toml (nbval's sanitizer).
+    Returns pytest's exit code; its output goes to this script's.
     """
-    start = time.perf_counter()
-    result = subprocess.run(
-        [
-            str(venv / "bin" / "jupyter"),
-            "execute",
-            "--kernel_name=python3",
-            f"--timeout={CELL_TIMEOUT}",
-            notebook.name,
-        ],
-        cwd=notebook.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    seconds = time.perf_counter() - start
-    plain = ANSI_COLOUR.sub("", result.stderr).strip()  # the kernel colours its tracebacks
-    detail = "" if result.returncode == 0 else "\n".join(plain.splitlines()[-25:])
-    return result.returncode == 0, seconds, detail
-
-
-def code_cells(notebook):
-    return sum(1 for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
+    command = nbval_command(repository, chapters)
+    return subprocess.run(command, cwd=repository, env=dict(env, **SECOND_CPU_PATH)).returncode
 
 
 def main():
@@ -187,21 +223,24 @@ def main():
         if not chapters:
             sys.exit("binder-check: no chapters (chapters/[0-9]*.ipynb) among the tracked files")
         env = kernel_environment(venv)
-        check_kernel(venv, env)
-        results = []
-        for notebook in chapters:
-            step(f"running {notebook.relative_to(repository)}")
-            results.append((notebook.name, code_cells(notebook), *run_chapter(notebook, venv, env)))
+        run_post_build(venv, repository, env)
+        check_kernels(venv, env)
+        step(
+            f"strict nbval of {len(chapters)} chapters on its kernel, "
+            + " ".join(f"{k}={v}" for k, v in SECOND_CPU_PATH.items())
+        )
+        nbval_started = time.perf_counter()
+        nbval_failed = run_chapters(repository, chapters, env) != 0
+        nbval_seconds = time.perf_counter() - nbval_started
         step("opening every chapter in JupyterLab")
         lab_started = time.perf_counter()
         lab_results = jupyterlab_check.check_chapters(venv, repository, chapters, env)
         lab_seconds = time.perf_counter() - lab_started
     print(f"\nBinder rehearsal: environment ready in {setup:.0f} s")
-    for name, cells, ok, seconds, detail in results:
-        print(f"  {'ok  ' if ok else 'FAIL'}  {name}  ({cells} code cells, {seconds:.0f} s)")
-        if detail:
-            print("        " + detail.replace("\n", "\n        "))
-    failed = [name for name, _, ok, *_ in results if not ok]
+    print(
+        f"  {'FAIL' if nbval_failed else 'ok  '}  strict nbval of {len(chapters)} chapters, "
+        f"portable code path ({nbval_seconds:.0f} s)"
+    )
     version = jupyterlab_check.pinned_version()
     print(f"\nJupyterLab {version}: reveals and solutions collapsed? ({lab_seconds:.0f} s)")
     for what, problems in lab_results:
@@ -210,11 +249,11 @@ def main():
             print(f"        {problem}")
     lab_failed = [what for what, problems in lab_results if problems]
     print(
-        f"\n{len(results) - len(failed)} of {len(results)} chapters ran without error; "
+        f"\nstrict nbval {'FAILED (its output above names the cells)' if nbval_failed else 'ok'}; "
         f"{len(lab_results) - len(lab_failed)} of {len(lab_results)} JupyterLab checks passed; "
         f"{time.perf_counter() - started:.0f} s in all."
     )
-    return 1 if failed or lab_failed else 0
+    return 1 if nbval_failed or lab_failed else 0
 
 
 if __name__ == "__main__":

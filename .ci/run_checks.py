@@ -4,17 +4,25 @@ Usage: python .ci/run_checks.py [NAME ...]      (``make test`` runs them all; na
 
 Each check is a make target (``CHECKS`` below, the one list: a new check is one line here; a new
 test file under tests/ or tests/browser/ joins ``unit`` or ``browser-pages`` by itself). Checks
-start in the order listed, as many at a time as ``TEST_JOBS`` says (default: one more than the
+start in the order listed, as many at a time as ``TEST_JOBS`` says (default: two more than the
 number of cores, since every check also waits, on a browser, on pip or on a kernel); a check that
-computes on two workers (``slots=2``) counts twice. The long serial ones come first; the others,
-fillers, run under ``nice``, so they take the CPU time the long ones leave and do not stretch
-them. A check listed ``after`` another starts once that one has passed. Each check's output goes
-to ``_build/checks/NAME.log`` and is printed whole when it ends. At the end: one table with each
-check's wall time, the CPU time it used (its processes and their children, user + system), and
-whether it passed. Exits non-zero if any check failed or did not run.
+computes on two workers (``slots=2``) counts twice. The long serial ones come first and run at
+normal priority, so they always get a core; the others, fillers, run under ``nice`` and take the
+CPU time the long ones leave, so the cores stay busy and the long ones are not stretched. The
+unit tests, on two workers, start at once and are the last to end, so the run ends on work that
+fills both cores rather than on one serial check. A check listed ``after`` another starts once
+that one has passed. Each check's output goes to ``_build/checks/NAME.log`` and is printed whole
+when it ends. At the end: one table with each check's wall time, the CPU time it used (its
+processes and their children, user + system), and whether it passed, then the machine it ran on.
+Exits non-zero if any check failed or did not run.
+
+The portable-code-path nbval pass runs inside ``binder-check``, on the environment Binder
+installs (``.ci/binder_check.py``); ``nbval-native`` runs the other pass in ``.venv``.
 """
 
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -38,15 +46,18 @@ class Check:
 
 
 CHECKS = (
-    Check("lint", "ruff: lint and format"),
-    Check("html", "the book built with -W -n"),
+    Check("html", "the book built clean with -W -n"),
     Check("browser-pages", "browser tests of the built pages", after="html"),
-    Check("binder-check", "Binder rehearsal: fresh environment, every chapter, JupyterLab"),
-    Check("nbval-native", "strict nbval, this CPU's code path", filler=True),
-    Check("nbval-portable", "strict nbval, the portable code path", filler=True),
+    Check(
+        "binder-check",
+        "Binder rehearsal: fresh environment from binder/, strict nbval of every chapter "
+        "on the portable code path, JupyterLab",
+    ),
     Check("unit", "unit tests (two workers)", slots=2, filler=True),
+    Check("nbval-native", "strict nbval, this CPU's code path", filler=True),
     Check("standalone-check", "a chapter alone in a fresh environment (Colab)", filler=True),
-    Check("lint-workflows", "actionlint on .github/workflows"),
+    Check("lint", "ruff: lint and format", filler=True),
+    Check("lint-workflows", "actionlint on .github/workflows", filler=True),
 )
 
 
@@ -59,8 +70,19 @@ class Result:
 
 
 def jobs():
-    """How many checks run at once: TEST_JOBS, else one more than the cores."""
-    return int(os.environ.get("TEST_JOBS") or (os.cpu_count() or 1) + 1)
+    """How many checks run at once: TEST_JOBS, else two more than the cores."""
+    return int(os.environ.get("TEST_JOBS") or (os.cpu_count() or 1) + 2)
+
+
+def machine():
+    """The CPU's model name and how many cores this process may use, for the table's last line."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
+        model = names[0].strip() if names else model
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None  # not macOS
+    return f"{model}, {len(usable) if usable else os.cpu_count()} cores"
 
 
 def run(check):
@@ -107,6 +129,7 @@ def table(results, wall):
         )
     cpu = sum(r.cpu_seconds for r in results)
     rows.append(f"{'all':<{width}}  {minutes(wall):>7}  {minutes(cpu):>7}  ({jobs()} at a time)")
+    rows.append(f"machine: {machine()}")
     return "\n".join(rows)
 
 

@@ -8,15 +8,17 @@ import time
 
 import pytest
 
+import binder_check  # .ci/binder_check.py
 import run_checks as checks  # .ci/run_checks.py (pytest pythonpath)
 from conftest import ROOT
 
-#: What `make test` checked before it had a runner: none may be dropped.
+#: What `make test` checked before it had a runner: none may be dropped. The second strict nbval
+#: pass (nbval-portable) runs inside binder-check, on the environment Binder installs: see
+#: test_make_test_runs_strict_nbval_on_the_portable_code_path_in_the_binder_rehearsal.
 EVERY_CHECK = {
     "lint",
     "unit",
     "nbval-native",
-    "nbval-portable",
     "html",
     "lint-workflows",
     "browser-pages",
@@ -37,6 +39,39 @@ def test_every_check_make_test_ran_is_listed_once_and_is_a_make_target():
 def test_the_browser_tests_run_on_the_book_the_html_check_built():
     (browser,) = [c for c in checks.CHECKS if c.name == "browser-pages"]
     assert browser.after == "html"
+
+
+def test_the_html_check_builds_the_book_from_clean():
+    """An incremental build keeps files the sources no longer have; the browser tests would pass on
+    them."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^html:.*\n((?:\t.*\n)+)", makefile, re.M).group(1).split("\n\t")
+    assert recipe[0].strip() == "rm -rf _build/html"
+    assert "$(BUILD_BOOK)" in recipe[1] and "-W -n" in makefile.split("BUILD_BOOK :=")[1]
+
+
+def test_make_test_runs_strict_nbval_on_the_portable_code_path_in_the_binder_rehearsal(
+    monkeypatch, tmp_path
+):
+    makefile = (ROOT / "Makefile").read_text()
+    second = re.search(r"^SECOND_CPU_PATH := (.*)$", makefile, re.M).group(1)
+    assert dict(v.split("=") for v in second.split()) == binder_check.SECOND_CPU_PATH
+    assert "nbval-portable" not in {c.name for c in checks.CHECKS}  # not twice
+    chapters = [tmp_path / "chapters" / f"0{n}_x.ipynb" for n in (1, 2)]
+    runs = []
+    monkeypatch.setattr(
+        binder_check.subprocess,
+        "run",
+        lambda command, **kw: runs.append((command, kw)) or type("Done", (), {"returncode": 0}),
+    )
+    assert binder_check.run_chapters(tmp_path, chapters, {"PATH": "/fresh/bin"}) == 0
+    ((command, options),) = runs
+    assert command[1:3] == ["-m", "pytest"] and "--nbval" in command  # strict, not --nbval-lax
+    assert not any(a.startswith("--nbval-lax") or a == "--nbval-current-env" for a in command)
+    assert f"--nbval-kernel-name={binder_check.NBVAL_KERNEL}" in command
+    assert command[-2:] == ["chapters/01_x.ipynb", "chapters/02_x.ipynb"]
+    assert options["cwd"] == tmp_path
+    assert binder_check.SECOND_CPU_PATH.items() <= options["env"].items()
 
 
 def fake_runs(monkeypatch, failing=(), seconds=0.05):
@@ -96,7 +131,38 @@ def test_a_failed_check_fails_the_run_and_the_table_names_it(monkeypatch, capsys
     assert re.search(r"^b +\S+ +\S+ +FAIL +check b$", out, re.M)
     assert re.search(r"^a +\S+ +\S+ +pass +check a$", out, re.M)
     assert "output of b" in out  # the failing check's log is printed whole
+    assert re.search(r"^machine: .+, \d+ cores$", out, re.M)  # the README's times name it
     assert out.rstrip().endswith("checks: 1 passed, 1 failed")
+
+
+def test_on_two_cores_the_long_checks_and_the_unit_tests_start_first(monkeypatch):
+    """The browser tests start once the book is built, the Binder rehearsal and the unit tests at
+    once; the run ends on fillers, not on one serial check started late."""
+    seconds = {"html": 0.2, "browser-pages": 0.8, "binder-check": 0.6, "unit": 0.6}
+    spans, lock = {}, threading.Lock()
+
+    def run(check):
+        start = time.perf_counter()
+        time.sleep(seconds.get(check.name, 0.05))
+        with lock:
+            spans[check.name] = (start, time.perf_counter())
+        return checks.Result(check, "pass", 0.0, 0.0)
+
+    monkeypatch.setattr(checks, "run", run)
+    monkeypatch.setattr(checks, "LOGS", ROOT / "_build" / "checks-test")
+    checks.LOGS.mkdir(parents=True, exist_ok=True)
+    for c in checks.CHECKS:
+        (checks.LOGS / f"{c.name}.log").write_text("")
+    monkeypatch.delenv("TEST_JOBS", raising=False)
+    monkeypatch.setattr(checks.os, "cpu_count", lambda: 2)
+    checks.schedule(list(checks.CHECKS))
+    html_done = spans["html"][1]
+    assert spans["binder-check"][0] < html_done and spans["unit"][0] < html_done
+    fillers = [n for n in spans if n not in seconds]
+    assert spans["browser-pages"][0] < min(spans[n][0] for n in fillers)
+    long = {"browser-pages", "binder-check"}
+    assert all(not c.filler for c in checks.CHECKS if c.name in long)
+    assert all(c.filler for c in checks.CHECKS if c.name not in long | {"html"})
 
 
 def test_a_run_of_one_real_check_records_its_output_wall_and_cpu_time(monkeypatch, tmp_path):
