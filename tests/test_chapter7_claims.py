@@ -1,8 +1,8 @@
 """Chapter 7's prose claims, run where they could fail; and each claim's test can fail.
 
 ``CLAIMS`` maps a sentence of the chapter to the test of it, over what a run measured
-(``Measured``). The deterministic claims (score tensors made and alive at once, the answer to
-"how many bytes of scores?") are measured in fresh processes, on both CPU code paths, with the
+(``Measured``). The deterministic claims (score tensors made and alive at once, the answers to
+"how many blocks of scores?" and "how many bytes of scores?") are measured in fresh processes, on both CPU code paths, with the
 module built for 1024, 2048 and 4096 tokens, and in this warm process after other forwards:
 all of them must give the same numbers. Page faults are reported by the chapter, not
 claimed, so nothing here counts them. The verdict sentences are checked on a run made while the
@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from mha import MultiHeadAttention, TiledAttention
 from mha.bench.comparison import target_verdict
 from mha.bench.timing import Timing
+from mha.counting import count_ops
 from mha.measure_tiled import TILED_TARGETS, measure_lengths, score_memory
 from mha.tiled import causal_block_pairs
 
@@ -46,13 +47,15 @@ print(json.dumps([memory_at(int(c)) for c in sys.argv[1:]]))
 
 
 def memory_at(context_length):
-    """``{name: ScoreMemory as a dict}`` of the split and blocks of 64 and 256, on 1024 tokens."""
+    """``{name: ScoreMemory as a dict}`` of the split and blocks of 64 and 256, on 1024 tokens,
+    and the answer to "how many blocks of scores?" as the chapter counts it (``"blocks"``)."""
     torch.manual_seed(123)
     x = torch.randn(1, NUM_TOKENS, D_OUT)  # (b, num_tokens, d_in)
     modules = {"split": MultiHeadAttention(D_OUT, D_OUT, context_length, 0.0, NUM_HEADS)}
     for size in (64, 256):
         modules[size] = TiledAttention(D_OUT, D_OUT, context_length, 0.0, NUM_HEADS, size)
     found = {str(name): asdict(score_memory(m.eval(), x)) for name, m in modules.items()}
+    found["blocks"] = count_ops(modules[64], x)["bmm"] // 2  # two batched products a block pair
     return {"context_length": context_length, **found}
 
 
@@ -271,6 +274,7 @@ def test_every_claim_of_chapter_7_holds_where_it_could_fail(measured):
     failed = [c for c, holds in CLAIMS.items() if not holds(measured)]
     assert not failed, f"claims that did not hold: {failed}"
     assert {answer_of(m) for m in measured.memories} == {"C"}, "the answer changed"
+    assert {m["blocks"] for m in measured.memories} == {136}, "the block count changed"
 
 
 def timing(median, spread):
@@ -295,6 +299,7 @@ def fake_measured():
             "peak_tensors": 4,
         },
         "256": {"tensors": 44, "total_bytes": 132 * mib, "peak_bytes": 12 * mib, "peak_tensors": 4},
+        "blocks": 136,
     }
     fast, slow = timing(20, 0.1), timing(120, 0.1)
     return Measured(
