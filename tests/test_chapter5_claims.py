@@ -28,7 +28,7 @@ import torch
 from mha import MultiHeadAttention
 from mha.bench import KEEP_FREED_MEMORY, held_in_memory, timed_modules
 from mha.bench.faults import PROBE_COMMAND
-from mha.counting import operator_counts
+from mha.counting import QuietDispatchMode, operator_counts
 
 D_OUT, HEADS, COUNT_TOKENS = 192, 12, 64  # the chapter's QUICK sweep
 HEAD_COUNTS = (1, 2, 4, 16)
@@ -66,7 +66,7 @@ def mask_temporaries(context_length):
     does not keep."""
     found = []
 
-    class Seen(torch.utils._python_dispatch.TorchDispatchMode):
+    class Seen(QuietDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             if isinstance(out, torch.Tensor) and out.is_floating_point():

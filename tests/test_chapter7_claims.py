@@ -2,12 +2,12 @@
 
 ``CLAIMS`` maps a sentence of the chapter to the test of it, over what a run measured
 (``Measured``). The deterministic claims (score tensors made and alive at once, the answers to
-"how many blocks of scores?" and "how many bytes of scores?") are measured in fresh processes, on both CPU code paths, with the
-module built for 1024, 2048 and 4096 tokens, and in this warm process after other forwards:
-all of them must give the same numbers. Page faults are reported by the chapter, not
-claimed, so nothing here counts them. The verdict sentences are checked on a run made while the
-machine is deliberately busy. ``test_each_claim_can_fail`` feeds every claim a run
-that contradicts it.
+"how many blocks of scores?" and "how many bytes of scores?") are measured in fresh processes,
+on both CPU code paths, with the module built for 1024, 2048 and 4096 tokens, and in this warm
+process after other forwards: all of them must give the same numbers. Page faults are
+reported by the chapter, not claimed, so nothing here counts them. The verdict sentences are
+checked on a run made while the machine is deliberately busy. ``test_each_claim_can_fail``
+feeds every claim a run that contradicts it.
 
 The fresh processes run side by side; the busy run's timing budget is 5 s.
 """
@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from mha import MultiHeadAttention, TiledAttention
 from mha.bench.comparison import target_verdict
 from mha.bench.timing import Timing
-from mha.counting import count_ops
+from mha.counting import QuietDispatchMode, count_ops
 from mha.measure_tiled import TILED_TARGETS, measure_lengths, score_memory
 from mha.tiled import causal_block_pairs
 
@@ -200,7 +199,7 @@ def dropout_gaps(seed, p=0.5, draws=200_000):
     return (*gaps, float(in_both.std()))
 
 
-class _SquareTensors(TorchDispatchMode):
+class _SquareTensors(QuietDispatchMode):
     """Records each new (T, T) tensor's dtype and bytes, and notes when its storage is freed."""
 
     def __init__(self, size):
