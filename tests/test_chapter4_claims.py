@@ -4,16 +4,15 @@ Each seed is trained exactly as the chapter trains it: the three models of width
 two heads, four heads) built right after ``torch.manual_seed(seed)``, 200 steps of ``train`` on
 one thread; then the one-head and two-head models resumed to 800 steps. ``CLAIMS`` lists what
 the chapter says about the trained models, each as the sentence and the test of it, and every
-claim must hold on every seed. ``MOST_SEEDS_CLAIMS`` hold on most seeds, not all: "most" means
-at least 6 of the 8 (the pairing at 800 steps misses on seeds 6 and 7, where one head's top pair
-carries about 0.7 and seed 7 pairs offsets 1 and 3), and the chapter must say "most seeds" or
-"the chapter's seed" for them. ``CROSS_SEED_CLAIMS`` are the chapter's statements about how
-seeds differ. The thresholds are the chapter's own (``mha.tasks``), so a claim that holds here
-holds with the margin the chapter prints.
+claim must hold on every seed. One claim holds on most seeds, not all: the two heads' pairing at
+800 steps, which the chapter counts ("6 of the 8 seeds we trained"). ``PAIRED_SEEDS`` are the
+six; the test asserts that the pairing holds on exactly those, so the count the chapter prints
+is the count the seeds give. ``CROSS_SEED_CLAIMS`` are the chapter's statements about how seeds
+differ. The thresholds are the chapter's own (``mha.tasks``), so a claim that holds here holds
+with the margin the chapter prints.
 
-About 14,400 training steps in all, in two groups of four seeds (even, odd) so that two workers
-(``make unit``) share them; each group may miss a most-seeds claim on one seed at most, so the
-8 seeds miss it on two at most.
+About 14,400 training steps in all, each seed trained once, in two groups of four seeds (even,
+odd) so that two workers (``make unit``) share them.
 """
 
 import functools
@@ -154,13 +153,18 @@ CLAIMS = {
     ),
 }
 
-MOST_SEEDS_CLAIMS = {
-    "at 800 steps two heads pair up: two offsets each (over 0.8), different pairs": lambda r: (
-        pairs_share_the_offsets(r[2, LONGER].pairs)
-    ),
-}
-#: "Most seeds": at least 6 of the 8; a group of four seeds may miss on one.
-MOST, MISSES_PER_GROUP = 6, 1
+
+def pair_up(r):
+    """At 800 steps two heads pair up: two offsets each (over 0.8), different pairs."""
+    return pairs_share_the_offsets(r[2, LONGER].pairs)
+
+
+#: The seeds on which the two heads pair up at 800 steps: 6 of the 8, the chapter's "most
+#: seeds", on both CPU code paths. On seeds 6 and 7 the two heads still take different pairs,
+#: but one head gives its pair only about 0.7 of its weight: 0.69 and 0.73 natively, 0.71 and
+#: 0.68 under ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE (where every claim above held on
+#: seeds 0 to 7 too, in a one-off run; this test runs natively).
+PAIRED_SEEDS = (0, 1, 2, 3, 4, 5)
 
 CROSS_SEED_CLAIMS = {
     "another seed gives the four heads another order of offsets": lambda runs: (
@@ -175,18 +179,33 @@ CROSS_SEED_CLAIMS = {
 GROUPS = ((0, 2, 4, 6), (1, 3, 5, 7))
 
 
-def test_the_groups_cover_seeds_0_to_7_once_and_bound_the_misses():
+def test_the_groups_cover_seeds_0_to_7_once_and_most_seeds_is_most():
     assert sorted(s for group in GROUPS for s in group) == list(SEEDS)
-    assert len(SEEDS) - MISSES_PER_GROUP * len(GROUPS) >= MOST
+    assert set(PAIRED_SEEDS) <= set(SEEDS) and len(PAIRED_SEEDS) > len(SEEDS) / 2
 
 
-def too_many_misses(runs):
-    """The most-seeds claims that miss on more than MISSES_PER_GROUP of these runs."""
+def misses_as_the_chapter_says(r):
+    """Where the pairing misses, the heads still take different pairs, and one head gives its
+    pair only about 0.7 of its weight (0.6 to 0.8)."""
+    pairs = r[2, LONGER].pairs
+    offsets = sorted(k for pair, _ in pairs for k in pair)
+    return offsets == [1, 2, 3, 4] and 0.6 < min(weight for _, weight in pairs) <= PAIRED
+
+
+def pairing_differs(runs):
+    """Where the pairing holds on other seeds of ``runs`` than ``PAIRED_SEEDS`` says (the
+    chapter's count would then be wrong), or misses otherwise than the chapter says."""
+    paired = sorted(seed for seed, r in runs.items() if pair_up(r))
+    expected = sorted(set(PAIRED_SEEDS) & set(runs))
     failed = []
-    for claim, holds in MOST_SEEDS_CLAIMS.items():
-        missed = [seed for seed, r in runs.items() if not holds(r)]
-        if len(missed) > MISSES_PER_GROUP:
-            failed.append(f"seeds {missed}: {claim} (most seeds: one miss in four at most)")
+    if paired != expected:
+        failed.append(
+            f"the two heads pair up at 800 steps on seeds {paired} of {sorted(runs)}, not on "
+            f"{expected}: update PAIRED_SEEDS and the chapter's count"
+        )
+    unlike = [s for s, r in runs.items() if s not in paired and not misses_as_the_chapter_says(r)]
+    if unlike:
+        failed.append(f"seeds {unlike}: the pairing misses otherwise than the chapter says")
     return failed
 
 
@@ -199,7 +218,7 @@ def test_every_claim_of_chapter_4_holds_on_these_seeds(seeds):
         for claim, holds in CLAIMS.items()
         if not holds(r)
     ]
-    failed += too_many_misses(runs)
+    failed += pairing_differs(runs)
     failed += [claim for claim, holds in CROSS_SEED_CLAIMS.items() if not holds(runs)]
     assert not failed, "\n".join(failed)
 
@@ -227,7 +246,7 @@ def test_each_claim_can_fail():
     perfect = fake_run(accuracy=1.0, weight=1.0, pair_weight=1.0, ratio=3.0)
     untrained = fake_run(accuracy=0.125, weight=0.2, pair_weight=0.4, ratio=1.0)
     other_start = fake_run(0.125, 0.2, 0.4, ratio=3.0, first_loss=5.0)
-    for claim, holds in {**CLAIMS, **MOST_SEEDS_CLAIMS}.items():
+    for claim, holds in {**CLAIMS, "pair up": pair_up}.items():
         assert not all(holds(r) for r in (perfect, untrained, other_start)), claim
     for claim, holds in CROSS_SEED_CLAIMS.items():
         runs = ({0: perfect, 1: perfect}, {0: untrained, 1: untrained})
@@ -258,9 +277,30 @@ def test_every_reveal_of_chapter_4_offers_its_choices():
     assert all("choices=" in call.split("\n)")[0] for call in reveals)
 
 
-def test_a_most_seeds_claim_fails_on_two_misses_in_a_group():
+def test_the_pairing_count_fails_on_one_seed_more_or_less():
     paired = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.9, ratio=3.0)
     paired[2, LONGER].pairs = [((1, 2), 0.9), ((3, 4), 0.9)]
-    spread = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.6, ratio=3.0)
-    assert not too_many_misses({0: paired, 2: paired, 4: paired, 6: spread})
-    assert too_many_misses({0: paired, 2: paired, 4: spread, 6: spread})
+    weak = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.7, ratio=3.0)  # about 0.7
+    shared = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.7, ratio=3.0)
+    shared[2, LONGER].pairs = [((1, 2), 0.7), ((2, 3), 0.9)]  # both heads on offset 2
+    spread = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.4, ratio=3.0)
+    assert not pairing_differs({0: paired, 2: paired, 4: paired, 6: weak})
+    assert pairing_differs({0: paired, 2: paired, 4: weak, 6: weak})  # one miss more
+    assert pairing_differs({0: paired, 2: paired, 4: paired, 6: paired})  # one miss less
+    assert pairing_differs({1: paired, 3: paired, 5: paired, 7: shared})  # missed otherwise
+    assert pairing_differs({1: paired, 3: paired, 5: paired, 7: spread})
+
+
+def prose():
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return " ".join(text.split())
+
+
+def test_the_chapter_counts_the_seeds_the_pairing_holds_on():
+    """The pairing is stated as what it is, on most seeds and counted, never as what two heads
+    always do."""
+    text = prose()
+    assert f"{len(PAIRED_SEEDS)} of the {len(SEEDS)} seeds we trained" in text
+    assert "and they do it by pairing" not in text
+    assert "two heads of width 16 share the four offsets, two per head," not in text

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .bench.comparison import Target
 from .bench.timing import prepare, time_in_rounds
 from .bench.usage import resource_use
+from .counting import QuietDispatchMode
 from .tiled import causal_block_pairs
 
 #: The configuration of every measurement: one sequence, GPT-2-small's head count, one thread.
@@ -160,7 +160,7 @@ class ScoreMemory:
     peak_tensors: int
 
 
-class _ScoreStorages(TorchDispatchMode):
+class _ScoreStorages(QuietDispatchMode):
     """Follows the storages of new score-shaped tensors from their creation to their release.
 
     A storage is counted once, however many tensors (views, reshapes) share it; a

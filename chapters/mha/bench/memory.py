@@ -14,8 +14,9 @@ import weakref
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from ..counting import QuietDispatchMode
 
 
 @dataclass
@@ -30,7 +31,7 @@ class HeldInMemory:
     peak_bytes: int = 0
 
 
-class _Watcher(TorchDispatchMode):
+class _Watcher(QuietDispatchMode):
     """Adds each new storage an operator returns; a finalizer subtracts it when it is freed."""
 
     def __init__(self, found, existing):
