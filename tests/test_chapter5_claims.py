@@ -189,7 +189,7 @@ CLAIMS = {
     "the fused module makes no score matrix": lambda f: all(
         f["held"][t]["fused"][0] == 0 for t in f["held"]
     ),
-    "at long sequences the split passes through far more memory (4x the peak or more)": lambda f: (
+    "at long sequences the split holds far more alive at once (4x the peak or more)": lambda f: (
         f["held"]["1024"]["split"][2] >= 4 * f["held"]["1024"]["wrapper"][2]
     ),
     "the fast path: scores (bmm), then to(bool) of (1, H, T, T), then _masked_softmax": lambda f: (
