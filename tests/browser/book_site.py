@@ -660,12 +660,13 @@ CODE = "article.bd-article div.highlight pre:not(.cell_output pre)"
 MIN_CONTINUATION_INDENT_CH = 2
 
 #: Every non-blank line of each code block: its text, whether any of it lies right of the box's
-#: content area (cut off, to be scrolled to), on how many rows it is drawn, and how far right of
-#: the line's first row its further rows start, in characters.
+#: content area or left of its padding (cut off, to be scrolled to), on how many rows it is
+#: drawn, and how far right of the line's first row its further rows start, in characters.
 CODE_LINES = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
     const style = getComputedStyle(pre);
     const box = pre.getBoundingClientRect();
     const right = box.left + pre.clientLeft + pre.clientWidth - parseFloat(style.paddingRight);
+    const left = box.left + pre.clientLeft;
     const ch = parseFloat(style.fontSize) * 0.6;
     const lines = [];
     // Whether a character that is not a space lies right of the box: a space where a line
@@ -678,7 +679,8 @@ CODE_LINES = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre 
                 if (/\\s/.test(node.data[i]) || !line.isPointInRange(node, i)) continue;
                 one.setStart(node, i);
                 one.setEnd(node, i + 1);
-                if ([...one.getClientRects()].some(r => r.right > right + 0.5)) return true;
+                if ([...one.getClientRects()].some(r => r.right > right + 0.5
+                                                       || r.left < left - 0.5)) return true;
             }
         }
         return false;
@@ -695,8 +697,9 @@ CODE_LINES = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre 
             const first = Math.min(...rects.filter(r => r.top < top + 2).map(r => r.left));
             const further = rects.filter(r => r.top >= top + 2).map(r => r.left);
             const rows = new Set(rects.map(r => Math.round(r.top))).size;
-            lines.push([text, Math.max(...rects.map(r => r.right)) > right + 0.5
-                                  && cutCharacter(range), rows,
+            const outside = Math.max(...rects.map(r => r.right)) > right + 0.5
+                || Math.min(...rects.map(r => r.left)) < left - 0.5;
+            lines.push([text, outside && cutCharacter(range), rows,
                         further.length ? (Math.min(...further) - first) / ch : null]);
         }
         start = null; text = '';
