@@ -121,14 +121,32 @@ def expected_binder_url(chapter):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the directory's files, except the HTML pages in ``replaced`` ({URL path: text})."""
+
+    def __init__(self, *args, replaced, **kwargs):
+        self.replaced = replaced
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self):
+        page = self.replaced.get(urlparse(self.path).path)
+        if page is None:
+            return super().do_GET()
+        body = page.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args):
         pass
 
 
 @contextlib.contextmanager
-def serve(directory):
-    """Serve ``directory`` on a free port of 127.0.0.1, in a thread; yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
+def serve(directory, replaced=None):
+    """Serve ``directory`` on a free port of 127.0.0.1, in a thread; yields the base URL.
+    ``replaced`` ({URL path: text}) serves those pages with that text instead of their file."""
+    handler = functools.partial(_QuietHandler, directory=str(directory), replaced=replaced or {})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

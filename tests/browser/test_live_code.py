@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from .book_site import DESKTOP, PHONE, ROOT, SCREENSHOTS, is_local
+from .book_site import BUILD, DESKTOP, PHONE, ROOT, SCREENSHOTS, is_local, serve
 
 CHAPTER = "chapters/01_sequential_wrapper"
 #: How long a local kernel may take to start, and a cell to run, on a busy 2-core machine.
@@ -62,12 +62,28 @@ def live_code():
     return module
 
 
+#: The page's kernel settings, as _ext/live_code.py writes them.
+LIVE_META = re.compile(r'<meta name="mha-live" content="([^"]*)">')
+
+
+def with_settings(page, settings):
+    """A chapter page's HTML as a book built for the local server has it: its kernel settings are
+    ``settings`` (the notebook it names stays the page's own)."""
+    found = LIVE_META.search(page)
+    assert found, "the chapter page carries no kernel settings"
+    notebook = json.loads(html.unescape(found[1]))["notebook"]
+    meta = html.escape(json.dumps({**settings, "notebook": notebook}))
+    return LIVE_META.sub(lambda _: f'<meta name="mha-live" content="{meta}">', page)
+
+
 @pytest.fixture(scope="module")
-def live_site(book_url):
-    """``(book URL, server URL, token, settings)``: a Jupyter server on this machine that
-    accepts the served book's pages, and the kernel settings _ext/live_code.py writes into a page
-    of a book built with ``MHA_LIVE_SERVER_URL`` / ``MHA_LIVE_SERVER_TOKEN`` pointing at it
+def live_site():
+    """``(book URL, server URL, token)``: a Jupyter server on this machine, and the built book
+    served with chapter 1's kernel settings pointing at it, as _ext/live_code.py writes them into
+    a book built with ``MHA_LIVE_SERVER_URL`` / ``MHA_LIVE_SERVER_TOKEN`` set
     (tests/test_live_code_settings.py tests that the build writes those settings)."""
+    if not (BUILD / "index.html").exists():
+        pytest.fail(f"No built book in {BUILD}: run `make html` first.")
     token = secrets.token_hex(16)
     server_port = free_port()
     server_url = f"http://127.0.0.1:{server_port}/"
@@ -75,7 +91,12 @@ def live_site(book_url):
     settings = extension.live_settings(
         {}, environ={extension.SERVER_URL: server_url, extension.SERVER_TOKEN: token}
     )
-    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "server.log", "w") as log:
+    page = with_settings((BUILD / f"{CHAPTER}.html").read_text(), settings)
+    with (
+        serve(BUILD, replaced={f"/{CHAPTER}.html": page}) as book_url,
+        tempfile.TemporaryDirectory() as tmp,
+        open(Path(tmp) / "server.log", "w") as log,
+    ):
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -96,31 +117,10 @@ def live_site(book_url):
         )
         try:
             wait_for_server(server_url, token, server, Path(tmp) / "server.log")
-            yield book_url, server_url, token, settings
+            yield book_url, server_url, token
         finally:
             server.terminate()
             server.wait(timeout=30)
-
-
-#: The page's kernel settings, as _ext/live_code.py writes them.
-LIVE_META = re.compile(r'<meta name="mha-live" content="([^"]*)">')
-
-
-def point_at_server(context, url, settings):
-    """The chapter page at ``url`` as a book built for the local server serves it: its kernel
-    settings are the server's (the notebook it names stays the page's own)."""
-
-    def rewrite(route):
-        response = route.fetch()
-        page = response.text()
-        found = LIVE_META.search(page)
-        assert found, "the chapter page carries no kernel settings"
-        notebook = json.loads(html.unescape(found[1]))["notebook"]
-        meta = html.escape(json.dumps({**settings, "notebook": notebook}))
-        page = LIVE_META.sub(lambda _: f'<meta name="mha-live" content="{meta}">', page)
-        route.fulfill(response=response, body=page)
-
-    context.route(url, rewrite)
 
 
 def wait_for_server(url, token, process, log, seconds=60):
@@ -135,9 +135,8 @@ def wait_for_server(url, token, process, log, seconds=60):
     pytest.fail(f"the Jupyter server at {url} did not answer within {seconds} s")
 
 
-def open_chapter(browser, url, viewport, settings=None):
-    """A fresh page at ``viewport`` (touch on a phone); records errors, off-machine requests.
-    With ``settings``, the page's kernel settings are those (see point_at_server)."""
+def open_chapter(browser, url, viewport):
+    """A fresh page at ``viewport`` (touch on a phone); records errors, off-machine requests."""
     context = browser.new_context(viewport=viewport, has_touch=viewport == PHONE)
     page = context.new_page()
     errors, blocked = [], []
@@ -152,8 +151,6 @@ def open_chapter(browser, url, viewport, settings=None):
             route.abort()
 
     context.route("**/*", stay_local)
-    if settings:
-        point_at_server(context, f"{url}/{CHAPTER}.html", settings)
     page.goto(f"{url}/{CHAPTER}.html")
     return context, page, errors, blocked
 
@@ -197,8 +194,8 @@ def write_code(page, cell, code, viewport):
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px-touch", "1280px"])
 def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
-    book_url, server_url, token, settings = live_site
-    context, page, errors, blocked = open_chapter(browser, book_url, viewport, settings)
+    book_url, server_url, token = live_site
+    context, page, errors, blocked = open_chapter(browser, book_url, viewport)
     try:
         assert page.locator("script[src*='thebe/index.js']").count() == 0, (
             "thebe loads before the reader asks"
