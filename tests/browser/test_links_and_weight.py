@@ -104,3 +104,13 @@ BLANK_ICONS = """() => Array.from(document.querySelectorAll('[class*="fa-"]'))
     .map(icon => [icon.className, getComputedStyle(icon, '::before')])
     .filter(([, before]) => !before.maskImage.startsWith('url(') || parseFloat(before.width) < 1)
     .map(([name]) => name)"""
+
+
+def test_an_icon_without_a_rule_is_found_blank(page, book_url):
+    """An icon the pages start to use before icons.css draws it: the weight test names it."""
+    page.goto(f"{book_url}/{CHAPTERS[0].url_path}")
+    page.evaluate(
+        "document.querySelector('.article-header-buttons')"
+        ".insertAdjacentHTML('beforeend', '<i class=\"fa-solid fa-not-drawn\"></i>')"
+    )
+    assert page.evaluate(BLANK_ICONS) == ["fa-solid fa-not-drawn"]
