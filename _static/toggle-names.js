@@ -66,8 +66,6 @@
       attributes: true,
       attributeFilter: ["data-mode"],
     });
-    // Font Awesome replaces the <i> icons by <svg> later: name the button again then.
-    new MutationObserver(update).observe(button, { childList: true, subtree: true });
   }
 
   function run() {

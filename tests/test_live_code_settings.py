@@ -44,6 +44,6 @@ def test_a_server_set_at_build_time_replaces_binder():
 
 def test_the_book_loads_the_extension_and_keeps_sphinx_thebe_off():
     sphinx = CONFIG["sphinx"]
-    assert sphinx["local_extensions"] == {"live_code": "_ext"}
+    assert sphinx["local_extensions"]["live_code"] == "_ext"
     assert "live_code" in sphinx["config"]["extensions"]
     assert "sphinx_thebe" not in sphinx["config"]["extensions"]

@@ -27,7 +27,9 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
 #: The markdown cell right before every ``prediction_... =`` cell.
 PREDICT_ROUTE = (
-    '**Your guess.** On the web, settle on an answer, then open "Reveal the answer". In a\n'
+    '**Your guess.** On the web, choose or type your answer under "Your guess" below: the\n'
+    'page says if you were right and opens the answer ("Reveal the answer" opens it\n'
+    "without a guess). In a\n"
     "running copy (launch this chapter in Binder or Colab, or download it, from the top of\n"
     "the page), write it in the next cell in place of `None`, then run the answer's cell: it\n"
     "says if you were right."

@@ -121,16 +121,33 @@ def expected_binder_url(chapter):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the directory's files, except the HTML pages in ``replaced`` ({URL path: text})."""
+
+    def __init__(self, *args, replaced, **kwargs):
+        self.replaced = replaced
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self):
+        page = self.replaced.get(urlparse(self.path).path)
+        if page is None:
+            return super().do_GET()
+        body = page.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args):
         pass
 
 
 @contextlib.contextmanager
-def serve(directory, port=0):
-    """Serve ``directory`` on 127.0.0.1 at ``port`` (0: a free one), in a thread; yields the base
-    URL."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+def serve(directory, replaced=None):
+    """Serve ``directory`` on a free port of 127.0.0.1, in a thread; yields the base URL.
+    ``replaced`` ({URL path: text}) serves those pages with that text instead of their file."""
+    handler = functools.partial(_QuietHandler, directory=str(directory), replaced=replaced or {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -648,4 +665,102 @@ def broken_token_problems(page):
         if between.strip() == "" and between or after == ".":
             continue
         problems.append(f"{text!r} breaks inside a word ({before!r}|{after!r})")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Code on a phone: every line shown whole, wrapped lines set in (_static/phone-code.css)
+# ---------------------------------------------------------------------------------------------
+
+#: The code a reader reads: code cells and listings, not what a cell prints.
+CODE = "article.bd-article div.highlight pre:not(.cell_output pre)"
+#: How far, at least, a wrapped line's continuation starts right of where the line began.
+MIN_CONTINUATION_INDENT_CH = 2
+
+#: Every non-blank line of each code block: its text, whether any of it lies right of the box's
+#: content area or left of its padding (cut off, to be scrolled to), on how many rows it is
+#: drawn, and how far right of the line's first row its further rows start, in characters.
+CODE_LINES = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
+    const style = getComputedStyle(pre);
+    const box = pre.getBoundingClientRect();
+    const right = box.left + pre.clientLeft + pre.clientWidth - parseFloat(style.paddingRight);
+    const left = box.left + pre.clientLeft;
+    const ch = parseFloat(style.fontSize) * 0.6;
+    const lines = [];
+    // Whether a character that is not a space lies right of the box: a space where a line
+    // wraps hangs past the edge, drawing nothing.
+    const cutCharacter = line => {
+        const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+        const one = document.createRange();
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (let i = 0; i < node.data.length; i++) {
+                if (/\\s/.test(node.data[i]) || !line.isPointInRange(node, i)) continue;
+                one.setStart(node, i);
+                one.setEnd(node, i + 1);
+                if ([...one.getClientRects()].some(r => r.right > right + 0.5
+                                                       || r.left < left - 0.5)) return true;
+            }
+        }
+        return false;
+    };
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let start = null, text = '', last = null;
+    const finish = (node, offset) => {
+        if (start && text.trim()) {
+            const range = document.createRange();
+            range.setStart(start[0], start[1]);
+            range.setEnd(node, offset);
+            const rects = [...range.getClientRects()].filter(r => r.width > 0);
+            const top = Math.min(...rects.map(r => r.top));
+            const first = Math.min(...rects.filter(r => r.top < top + 2).map(r => r.left));
+            const further = rects.filter(r => r.top >= top + 2).map(r => r.left);
+            const rows = new Set(rects.map(r => Math.round(r.top))).size;
+            const outside = Math.max(...rects.map(r => r.right)) > right + 0.5
+                || Math.min(...rects.map(r => r.left)) < left - 0.5;
+            lines.push([text, outside && cutCharacter(range), rows,
+                        further.length ? (Math.min(...further) - first) / ch : null]);
+        }
+        start = null; text = '';
+    };
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest('button')) continue;
+        last = node;
+        for (let i = 0; i < node.data.length; i++) {
+            if (node.data[i] === '\\n') { finish(node, i); continue; }
+            if (!start) start = [node, i];
+            text += node.data[i];
+        }
+    }
+    if (last) finish(last, last.data.length);
+    return lines;
+})"""
+
+
+@dataclass
+class CodeLines:
+    """A page's code lines as laid out: how many, which are cut off, and which wrap."""
+
+    lines: int
+    cut: list  # the text of each line partly right of its box
+    wrapped: list  # (text, continuation indent in characters) of each line drawn on several rows
+
+
+def code_lines(page):
+    """Every code line on the page, as laid out now (in its box, scrolled to its start)."""
+    lines = page.eval_on_selector_all(CODE, CODE_LINES)
+    return CodeLines(
+        len(lines),
+        [text for text, cut, _, _ in lines if cut],
+        [(text, indent) for text, _, rows, indent in lines if rows > 1],
+    )
+
+
+def code_line_problems(name, lines):
+    """On a phone no code line is cut off, and each wrapped one continues set in."""
+    problems = [f"{name}: the code line {text[:60]!r} is cut off" for text in lines.cut]
+    problems += [
+        f"{name}: {text[:60]!r} wraps with its continuation {indent:.1f} characters in"
+        for text, indent in lines.wrapped
+        if indent is None or indent < MIN_CONTINUATION_INDENT_CH
+    ]
     return problems

@@ -1,8 +1,10 @@
 """Run this page: chapter 1 live in the web book, against a local Jupyter server.
 
 The test starts a Jupyter server on 127.0.0.1 with a random token (the Python running the tests,
-so its kernel imports this worktree's ``mha``), builds the book pointed at it
-(``MHA_LIVE_SERVER_URL`` / ``MHA_LIVE_SERVER_TOKEN``) into a temporary folder, and at 390 px
+so its kernel imports this worktree's ``mha``), serves chapter 1 of the built book as a build
+pointed at that server would (``MHA_LIVE_SERVER_URL`` / ``MHA_LIVE_SERVER_TOKEN``: the page's
+kernel settings, from _ext/live_code.py, swapped in as the page is served; the book is not
+built a second time), and at 390 px
 with touch and at 1280 px does what a reader does: presses "Run this page", runs chapter 1's
 cells down to the practice, writes a wrong forward and then a right one into the practice cell,
 runs the check after each and reads both verdicts in the page, and commits a prediction by
@@ -13,8 +15,11 @@ The last test is the fallback: the default build (Binder) with every request off
 blocked, as when Binder is down, says so and offers Colab and the download.
 """
 
+import html
+import importlib.util
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -49,14 +54,49 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def live_code():
+    """_ext/live_code.py, the extension that writes each page's kernel settings."""
+    spec = importlib.util.spec_from_file_location("live_code", ROOT / "_ext" / "live_code.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The page's kernel settings, as _ext/live_code.py writes them.
+LIVE_META = re.compile(r'<meta name="mha-live" content="([^"]*)">')
+
+
+def with_settings(page, settings):
+    """A chapter page's HTML as a book built for the local server has it: its kernel settings are
+    ``settings`` (the notebook it names stays the page's own)."""
+    found = LIVE_META.search(page)
+    assert found, "the chapter page carries no kernel settings"
+    notebook = json.loads(html.unescape(found[1]))["notebook"]
+    meta = html.escape(json.dumps({**settings, "notebook": notebook}))
+    return LIVE_META.sub(lambda _: f'<meta name="mha-live" content="{meta}">', page)
+
+
 @pytest.fixture(scope="module")
 def live_site():
-    """``(book URL, server URL, token)``: the book built against a local Jupyter server, served."""
+    """``(book URL, server URL, token)``: a Jupyter server on this machine, and the built book
+    served with chapter 1's kernel settings pointing at it, as _ext/live_code.py writes them into
+    a book built with ``MHA_LIVE_SERVER_URL`` / ``MHA_LIVE_SERVER_TOKEN`` set
+    (tests/test_live_code_settings.py tests that the build writes those settings)."""
+    if not (BUILD / "index.html").exists():
+        pytest.fail(f"No built book in {BUILD}: run `make html` first.")
     token = secrets.token_hex(16)
-    book_port, server_port = free_port(), free_port()
-    book_origin = f"http://127.0.0.1:{book_port}"
+    server_port = free_port()
     server_url = f"http://127.0.0.1:{server_port}/"
-    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "server.log", "w") as log:
+    extension = live_code()
+    settings = extension.live_settings(
+        {}, environ={extension.SERVER_URL: server_url, extension.SERVER_TOKEN: token}
+    )
+    page = with_settings((BUILD / f"{CHAPTER}.html").read_text(), settings)
+    with (
+        serve(BUILD, replaced={f"/{CHAPTER}.html": page}) as book_url,
+        tempfile.TemporaryDirectory() as tmp,
+        open(Path(tmp) / "server.log", "w") as log,
+    ):
         server = subprocess.Popen(
             [
                 sys.executable,
@@ -68,7 +108,7 @@ def live_site():
                 f"--ServerApp.port={server_port}",
                 "--ServerApp.port_retries=0",
                 f"--IdentityProvider.token={token}",
-                f"--ServerApp.allow_origin={book_origin}",
+                f"--ServerApp.allow_origin={book_url}",
                 f"--ServerApp.root_dir={ROOT}",
             ],
             env={**os.environ, "JUPYTER_RUNTIME_DIR": tmp, "JUPYTER_CONFIG_DIR": tmp},
@@ -76,29 +116,8 @@ def live_site():
             stderr=log,
         )
         try:
-            build = subprocess.run(
-                [
-                    str(Path(sys.executable).with_name("jupyter-book")),
-                    "build",
-                    str(ROOT),
-                    "--path-output",
-                    tmp,
-                    "-W",
-                    "-n",
-                    "--keep-going",
-                ],
-                env={
-                    **os.environ,
-                    "MHA_LIVE_SERVER_URL": server_url,
-                    "MHA_LIVE_SERVER_TOKEN": token,
-                },
-                capture_output=True,
-                text=True,
-            )
-            assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
             wait_for_server(server_url, token, server, Path(tmp) / "server.log")
-            with serve(Path(tmp) / "_build" / "html", port=book_port) as book_url:
-                yield book_url, server_url, token
+            yield book_url, server_url, token
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -245,24 +264,21 @@ def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
         context.close()
 
 
-def test_no_kernel_says_so_and_offers_colab_and_the_download(browser):
+def test_no_kernel_says_so_and_offers_colab_and_the_download(browser, book_url):
     """The default build asks Binder; with Binder out of reach the page says so, at once."""
-    if not (BUILD / "index.html").exists():
-        pytest.fail(f"No built book in {BUILD}: run `make html` first.")
-    with serve(BUILD) as url:
-        context, page, errors, blocked = open_chapter(browser, url, DESKTOP)
-        try:
-            press(page, page.get_by_role("button", name="Run this page"), DESKTOP)
-            status = page.locator(".mha-live-status[data-state='failed']")
-            status.wait_for(timeout=30_000)
-            text = status.inner_text()
-            assert "Binder may be full or down" in text, text
-            assert status.get_by_role("link", name="Open this chapter in Colab").count() == 1
-            assert status.get_by_role("link", name="download the notebook").count() == 1
-            assert any("mybinder.org" in url for url in blocked), blocked
-            assert not any("thebe" in url or "cdn" in url for url in blocked), blocked
-            # The page reads as before: every reveal is back behind its toggle, with its output.
-            assert page.locator(".cell.mha-live").count() == 0
-            assert page.locator(".cell.tag_reveal > details > summary").count() > 0
-        finally:
-            context.close()
+    context, page, errors, blocked = open_chapter(browser, book_url, DESKTOP)
+    try:
+        press(page, page.get_by_role("button", name="Run this page"), DESKTOP)
+        status = page.locator(".mha-live-status[data-state='failed']")
+        status.wait_for(timeout=30_000)
+        text = status.inner_text()
+        assert "Binder may be full or down" in text, text
+        assert status.get_by_role("link", name="Open this chapter in Colab").count() == 1
+        assert status.get_by_role("link", name="download the notebook").count() == 1
+        assert any("mybinder.org" in url for url in blocked), blocked
+        assert not any("thebe" in url or "cdn" in url for url in blocked), blocked
+        # The page reads as before: every reveal is back behind its toggle, with its output.
+        assert page.locator(".cell.mha-live").count() == 0
+        assert page.locator(".cell.tag_reveal > details > summary").count() > 0
+    finally:
+        context.close()

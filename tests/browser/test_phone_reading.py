@@ -1,5 +1,7 @@
 """Results readable on a phone (issue 19), measured as a reader sees them at 390, 900, 1280 px."""
 
+from dataclasses import dataclass
+
 import pytest
 
 from .book_site import (
@@ -9,6 +11,8 @@ from .book_site import (
     TABLET,
     broken_token_problems,
     chapters,
+    code_line_problems,
+    code_lines,
     line_budget_problems,
     no_cue_problems,
     open_every_toggle,
@@ -24,17 +28,72 @@ VIEWPORTS = [PHONE, TABLET, DESKTOP]
 WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
 
 
+@dataclass
+class Reading:
+    """What one chapter shows at one width, every toggle open, as the tests below measure it."""
+
+    printed: object  # book_site.LineCount of its printed output
+    code: object  # book_site.CodeLines of its code
+    scroll_problems: list  # boxes that scroll sideways without their cue
+    tables_wider: list  # (first line, scroll width, client width) of each too-wide table
+    broken_tokens: list  # inline code broken inside a word
+    unwrapped_cut: int | None  # chapter 2 at 390 px: code lines cut once wrapping is undone
+
+
+def read_chapter(page, chapter, viewport):
+    open_every_toggle(page)
+    wait_for_transitions(page)
+    code = code_lines(page)
+    printed = printed_line_count(page)
+    broken = broken_token_problems(page)
+    scroll_problems, tables, looked_at = [], [], set()
+    for box, facts in scrolling_boxes(page):
+        where = f"{chapter.name}: {facts['kind']} {facts['text']!r}"
+        if not facts["wider"]:
+            continue
+        if facts["kind"] == "table":
+            tables.append((facts["text"], *box.evaluate("b => [b.scrollWidth, b.clientWidth]")))
+        if facts["kind"] not in looked_at:
+            looked_at.add(facts["kind"])
+            scroll_problems += scroll_cue_problems(page, box, where)
+        elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
+            scroll_problems.append(f"{where} scrolls sideways without a cue")
+    unwrapped_cut = None
+    if viewport == PHONE and chapter is CHAPTERS[1]:
+        page.add_style_tag(content="pre { white-space: pre !important; }")
+        unwrapped_cut = len(code_lines(page).cut)
+    return Reading(printed, code, scroll_problems, tables, broken, unwrapped_cut)
+
+
+@pytest.fixture(scope="module")
+def readings(browser, book_url):
+    """``readings(viewport)``: {chapter name: Reading} at that width, each chapter loaded once
+    per width for every test of this file that reads the whole book."""
+    done = {}
+
+    def at(viewport):
+        width = viewport["width"]
+        if width not in done:
+            done[width] = {}
+            for chapter in CHAPTERS:
+                context = browser.new_context(viewport=viewport)
+                try:
+                    page = context.new_page()
+                    page.goto(f"{book_url}/{chapter.url_path}")
+                    done[width][chapter.name] = read_chapter(page, chapter, viewport)
+                finally:
+                    context.close()
+        return done[width]
+
+    return at
+
+
 @pytest.mark.parametrize(
     ("viewport", "budget"), BUDGETS, ids=[f"{v['width']}px" for v, _ in BUDGETS]
 )
-def test_printed_output_lines_fit_their_box(visit, book_url, viewport, budget):
+def test_printed_output_lines_fit_their_box(readings, viewport, budget):
     """At most 10 % of printed lines are wider than their box on a phone; none from 900 px up."""
-    counts = {}
-    for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
-        open_every_toggle(page)
-        counts[chapter.name] = printed_line_count(page)
-        page.context.close()
+    counts = {name: reading.printed for name, reading in readings(viewport).items()}
     problems = line_budget_problems(counts, viewport["width"], budget)
     assert not problems, "\n".join(problems)
 
@@ -74,51 +133,30 @@ def test_a_printed_line_wider_than_its_box_shows_a_cue_until_scrolled_to_its_end
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
-def test_every_output_code_block_and_table_fits_or_shows_that_it_scrolls(visit, book_url, viewport):
+def test_every_output_code_block_and_table_fits_or_shows_that_it_scrolls(readings, viewport):
     """In every chapter: each output, code block and markdown table either fits its box or shows
     a cue (checked on the screen for the first of each kind, by computed style for the rest)."""
-    problems = []
-    for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
-        open_every_toggle(page)
-        wait_for_transitions(page)
-        looked_at = set()
-        for box, facts in scrolling_boxes(page):
-            where = f"{chapter.name}: {facts['kind']} {facts['text']!r}"
-            if not facts["wider"]:
-                continue
-            if facts["kind"] not in looked_at:
-                looked_at.add(facts["kind"])
-                problems += scroll_cue_problems(page, box, where)
-            elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
-                problems.append(f"{where} scrolls sideways without a cue")
-        page.context.close()
+    problems = [p for reading in readings(viewport).values() for p in reading.scroll_problems]
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
-def test_commands_and_names_in_inline_code_never_break_inside_a_word(visit, book_url, viewport):
-    problems = []
-    for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
-        open_every_toggle(page)
-        problems += [f"{chapter.name}: {p}" for p in broken_token_problems(page)]
-        page.context.close()
+def test_commands_and_names_in_inline_code_never_break_inside_a_word(readings, viewport):
+    problems = [
+        f"{name}: {problem}"
+        for name, reading in readings(viewport).items()
+        for problem in reading.broken_tokens
+    ]
     assert not problems, "\n".join(problems)
 
 
-def test_every_markdown_table_fits_the_desktop_column(visit, book_url):
+def test_every_markdown_table_fits_the_desktop_column(readings):
     """At 1280 px no table needs its scroll cue: the reader sees every column at once."""
-    problems = []
-    for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}", viewport=DESKTOP).page
-        problems += [
-            f"{chapter.name}: the table {facts['text']!r} is wider than the column"
-            f" ({box.evaluate('b => b.scrollWidth')} px in {box.evaluate('b => b.clientWidth')})"
-            for box, facts in scrolling_boxes(page)
-            if facts["kind"] == "table" and facts["wider"]
-        ]
-        page.context.close()
+    problems = [
+        f"{name}: the table {text!r} is wider than the column ({wide} px in {room})"
+        for name, reading in readings(DESKTOP).items()
+        for text, wide, room in reading.tables_wider
+    ]
     assert not problems, "\n".join(problems)
 
 
@@ -141,3 +179,18 @@ def test_the_measurement_sees_a_printed_line_that_wraps(visit, book_url):
     wrapping = add_printed_output(page, "a row of a table " * 6)
     wrapping.evaluate("pre => { pre.style.whiteSpace = 'pre-wrap'; }")
     assert printed_line_count(page).wrapped == ["a row of a table " * 6]
+
+
+def test_code_on_a_phone_wraps_whole_with_its_continuations_set_in(readings):
+    """At 390 px no line of a code cell or listing is cut off (it used to be a third to two
+    thirds of them, scrolled to sideways); a line that wraps continues set in. Without the
+    phone's wrapping the same measurement finds lines cut off."""
+    problems, lines, wrapped = [], 0, 0
+    for name, reading in readings(PHONE).items():
+        problems += code_line_problems(name, reading.code)
+        lines, wrapped = lines + reading.code.lines, wrapped + len(reading.code.wrapped)
+    unwrapped_cut = readings(PHONE)[CHAPTERS[1].name].unwrapped_cut
+    print(f"\n390 px: {lines} code lines, {wrapped} of them wrapped; {unwrapped_cut} cut unwrapped")
+    assert unwrapped_cut, "the measurement misses code lines cut off"
+    assert lines > 100, f"only {lines} code lines found"
+    assert not problems, "\n".join(problems)
