@@ -131,8 +131,10 @@ chromium: $(STAMP)
 browser: html
 	@$(MAKE) --no-print-directory browser-pages
 
+# Two workers (pytest-xdist), each with its own Chromium: the tests mostly wait on the browser
+# (about half a core of CPU per worker), so two halve the wall time without competing for cores.
 browser-pages: chromium
-	$(PY) -m pytest tests/browser -q
+	$(PY) -m pytest tests/browser -q -n 2
 
 # A fresh environment from binder/ only (and binder/postBuild), strict nbval of every chapter on
 # the portable code path on its kernel, then every chapter opened in JupyterLab. make test takes

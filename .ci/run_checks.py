@@ -47,7 +47,8 @@ class Check:
 
 CHECKS = (
     Check("html", "the book built clean with -W -n"),
-    Check("browser-pages", "browser tests of the built pages", after="html"),
+    # Two pytest workers, but mostly waiting on Chromium: one place.
+    Check("browser-pages", "browser tests of the built pages (two workers)", after="html"),
     Check(
         "binder-check",
         "Binder rehearsal: fresh environment from binder/, strict nbval of every chapter "
