@@ -126,7 +126,7 @@ FUSED_KERNEL = Mistake(
 )
 NOT_TILED = Mistake(
     "scores larger than a block",
-    "{t.wide_story} Your code holds scores for {t.widest_scores} keys (or queries) at once, "
+    "{t.wide_story}Your code holds scores for {t.widest_scores} keys (or queries) at once, "
     "but a block has block_size={t.config.block_size}. The point is never to hold more than "
     "block_size × block_size scores: take the keys block by block, "
     "keys[:, :, k_start:k_start + self.block_size], and carry only a running maximum, sum "
@@ -158,6 +158,13 @@ TILED_MISTAKES = (
     DELEGATES,
     FUSED_KERNEL,
     Mistake(
+        "maximum over the wrong axes",
+        "Your code takes a maximum over {t.max_axes} scores, not over the keys alone. A "
+        "row's maximum runs over its keys, the last dimension of (b, num_heads, rows, cols): "
+        "scores.amax(-1, keepdim=True), (b, num_heads, rows, 1).",
+        lambda t: t.log.max_axes,
+    ),
+    Mistake(
         "block size does not divide the length",
         "Your code is right on {t.config.divisible_tokens} tokens, but on "
         "{t.config.num_tokens} tokens, which blocks of {t.config.block_size} do not divide, "
@@ -170,14 +177,14 @@ TILED_MISTAKES = (
         "query_block returns no tensor",
         "Your query_block returned {t.block_kind}. Return the block's context: a tensor "
         "shaped like q, (b, num_heads, rows, head_dim).",
-        lambda t: not isinstance(t.block_output, torch.Tensor),
+        lambda t: not isinstance(t.first_block[1], torch.Tensor),
     ),
     Mistake(
         "query_block returns the wrong shape",
-        "Your query_block returned shape {t.block_shape} for q of shape {t.block_q_shape}. "
+        "Your query_block returned shape {t.block_shapes[0]} for q of shape {t.block_shapes[1]}. "
         "It should return one row of head_dim values per query of q, for every head: the "
         "shape of q, (b, num_heads, rows, head_dim).",
-        lambda t: t.block_shape != t.block_q_shape,
+        lambda t: t.block_shapes[0] != t.block_shapes[1],
     ),
     Mistake(
         "forward raises",
@@ -239,6 +246,14 @@ TILED_MISTAKES = (
         "weights = torch.exp(scores - new_max), and rescale the old sum and output by "
         "exp(old maximum - new maximum) when it grows.",
         lambda t: t.overflows,
+    ),
+    Mistake(
+        "no key block visited",
+        "For the queries {t.scoreless_block[0]} to {t.scoreless_block[1]} your code computed "
+        "no score at all: no key block was visited, and the output there is nan. A block of "
+        "queries needs the key blocks from 0 up to its last query: "
+        "range(0, q_end, self.block_size), with q_end = q_start + rows.",
+        lambda t: t.has_nan and t.scoreless_block,
     ),
     Mistake(
         "every output nan",
@@ -326,6 +341,15 @@ TILED_MISTAKES = (
         "and its output is nan. Hide only the keys after each query: the module's mask, "
         "self.mask[q_start:q_end, k_start:k_end], is True strictly above the diagonal.",
         _follows(diagonal="diagonal too"),
+    ),
+    Mistake("keys hidden or seen wrongly", "{t.mask_story}", lambda t: t.mask_story),
+    Mistake(
+        "blocks normalised separately",
+        "Each of the n key blocks a query sees gets the same share of its weight, "
+        "{t.block_shares[0]}: your blocks are normalised each on its own, then "
+        "{t.block_shares[1]}. A block's share must follow its scores: carry one running "
+        "maximum and sum over all the blocks, and divide by the sum once, after the last.",
+        lambda t: t.block_shares,
     ),
     Mistake(
         "nan from a fully masked row",
