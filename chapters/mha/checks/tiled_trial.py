@@ -14,12 +14,11 @@ from functools import cached_property
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..attention import MultiHeadAttention
 from .classes import book_classes, watching_calls
-from .config import Trial, TrialConfig
+from .config import Trial, TrialConfig, same
 from .core import evaluating, kind_of, listed
 from .dropout import PLACES
-from .reference import PROJECTIONS, future_mask
+from .reference import PROJECTIONS, future_mask, split_attention
 
 
 @dataclass(frozen=True)
@@ -152,33 +151,8 @@ def tiled_recipe(module, x, recipe=CORRECT):
 
 
 def book_reference(module, x):
-    """The book's ``MultiHeadAttention`` with ``module``'s weights, on ``x`` (eval mode)."""
-    book = MultiHeadAttention(
-        module.W_query.in_features,
-        module.d_out,
-        module.mask.shape[0],
-        0.0,
-        module.num_heads,
-        qkv_bias=module.W_query.bias is not None,
-    )
-    for name in (*PROJECTIONS, "out_proj"):
-        getattr(book, name).load_state_dict(getattr(module, name).state_dict())
-    with evaluating(book):
-        return book(x)  # (b, num_tokens, d_out)
-
-
-def same(output, expected):
-    """Equal up to float32 rounding (atol 1e-5, rtol 1e-4), NaN where NaN.
-
-    An output that is nan everywhere matches nothing: it says only that something made nan.
-    """
-    return (
-        isinstance(output, torch.Tensor)
-        and output.shape == expected.shape
-        and output.is_floating_point()
-        and not bool(output.isnan().all())
-        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
-    )
+    """``MultiHeadAttention``'s output with ``module``'s layers, on ``x``."""
+    return split_attention(module, x, module.num_heads)  # (b, num_tokens, d_out)
 
 
 def score_like(t, config):
@@ -362,44 +336,25 @@ class TiledTrial(Trial):
     """The reader's class on one configuration: its output, errors, products and calls."""
 
     def __init__(self, cls, config):
-        self.cls, self.config = cls, config
-        self.module = self.output = self.error = self.stage = None
-        self.book_calls, self.log = [], _OpLog(config)
-        self.x = config.input()  # (batch, num_tokens, d_in)
-        try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(config.seed)
-                self.module = cls(**config.kwargs)
-                if config.query_gain != 1:
-                    with torch.no_grad():
-                        self.module.W_query.weight.mul_(config.query_gain)
-                with evaluating(self.module), watching_calls(book_code()) as self.book_calls:
-                    with self.log:
-                        self.output = self.module(self.x)
-        except Exception as error:
-            self.stage = "constructor" if self.module is None else "forward"
-            self.error = error
+        self.log = _OpLog(config)
+        super().__init__(cls, config)
 
-    @property
-    def call(self):
-        return self.config.call(self.cls)
+    def watch(self, stack):
+        """Watch the call, after scaling ``W_query`` by the configuration's ``query_gain``."""
+        super().watch(stack)
+        self.module.W_query.weight.mul_(self.config.query_gain)  # under no_grad
+        self.book_calls = stack.enter_context(watching_calls(book_code()))
+        stack.enter_context(self.log)
 
     def expected(self):
         return book_reference(self.module, self.x)
 
     @property
     def correct(self):
-        return self.error is None and same(self.output, self.expected())
+        return self.matches(book_reference)
 
     def follows(self, recipe):
-        if self.error is not None:
-            return False
-        with evaluating(self.module):
-            return same(self.output, tiled_recipe(self.module, self.x, recipe))
-
-    @property
-    def uses_fused_kernel(self):
-        return any(name.startswith("_scaled_dot_product") for name in self.log.ops)
+        return self.matches(lambda module, x: tiled_recipe(module, x, recipe))
 
     @property
     def score_blocks(self):
@@ -590,14 +545,6 @@ class TiledTrial(Trial):
         x = self.x[:, : part.num_tokens]
         with evaluating(self.module):
             return same(self.module(x), book_reference(self.module, x))
-
-    @property
-    def dropout_in_eval(self):
-        if self.config.dropout == 0:
-            return False
-        with evaluating(self.module), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(7)
-            return not torch.equal(self.module(self.x), self.output)
 
     @property
     def dropout_spot(self):
