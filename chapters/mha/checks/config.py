@@ -15,7 +15,7 @@ import torch
 from .classes import AnswerFacts, watching_torch_attention
 from .core import CheckResult, Mistake, describe_error, evaluating, first_mistake, kind_of, listed
 from .dropout import dropout_place, dropout_story, training_outputs
-from .reference import PROJECTIONS
+from .reference import PROJECTIONS, same
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ class Trial:
     call (:meth:`watch`) and says where the chapter's dropout goes (``dropout_belongs``).
     """
 
-    training_error = None
+    training_error = torch_attention = None
+    book_calls = ()  # the book's code the call ran, for a chapter that watches it
     dropout_belongs = (
         "Dropout belongs on the attention weights, after the softmax: "
         "attn_weights = self.dropout(attn_weights)."
@@ -122,7 +123,7 @@ class Trial:
     def names(self):
         return listed(self.unusable_projections)
 
-    def matches(self, expected):
+    def gives(self, expected):
         """Whether the output is ``expected(module, x)`` (computed in eval mode)."""
         if self.error is not None:
             return False
@@ -210,19 +211,6 @@ class Trial:
             except Exception:
                 unusable.append(name)
         return unusable
-
-
-def same(output, expected):
-    """Equal shapes and values up to float32 rounding, with nan where ``expected`` has nan; an
-    output that is nan everywhere matches nothing (it says only that something made nan)."""
-    return (
-        isinstance(output, torch.Tensor)
-        and isinstance(expected, torch.Tensor)
-        and output.shape == expected.shape
-        and output.is_floating_point()
-        and not bool(output.isnan().all())
-        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
-    )
 
 
 def trial_mistakes(start, method):

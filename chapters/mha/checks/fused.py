@@ -25,8 +25,9 @@ from ..variants import (
     TorchMultiheadAttentionAdapter,
 )
 from .classes import class_answer_mistakes, watching_book_forwards
-from .config import Trial, TrialConfig, check_class, same, trial_mistakes, unexplained
+from .config import Trial, TrialConfig, check_class, trial_mistakes, unexplained
 from .core import Exercise, Mistake, evaluating, never_raises
+from .reference import same
 
 BOOK_MODULES = (
     FusedMultiHeadAttention,
@@ -171,14 +172,14 @@ class FusedTrial(Trial):
         self.book_calls = stack.enter_context(watching_book_forwards())
 
     def follows(self, recipe=CORRECT):
-        return self.matches(lambda module, x: fused_attention_recipe(module, x, recipe))
+        return self.gives(lambda module, x: fused_attention_recipe(module, x, recipe))
 
     def expected(self):
         return book_reference(self.module, self.x)
 
     @property
     def correct(self):
-        return self.matches(book_reference)
+        return self.gives(book_reference)
 
     @property
     def failed_view(self):

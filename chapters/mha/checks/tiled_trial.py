@@ -15,10 +15,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .classes import book_classes, watching_calls
-from .config import Trial, TrialConfig, same
+from .config import Trial, TrialConfig
 from .core import evaluating, kind_of, listed
 from .dropout import PLACES
-from .reference import PROJECTIONS, future_mask, split_attention
+from .reference import PROJECTIONS, future_mask, same, split_attention
 
 
 @dataclass(frozen=True)
@@ -351,10 +351,10 @@ class TiledTrial(Trial):
 
     @property
     def correct(self):
-        return self.matches(book_reference)
+        return self.gives(book_reference)
 
     def follows(self, recipe):
-        return self.matches(lambda module, x: tiled_recipe(module, x, recipe))
+        return self.gives(lambda module, x: tiled_recipe(module, x, recipe))
 
     @property
     def score_blocks(self):
