@@ -13,7 +13,16 @@ from functools import cached_property
 import torch
 
 from .classes import AnswerFacts, watching_torch_attention
-from .core import CheckResult, Mistake, describe_error, evaluating, first_mistake, kind_of, listed
+from .core import (
+    CheckResult,
+    Mistake,
+    describe_error,
+    evaluating,
+    fill,
+    first_mistake,
+    kind_of,
+    listed,
+)
 from .dropout import dropout_place, dropout_story, training_outputs
 from .reference import PROJECTIONS, same
 
@@ -219,25 +228,25 @@ def trial_mistakes(start, method):
     return (
         Mistake(
             "constructor raises",
-            f"Building your class as {{t.call}} raised {{t.error_text}}. Keep the constructor "
+            f"Building your class as {{call}} raised {{error_text}}. Keep the constructor "
             f"of {start}: subclass it and write only {method}.",
             lambda t: t.stage == "constructor",
         ),
         Mistake(
             "forward raises",
-            "Calling your class on an input of shape {t.config.input_shape} raised {t.error_text}.",
+            "Calling your class on an input of shape {t.config.input_shape} raised {error_text}.",
             lambda t: t.stage == "forward",
         ),
         Mistake(
             "not a tensor",
-            f"Your {method} returned {{t.kind}}, not a tensor. Return the output: a tensor of "
-            "shape (b, num_tokens, d_out), here {t.expected_shape}.",
+            "Your class returned {kind}, not a tensor. Return the output: a tensor of shape "
+            "(b, num_tokens, d_out), here {expected_shape}.",
             lambda t: not isinstance(t.output, torch.Tensor),
         ),
         Mistake(
             "wrong shape",
-            "Your output has shape {t.output_shape}, but it should be (b, num_tokens, d_out), "
-            "here {t.expected_shape}.",
+            "Your output has shape {output_shape}, but it should be (b, num_tokens, d_out), "
+            "here {expected_shape}.",
             lambda t: t.output_shape != t.expected_shape,
         ),
     )
@@ -273,6 +282,6 @@ def _first_failure(cls, trial, configs, wrong, after_match):
         if mistake is not None:
             quiet = t.stage == "constructor" or mistake.name == "the starting code"
             return CheckResult(
-                False, mistake.tell(t) + ("" if quiet else f"\n(Seen with {t.call}.)")
+                False, mistake.tell(t) + ("" if quiet else fill("\n(Seen with {call}.)", t))
             )
     return None
