@@ -549,7 +549,7 @@ MISTAKEN = [
     (repeated_on_the_token_axis_inline, "repeated on the token axis", "token axis"),
     (cycled_on_the_token_axis, "repeated on the token axis", "token axis"),
     (heads_not_merged, "heads not merged", "still separate"),
-    (returns_a_list, "not a tensor", "a value of type list"),
+    (returns_a_list, "not a tensor", "returned a list, not a tensor"),
     (last_token_only, "wrong shape", "should be (b, num_tokens, d_out)"),
 ]
 
@@ -642,6 +642,7 @@ def test_every_catalogued_mistake_has_a_test_here_or_among_the_refusals():
         "projections missing",
         "keys at full width",
         "forward raises",
+        "unexplained",
     }
     assert {m.name for m in GQA_FORWARD_MISTAKES + TRAINING_MISTAKES} == tested
 

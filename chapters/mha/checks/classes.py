@@ -290,17 +290,19 @@ def torch_attention_message(seen, here):
     )
 
 
-def untouched(cls, skeleton):
-    """Whether ``cls`` still uses ``skeleton``'s placeholder ``forward``."""
-    return isinstance(cls, type) and getattr(cls, "forward", None) is skeleton.forward
-
-
-def class_answer_mistakes(check, example):
+def class_answer_mistakes(check, example, start=None, book=(), method="forward", first=""):
     """The mistakes of an answer that should be a module class, for the check named ``check``.
 
-    ``example`` is the name of the class the chapter asks for, as the messages quote it.
+    ``example`` is the name of the class the chapter asks for, as the messages quote it. With
+    a starting class ``start``, whose ``method`` the reader writes, the answer must also
+    subclass it, not be (or subclass) one of the classes ``book()`` lists, nor take a book
+    ``forward``, and have a ``method`` of its own (``first`` is the question to ask then).
     """
-    return (
+    module = "Start its definition from the skeleton the chapter gives, so that it holds "
+    module += "layers and can be called on a tensor."
+    if start is not None:
+        module = f"Start it with class {{name}}({start.__name__}):, so that it has the layers."
+    mistakes = (
         Mistake(
             "nothing passed",
             f"{check} got None. Run the cell that defines your class, then pass the class "
@@ -321,9 +323,37 @@ def class_answer_mistakes(check, example):
         ),
         Mistake(
             "not an nn.Module",
-            "{name} is a class, but not an nn.Module. Start its definition from the skeleton "
-            "the chapter gives, so that it holds layers and can be called on a tensor.",
+            f"{{name}} is a class, but not an nn.Module. {module}",
             lambda answer: not issubclass(answer, torch.nn.Module),
+        ),
+    )
+    if start is None:
+        return mistakes
+    write = f"subclass {start.__name__} and write {method}."
+    return (
+        *mistakes,
+        Mistake(
+            "the book's module",
+            f"{{name}} is one of the book's own modules, or built on one. This exercise asks "
+            f"for your own {method}: {write}",
+            lambda answer: issubclass(answer, book() if callable(book) else book),
+        ),
+        Mistake(
+            "not from the starting point",
+            f"{{name}} does not start from {start.__name__}, so the check cannot know its "
+            f"layers: {write}",
+            lambda answer: not issubclass(answer, start),
+        ),
+        Mistake(
+            "a book forward assigned",
+            f"{{name}}.forward is the book's own forward, taken from another class. This "
+            f"exercise asks for your own: {write}",
+            lambda answer: book_forward_of(answer) is not None,
+        ),
+        Mistake(
+            "the starting code",
+            f"{{name}} has no {method} of its own yet: the starting code's only raises. {first}",
+            lambda answer: getattr(answer, method) is getattr(start, method),
         ),
     )
 

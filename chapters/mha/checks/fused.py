@@ -24,21 +24,10 @@ from ..variants import (
     MultiHeadAttentionCombinedQKV,
     TorchMultiheadAttentionAdapter,
 )
-from .classes import (
-    book_forward_of,
-    class_answer_mistakes,
-    watching_book_forwards,
-    watching_torch_attention,
-)
-from .config import Trial, TrialConfig
-from .core import (
-    CheckResult,
-    Exercise,
-    Mistake,
-    evaluating,
-    first_mistake,
-    never_raises,
-)
+from .classes import class_answer_mistakes, watching_book_forwards
+from .config import Trial, TrialConfig, check_class, trial_mistakes, unexplained
+from .core import Exercise, Mistake, evaluating, never_raises
+from .reference import same
 
 BOOK_MODULES = (
     FusedMultiHeadAttention,
@@ -142,15 +131,6 @@ def book_reference(module, x):
         return book(x)  # (b, num_tokens, d_out)
 
 
-def _same(output, expected):
-    return (
-        isinstance(output, torch.Tensor)
-        and output.shape == expected.shape
-        and output.is_floating_point()
-        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
-    )
-
-
 class _PerturbedKernel(TorchFunctionMode):
     """Adds 1 to every result of ``F.scaled_dot_product_attention``: a forward whose output
     comes from the kernel then changes, one that throws the kernel's result away does not."""
@@ -179,50 +159,27 @@ class _FailedView(TorchFunctionMode):
 
 
 class FusedTrial(Trial):
+    """The reader's class on one configuration: what it built, returned, raised and called."""
+
     dropout_belongs = (
         "Dropout belongs inside the kernel, on its attention weights: pass "
         "dropout_p=self.dropout_p while self.training (0.0 otherwise), and drop nothing "
         "yourself."
     )
 
-    """The reader's class on one configuration: what it built, returned, raised and called."""
-
-    def __init__(self, cls, config):
-        self.cls, self.config = cls, config
-        self.module = self.output = self.error = None
-        self.stage = None  # "constructor" or "forward", when that raised
-        self.book_calls = []
-        self.torch_attention = None  # what of torch's own attention the forward ran
-        self.x = config.input()  # (batch, num_tokens, d_in)
-        try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(config.seed)
-                self.module = cls(**config.kwargs)
-                with (
-                    evaluating(self.module),
-                    watching_book_forwards() as self.book_calls,
-                    watching_torch_attention() as self.torch_attention,
-                ):
-                    self.output = self.module(self.x)
-        except Exception as error:
-            self.stage = "constructor" if self.module is None else "forward"
-            self.error = error
+    def watch(self, stack):
+        super().watch(stack)
+        self.book_calls = stack.enter_context(watching_book_forwards())
 
     def follows(self, recipe=CORRECT):
-        if self.error is not None:
-            return False
-        try:
-            with evaluating(self.module):
-                return _same(self.output, fused_attention_recipe(self.module, self.x, recipe))
-        except Exception:
-            return False
+        return self.gives(lambda module, x: fused_attention_recipe(module, x, recipe))
+
+    def expected(self):
+        return book_reference(self.module, self.x)
 
     @property
-    def matches_book(self):
-        if self.error is not None:
-            return False
-        with evaluating(self.module):
-            return _same(self.output, book_reference(self.module, self.x))
+    def correct(self):
+        return self.gives(book_reference)
 
     @property
     def failed_view(self):
@@ -248,109 +205,48 @@ class FusedTrial(Trial):
     @property
     def kernel_result_unused(self):
         """The output stays the same when the kernel's result changes: a decoy call."""
-        try:
-            with evaluating(self.module), _PerturbedKernel():
-                perturbed = self.module(self.x)
-        except Exception:  # a forward that breaks on a changed result does use it
-            return False
-        return _same(perturbed, self.output)
-
-    @property
-    def uses_fused_kernel(self):
-        """The forward ran the fused kernel (seen by the checks' shared detector)."""
-        return self.torch_attention is not None and self.torch_attention.kernel
-
-    @property
-    def dropout_in_eval(self):
-        """Two evaluation-mode calls that differ: dropout stayed on."""
-        if self.config.dropout == 0 or self.error is not None:
-            return False
-        with evaluating(self.module), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(7)
-            again = self.module(self.x)
-        return not torch.equal(again, self.output)
-
-    @property
-    def call(self):
-        return self.config.call(self.cls)
+        with evaluating(self.module), _PerturbedKernel():
+            return same(self.module(self.x), self.output)
 
 
 def _follows(**changes):
     return lambda t: t.follows(FusedRecipe(**changes))
 
 
-NOT_A_CLASS_MISTAKES = (
-    *class_answer_mistakes("fused_attention.check", "MyFusedAttention")[:3],
-    Mistake(
-        "not an nn.Module",
-        "{name} is a class, but not an nn.Module. Start it with "
-        "class {name}(FusedAttentionStart):, so that it has the layers to work with.",
-        lambda answer: not issubclass(answer, nn.Module),
-    ),
-    Mistake(
-        "the book's module",
-        "{name} is the book's own module, or built on it. This exercise asks for your own "
-        "forward: subclass FusedAttentionStart, not a module of the book.",
-        lambda answer: issubclass(answer, BOOK_MODULES),
-    ),
-    Mistake(
-        "not from the starting point",
-        "{name} does not start from FusedAttentionStart, so the check cannot know its "
-        "layers. Define it as class {name}(FusedAttentionStart): and write only forward.",
-        lambda answer: not issubclass(answer, FusedAttentionStart),
-    ),
-    Mistake(
-        "a book forward assigned",
-        "{name}.forward is the book's own forward, taken from another class. This exercise "
-        "asks for your own: write def forward(self, x): in {name}, with the steps from "
-        "self.qkv(x) to self.out_proj.",
-        lambda answer: book_forward_of(answer) is not None,
-    ),
-    Mistake(
-        "the starting forward",
-        "{name} has no forward of its own yet: FusedAttentionStart's forward only "
-        "raises. Subclass it and write forward: what are the steps from x to the output? "
-        "fused_attention.hint(1) gives a first nudge.",
-        lambda answer: answer.forward is FusedAttentionStart.forward,
-    ),
+NOT_A_CLASS_MISTAKES = class_answer_mistakes(
+    "fused_attention.check",
+    "MyFusedAttention",
+    start=FusedAttentionStart,
+    book=BOOK_MODULES,
+    first="What are the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
 )
 
 TORCH_LAYER = Mistake(
     "torch's attention layer",
-    "Your forward runs torch.nn.MultiheadAttention (or "
-    "torch.nn.functional.multi_head_attention_forward, the function behind it), PyTorch's "
-    "own attention layer. It brings its own input and output projections, its own split "
-    "into heads and its own merge, and calls the fused kernel for you when it can: the "
-    "steps this practice asks you to write. Split self.qkv(x) into heads yourself, call "
-    "torch.nn.functional.scaled_dot_product_attention directly, then merge the heads and "
-    "apply self.out_proj.",
-    lambda t: t.torch_attention is not None and t.torch_attention.layer,
+    "Your forward runs torch.nn.MultiheadAttention (or multi_head_attention_forward, the "
+    "function behind it), PyTorch's own layer: it brings its own projections, split and "
+    "merge of heads, the steps this practice asks you to write. Split self.qkv(x) into heads "
+    "yourself and call torch.nn.functional.scaled_dot_product_attention directly.",
+    lambda t: t.torch_attention.layer,
 )
-
-STARTING_CODE = Mistake(
-    "the starting code",
-    "Your forward still raises NotImplementedError: this is the starting code, and the "
-    "forward pass is yours to write. What does the kernel need from self.qkv(x), and in "
-    "which shape? fused_attention.hint(1), just below the check, starts from there.",
-    lambda t: t.stage == "forward" and isinstance(t.error, NotImplementedError),
-)
-
 DELEGATES = Mistake(
     "delegates to the book",
     "Your forward hands the work to the book's {t.book_calls[0]}. Write the steps "
     "yourself, from self.qkv(x) to self.out_proj.",
     lambda t: t.book_calls,
 )
+CONSTRUCTOR, RAISES, NOT_A_TENSOR, WRONG_SHAPE = trial_mistakes("FusedAttentionStart", "forward")
 
 FUSED_MISTAKES = (
-    Mistake(
-        "constructor raises",
-        "Building your class as {t.call} raised {t.error_text}. Keep the constructor of "
-        "FusedAttentionStart: define only forward.",
-        lambda t: t.stage == "constructor",
-    ),
+    CONSTRUCTOR,
     DELEGATES,
-    STARTING_CODE,
+    Mistake(
+        "the starting code",
+        "Your forward still raises NotImplementedError: this is the starting code, and the "
+        "forward pass is yours to write. What does the kernel need from self.qkv(x), and in "
+        "which shape? fused_attention.hint(1), just below the check, starts from there.",
+        lambda t: isinstance(t.error, NotImplementedError),
+    ),
     TORCH_LAYER,
     Mistake(
         "mask not sliced",
@@ -366,37 +262,20 @@ FUSED_MISTAKES = (
     Mistake(
         "chunk, then view",
         "Your forward raised {t.error_text}. chunk(3, dim=-1) cuts self.qkv(x) into three "
-        "slices of shape (b, num_tokens, d_out), but each slice's rows still lie 3 * d_out "
-        "apart in memory, so view can only split its last axis. View each slice to "
-        "(b, num_tokens, num_heads, head_dim), then move the heads before the tokens with "
-        "transpose(1, 2). A view straight to (b, num_heads, num_tokens, head_dim) would mix "
-        "tokens and heads even on a tensor where it works.",
+        "slices of shape (b, num_tokens, d_out) whose rows still lie 3 * d_out apart in "
+        "memory, so view can only split their last axis: view each to (b, num_tokens, "
+        "num_heads, head_dim), then transpose(1, 2).",
         lambda t: t.viewed_a_chunk,
     ),
-    Mistake(
-        "forward raises",
-        "Calling your forward on an input of shape ({t.config.batch}, "
-        "{t.config.num_tokens}, {t.config.d_in}) raised {t.error_text}.",
-        lambda t: t.stage == "forward",
-    ),
-    Mistake(
-        "not a tensor",
-        "Your forward returned {kind}, not a tensor. Return the output: shape "
-        "(b, num_tokens, d_out), here {t.expected_shape}.",
-        lambda t: not isinstance(t.output, torch.Tensor),
-    ),
-    Mistake(
-        "wrong shape",
-        "Your forward returned shape {t.output_shape}, but it should be (b, num_tokens, "
-        "d_out), here {t.expected_shape}. Are the heads merged back?",
-        lambda t: t.output_shape != t.expected_shape,
-    ),
+    RAISES,
+    NOT_A_TENSOR,
+    WRONG_SHAPE,
     Mistake(
         "dropout in evaluation mode",
         "In evaluation mode your forward gives a different output on each call: dropout is "
         "still on. The kernel applies dropout_p whenever it is above 0, so pass "
         "self.dropout_p only while self.training, and 0.0 otherwise.",
-        lambda t: t.dropout_in_eval,
+        lambda t: t.random_in_eval,
     ),
     Mistake(
         "no causal mask",
@@ -408,8 +287,7 @@ FUSED_MISTAKES = (
         "mask inverted",
         "Your mask is the wrong way round. In scaled_dot_product_attention a boolean "
         "attn_mask is True where attention is *allowed*, the opposite of masked_fill: "
-        "self.mask is True on the future, so each token sees only what comes after it "
-        "(and the last sees nothing, hence nan).",
+        "self.mask is True on the future, so each token sees only what comes after it.",
         _follows(causal="inverted"),
     ),
     Mistake(
@@ -421,9 +299,9 @@ FUSED_MISTAKES = (
     ),
     Mistake(
         "view straight to heads",
-        "Your heads are viewed straight to (b, num_heads, num_tokens, head_dim). A view "
-        "regroups numbers in memory order, so each 'head' gets pieces of several tokens. "
-        "View to (b, num_tokens, num_heads, head_dim) first, then move the heads axis.",
+        "Your heads are viewed straight to (b, num_heads, num_tokens, head_dim), which "
+        "mixes tokens and heads. View to (b, num_tokens, num_heads, head_dim) first, then "
+        "move the heads axis.",
         _follows(heads="viewed"),
     ),
     Mistake(
@@ -436,8 +314,8 @@ FUSED_MISTAKES = (
     Mistake(
         "queries, keys and values interleaved",
         "Your split of self.qkv(x) assumes each head's query, key and value sit side by "
-        "side. They do not: the last axis holds all queries, then all keys, then all "
-        "values. View it as (b, num_tokens, 3, num_heads, head_dim).",
+        "side. The last axis holds all queries, then all keys, then all values: view it as "
+        "(b, num_tokens, 3, num_heads, head_dim).",
         _follows(qkv_order="heads, 3"),
     ),
     Mistake(
@@ -448,9 +326,13 @@ FUSED_MISTAKES = (
     ),
     Mistake(
         "out_proj not applied",
-        "Your forward never applies self.out_proj. After merging the heads, the output "
+        "Your forward never applies self.out_proj: after merging the heads, the output "
         "projection is part of the forward pass.",
         _follows(out_proj=False),
+    ),
+    unexplained(
+        "split self.qkv(x) into queries, keys and values; heads before tokens; a causal "
+        "kernel call; heads back after tokens; out_proj."
     ),
 )
 
@@ -463,14 +345,13 @@ AFTER_MATCH_MISTAKES = (
         "Your output is right, but your forward computes the attention step by step. The "
         "exercise is to hand scores, mask, softmax and weighted sum to "
         "torch.nn.functional.scaled_dot_product_attention.",
-        lambda t: not t.uses_fused_kernel,
+        lambda t: not t.torch_attention.kernel,
     ),
     Mistake(
         "kernel result unused",
         "Your forward calls scaled_dot_product_attention but does not use what it returns: "
-        "when the check changed the kernel's result, your output stayed the same. Your "
-        "output comes from attention computed step by step. Send the kernel's output on to "
-        "the merge of the heads and self.out_proj, and drop the step-by-step attention.",
+        "when the check changed the kernel's result, your output stayed the same. Send the "
+        "kernel's output on to the merge of the heads and self.out_proj.",
         lambda t: t.kernel_result_unused,
     ),
     Mistake(
@@ -488,64 +369,21 @@ AFTER_MATCH_MISTAKES = (
 )
 
 
-def _kind(value):
-    if value is None:
-        return "None"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
-    return f"a value of type {type(value).__name__}"
-
-
 @never_raises
 def check_fused_attention(cls):
     """Check a class whose forward uses ``F.scaled_dot_product_attention``: build it in several
-    configurations and compare it with the book's modules given the instance's own weights.
-
-    The reader's random state is left as it was."""
-    with torch.random.fork_rng(devices=[]):
-        return _check(cls)
-
-
-def _check(cls):
-    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls)
-    if problem:
-        name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
-        return CheckResult(False, problem.message.format(name=name, kind=_kind(cls)))
-    for config in FUSED_CONFIGS:
-        trial = FusedTrial(cls, config)
-        if trial.error is None and trial.matches_book:
-            mistake = first_mistake(AFTER_MATCH_MISTAKES, trial)
-        else:
-            mistake = first_mistake(FUSED_MISTAKES, trial)
-            if mistake is None:
-                return CheckResult(False, _unexplained(trial))
-        if mistake is not None:
-            message = mistake.message.format(t=trial, kind=_kind(trial.output))
-            quiet = trial.stage == "constructor" or mistake is STARTING_CODE
-            seen = "" if quiet else f"\n(Seen with {trial.call}.)"
-            return CheckResult(False, message + seen)
-    return CheckResult(
-        True,
+    configurations and compare it with the book's modules given the instance's own weights."""
+    return check_class(
+        cls,
+        NOT_A_CLASS_MISTAKES,
+        FusedTrial,
+        FUSED_CONFIGS,
+        FUSED_MISTAKES,
+        AFTER_MATCH_MISTAKES,
         f"Your forward matches the book's modules in all {len(FUSED_CONFIGS)} configurations "
         "(one to four heads, biases, inputs shorter than context_length), comes from the "
-        "fused kernel's result, and in training drops whole attention weights (token 0's context "
-        "is 0 or its value / (1 - p), the mean of 48 calls is the eval output).",
-    )
-
-
-def _unexplained(trial):
-    difference = float(
-        (trial.output.double() - book_reference(trial.module, trial.x).double())
-        .abs()
-        .nan_to_num(nan=float("inf"))
-        .max()
-    )
-    return (
-        f"Your output has the right shape, {trial.expected_shape}, but not the right values "
-        f"(largest difference {difference:.3g}), and none of the usual mistakes explains it. "
-        "Check each step: split self.qkv(x) into queries, keys and values; heads before "
-        "tokens; a causal kernel call; heads back after tokens; out_proj."
-        f"\n(Seen with {trial.call}.)"
+        "fused kernel's result, and in training drops whole attention weights (token 0's "
+        "context is 0 or its value / (1 - p), the mean of 48 calls is the eval output).",
     )
 
 

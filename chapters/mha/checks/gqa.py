@@ -1,20 +1,10 @@
 """Chapter 6's exercise: the forward pass of grouped-query attention.
 
-The reader subclasses ``GroupedQueryAttention`` and writes ``forward``. The
-check builds the class over several configurations (one group, several,
-as many as heads), computes the expected output from each instance's own
-weights, and names the mistake when the output follows a known wrong recipe.
-Once the output is right in the configuration built with dropout, it runs
-the class in training mode, where dropout must drop whole attention weights
-(:mod:`.dropout`), and eval mode must show none of it.
-It also refuses answers that do not need the skill: the book's own class,
-a subclass that inherits its forward, a forward that calls the book's code,
-and a copy of the book's forward.
-
-The evidence the check decides from, runs of the reader's class and the
-outputs of the right and wrong recipes, is gathered by
-``mha.checks.gqa_trial``; this module holds the configurations, the
-catalogues of mistakes, the checker and the Exercise.
+The reader subclasses ``GroupedQueryAttention`` and writes ``forward``. The check builds the
+class over several configurations (one group, several, as many as heads) and names the wrong
+recipe the output follows (:mod:`.gqa_trial`); once the output is right with dropout, training
+mode must drop whole attention weights (:mod:`.dropout`). The book's own class, an inherited
+forward, a forward that calls the book's code and a copy of the book's forward are refused.
 """
 
 import ast
@@ -25,15 +15,13 @@ import torch
 
 from .. import gqa as book
 from .classes import class_answer_mistakes
-from .core import CheckResult, Exercise, Mistake, first_mistake, never_raises
-from .gqa_trial import GroupConfig, GroupRecipe, GroupTrial, listed
+from .config import check_class, trial_mistakes, unexplained
+from .core import Exercise, Mistake, never_raises
+from .gqa_trial import GroupConfig, GroupRecipe, GroupTrial
 
-#: The configurations the check runs, in order. The first has 6 heads in 2
-#: groups of 3 and a full-length input, so most mistakes show there. The
-#: others add biases and dropout (run in eval mode, then in training mode
-#: once the output is right) with an input shorter than the mask, one group
-#: (multi-query), as many groups as heads (multi-head) and head_dim 1.
-#: Every one has d_in != d_out.
+#: The configurations, in order: 6 heads in 2 groups and a full-length input first, where most
+#: mistakes show; then biases and dropout with a shorter input, one group (multi-query), as
+#: many groups as heads (multi-head) and head_dim 1. Every one has d_in != d_out.
 GQA_CONFIGS = (
     GroupConfig(
         d_in=5, d_out=12, context_length=6, num_heads=6, num_kv_groups=2, num_tokens=6, seed=1
@@ -97,7 +85,7 @@ def _copies_the_book(cls):
     return own is not None and own == _forward_source(book.GroupedQueryAttention.forward)
 
 
-SHORTCUT_MISTAKES = (
+NOT_A_CLASS_MISTAKES += (
     Mistake(
         "the book's own class",
         "This is the book's own GroupedQueryAttention, so there is nothing of yours to check. "
@@ -127,13 +115,10 @@ SHORTCUT_MISTAKES = (
     ),
 )
 
+CONSTRUCTOR, RAISES, NOT_A_TENSOR, WRONG_SHAPE = trial_mistakes("GroupedQueryAttention", "forward")
+
 GQA_FORWARD_MISTAKES = (
-    Mistake(
-        "constructor raises",
-        "Building your class as {t.call} raised {t.error_text}. Keep the constructor of "
-        "GroupedQueryAttention: subclass it and write only forward.",
-        lambda t: t.stage == "constructor",
-    ),
+    CONSTRUCTOR,
     Mistake(
         "calls the book's code",
         "Your forward runs the book's own {t.book_code}, so its output is the book's, not "
@@ -230,23 +215,14 @@ GQA_FORWARD_MISTAKES = (
         "group, .repeat_interleave(self.group_size, dim=1) on both.",
         lambda t: t.head_axes_disagree,
     ),
-    Mistake(
-        "forward raises",
-        "Calling your forward on an input of shape {t.config.input_shape} raised {t.error_text}.",
-        lambda t: t.stage == "forward",
-    ),
-    Mistake(
-        "not a tensor",
-        "Your forward returned {kind}, not a tensor. Return the context vectors after out_proj: "
-        "a tensor of shape (b, num_tokens, d_out), here {t.expected_shape}.",
-        lambda t: not isinstance(t.output, torch.Tensor),
-    ),
+    RAISES,
+    NOT_A_TENSOR,
     Mistake(
         "dropout in eval mode",
         "Two calls on the same input, in eval mode, gave different outputs: dropout is still "
         "active. Use the module's layer, self.dropout(attn_weights), which switches itself off "
         "in eval mode.",
-        lambda t: t.random_in_eval_mode,
+        lambda t: t.random_in_eval,
     ),
     Mistake(
         "heads not merged",
@@ -255,12 +231,7 @@ GQA_FORWARD_MISTAKES = (
         "which gives {t.expected_shape}.",
         lambda t: t.shows_heads_unmerged,
     ),
-    Mistake(
-        "wrong shape",
-        "Your forward returned shape {t.output_shape}, but it should be (b, num_tokens, d_out), "
-        "here {t.expected_shape}.",
-        lambda t: t.output_shape != t.expected_shape,
-    ),
+    WRONG_SHAPE,
     Mistake(
         "groups mapped with repeat",
         "Your heads read the wrong key and value blocks: the blocks are cycled, 0, 1, 0, 1, "
@@ -346,6 +317,11 @@ GQA_FORWARD_MISTAKES = (
         "self.out_proj(context): the output projection is part of the pass.",
         _output_follows(GroupRecipe(out_proj=False)),
     ),
+    unexplained(
+        "queries split into num_heads blocks, keys and values into num_kv_groups; both "
+        "repeated with repeat_interleave(group_size, dim=1); scores masked with -inf; softmax "
+        "over the last axis after dividing by √head_dim; heads merged; out_proj."
+    ),
 )
 
 #: Asked once the output in eval mode is right, in a configuration built with dropout.
@@ -380,54 +356,20 @@ TRAINING_MISTAKES = (
 def check_gqa_forward(cls):
     """Check a grouped-query attention class: build it over several configurations and compare
     its output with a reference computed from each instance's own layers."""
-    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls) or first_mistake(SHORTCUT_MISTAKES, cls)
-    if problem:
-        name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
-        return CheckResult(False, problem.message.format(name=name, kind=_kind(cls)))
-    for config in GQA_CONFIGS:
-        trial = GroupTrial(cls, config)
-        if trial.passed:
-            mistake = first_mistake(TRAINING_MISTAKES, trial)
-            if mistake is None:
-                continue
-        else:
-            mistake = first_mistake(GQA_FORWARD_MISTAKES, trial)
-        if mistake is None:
-            return CheckResult(False, _unexplained(trial))
-        names = listed(trial.unusable_projections) if mistake.name == "projections missing" else ""
-        message = mistake.message.format(t=trial, kind=_kind(trial.output), names=names)
-        seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
-        return CheckResult(False, message + seen)
     dropout = next(c.dropout for c in GQA_CONFIGS if c.dropout)
-    return CheckResult(
-        True,
+    return check_class(
+        cls,
+        NOT_A_CLASS_MISTAKES,
+        GroupTrial,
+        GQA_CONFIGS,
+        GQA_FORWARD_MISTAKES,
+        TRAINING_MISTAKES,
         f"In eval mode your forward pass matches the reference, computed from each instance's "
         f"own layers, in all {len(GQA_CONFIGS)} configurations: one group (multi-query), 2 and "
         "4 groups, as many groups as heads (multi-head), with biases, and with inputs shorter "
         f"than context_length. Built with dropout={dropout}, in training mode it drops whole "
         "attention weights (token 0's context is 0 or its value / (1 - p), the mean of 48 "
         "calls is the eval output), and in eval mode nothing.",
-    )
-
-
-def _kind(value):
-    """``a list``, ``the function f``, ``None``: what a value is, in words."""
-    if value is None:
-        return "None"
-    if callable(value) and hasattr(value, "__name__") and not isinstance(value, type):
-        return f"the function {value.__name__}"
-    return f"a value of type {type(value).__name__}"
-
-
-def _unexplained(trial):
-    return (
-        f"Your output has the right shape, {trial.expected_shape}, but not the right values: "
-        f"the largest difference from the reference is {trial.largest_difference:.3g}. None of "
-        "the usual mistakes explains it (perhaps two of them together). Check each step once "
-        "more: queries split into num_heads blocks, keys and values into num_kv_groups; both "
-        "repeated with repeat_interleave(group_size, dim=1); scores masked with -inf; softmax "
-        f"over the last axis after dividing by √head_dim; heads merged; out_proj.\n"
-        f"(Seen with {trial.call}.)"
     )
 
 

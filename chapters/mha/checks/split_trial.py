@@ -1,19 +1,19 @@
 """One run of a reader's weight-split class on one configuration, and the facts it shows.
 
-:class:`SplitTrial` builds the class as the check's configuration says, runs it in eval mode
-(twice, to catch randomness left on), remembers the torch functions the forward calls (the last
-one tells where it raised), runs it in training mode when the configuration has dropout, and
-answers the questions the mistake catalogue of :mod:`.weight_split` asks.
+:class:`SplitTrial` runs the class in eval mode, remembers the torch functions the forward
+calls (the last one tells where it raised) and the book's code it ran, runs it in training
+mode when the configuration has dropout, and answers what :mod:`.weight_split` asks.
 """
 
 import itertools
+from functools import cached_property
 
 import torch
 
-from .classes import torch_attention_message, watching_torch_attention
+from .classes import delegation_message, torch_attention_message, watching_book_forwards
 from .config import Trial, TrialConfig
-from .core import evaluating, kind_of, listed
-from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
+from .core import evaluating, listed
+from .reference import CORRECT, PROJECTIONS, Recipe, split_attention
 
 #: The configurations the check runs, in order. The first has several heads and a full-length
 #: input, so most mistakes show there; the others add a shorter input than the mask, one head,
@@ -51,27 +51,10 @@ class _Calls(torch.overrides.TorchFunctionMode):
 class SplitTrial(Trial):
     """One run of the reader's class on one configuration: what it built, returned or raised."""
 
-    def __init__(self, cls, config):
-        self.cls, self.config = cls, config
-        self.module = self.output = self.again = self.error = None
-        self.stage = None  # "constructor" or "forward", when that raised
-        self.torch_attention = None  # what of torch's own attention the forward ran
-        self.failed = _Calls()  # what the first call in eval mode called
-        self.x = config.input()  # (batch, num_tokens, d_in)
-        try:
-            with torch.random.fork_rng(devices=[]):  # the reader's random state is left alone
-                torch.manual_seed(config.seed)
-                self.module = cls(**config.kwargs)
-                with evaluating(self.module), self.failed, watching_torch_attention() as seen:
-                    self.torch_attention = seen
-                    self.output = self.module(self.x)
-                with evaluating(self.module):
-                    torch.manual_seed(config.seed + 1)
-                    self.again = self.module(self.x)
-        except Exception as error:
-            self.stage = "constructor" if self.module is None else "forward"
-            self.error = error
-        self._head_count = ...  # computed when first asked for
+    def watch(self, stack):
+        super().watch(stack)
+        self.failed = stack.enter_context(_Calls())  # the torch functions the call ran
+        self.book_calls = stack.enter_context(watching_book_forwards())
 
     def expected(self, recipe=CORRECT, num_heads=None):
         """What ``recipe`` computes from this instance's own weights."""
@@ -81,12 +64,7 @@ class SplitTrial(Trial):
 
     def matches(self, recipe=CORRECT, num_heads=None):
         """Whether the reader's output is what ``recipe`` computes from this instance's weights."""
-        if self.error is not None:
-            return False
-        try:
-            return same(self.output, self.expected(recipe, num_heads))
-        except Exception:
-            return False
+        return self.gives(lambda *_: self.expected(recipe, num_heads))
 
     def follows(self, *recipes):
         return any(self.matches(recipe) for recipe in recipes)
@@ -97,15 +75,19 @@ class SplitTrial(Trial):
         return self.matches() and tuple(self.output.shape) == self.expected_shape
 
     @property
-    def accepted(self):
-        """Right in eval mode, written without the fused kernel, with dropout in training."""
-        return self.passed and not self.uses_fused_kernel and self.dropout_place is None
+    def correct(self):
+        """Right in eval mode, written without torch's attention or the book's, with dropout in
+        training."""
+        return (
+            self.passed
+            and not self.torch_attention
+            and not self.book_calls
+            and self.dropout_place is None
+        )
 
     @property
-    def uses_fused_kernel(self):
-        """The forward runs torch's own attention (the fused kernel, or nn.MultiheadAttention),
-        which does the chapter's steps."""
-        return bool(self.torch_attention)
+    def delegation(self):
+        return delegation_message(self.cls, self.book_calls, "the weight split")
 
     @property
     def torch_attention_text(self):
@@ -125,27 +107,13 @@ class SplitTrial(Trial):
         )
 
     @property
-    def random_in_eval(self):
-        """Two calls in eval mode gave different outputs: something random is still on."""
-        return isinstance(self.output, torch.Tensor) and not same(self.output, self.again)
-
-    @property
-    def names(self):
-        return listed(self.unusable_projections)
-
-    @property
     def projection_width(self):
         with evaluating(self.module):
             return self.module.W_query(self.x).shape[-1]
 
-    @property
+    @cached_property
     def hard_coded_head_count(self):
         """The head count the class really uses, when it is not the one it was built with."""
-        if self._head_count is ...:
-            self._head_count = self._find_hard_coded_head_count()
-        return self._head_count
-
-    def _find_hard_coded_head_count(self):
         config = self.config
         d_out = config.d_out
         others = [k for k in range(1, d_out + 1) if d_out % k == 0 and k != config.num_heads]
@@ -190,14 +158,6 @@ class SplitTrial(Trial):
                 ]
                 return listed(wrong)
         return None
-
-    @property
-    def kind(self):
-        return kind_of(self.output)
-
-    @property
-    def call(self):
-        return self.config.call(self.cls)
 
     @property
     def c(self):

@@ -11,27 +11,15 @@ and names the mistake it recognises.
 """
 
 import torch
-from torch import nn
 
-from .classes import Skeleton, class_answer_mistakes
-from .core import (
-    CheckResult,
-    Exercise,
-    Mistake,
-    first_mistake,
-    kind_of,
-    never_raises,
-)
-from .tiled_trial import (
-    TILED_CONFIGS,
-    WRONG_FACTORS,
-    TiledRecipe,
-    TiledTrial,
-    book_modules,
-)
+from .classes import class_answer_mistakes
+from .config import check_class, trial_mistakes, unexplained
+from .core import Exercise, Mistake, never_raises
+from .tiled_trial import TILED_CONFIGS, WRONG_FACTORS, TiledRecipe, TiledTrial, book_modules
+from .weight_split import WeightSplitSkeleton
 
 
-class TiledAttentionStart(Skeleton):
+class TiledAttentionStart(WeightSplitSkeleton):
     """Chapter 7's starting point: the layers, the query blocks, and a ``query_block`` to write.
 
     ``forward`` projects, splits the heads, hands each block of ``block_size`` queries to
@@ -41,20 +29,8 @@ class TiledAttentionStart(Skeleton):
     def __init__(
         self, d_in, d_out, context_length, dropout, num_heads, block_size=64, qkv_bias=False
     ):
-        super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}.")
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         self.block_size = block_size
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
-        future = torch.ones(context_length, context_length).triu(diagonal=1)
-        self.register_buffer("mask", future.bool())  # True: a later token
 
     def split_heads(self, t):
         """(b, num_tokens, d_out) → (b, num_heads, num_tokens, head_dim)."""
@@ -82,36 +58,15 @@ def _follows(**changes):
     return lambda t: t.follows(TiledRecipe(**changes))
 
 
-NOT_A_CLASS_MISTAKES = (
-    *class_answer_mistakes("online_softmax.check", "MyTiledAttention")[:3],
-    Mistake(
-        "not an nn.Module",
-        "{name} is a class, but not an nn.Module. Start it with "
-        "class {name}(TiledAttentionStart):, so that it has the layers to work with.",
-        lambda answer: not issubclass(answer, nn.Module),
-    ),
-    Mistake(
-        "the book's module",
-        "{name} is one of the book's own modules, or built on one. This exercise asks for "
-        "your own loop over key blocks: subclass TiledAttentionStart and write query_block.",
-        lambda answer: issubclass(answer, book_modules()),
-    ),
-    Mistake(
-        "not from the starting point",
-        "{name} does not start from TiledAttentionStart, so the check cannot know its "
-        "layers. Define it as class {name}(TiledAttentionStart): and write query_block.",
-        lambda answer: not issubclass(answer, TiledAttentionStart),
-    ),
-    Mistake(
-        "the starting code",
-        "{name} has no query_block of its own yet: the starting code's only raises. What "
-        "must each row of a query block remember from one key block to the next? "
-        "online_softmax.hint(1) starts from there.",
-        lambda answer: answer.query_block is TiledAttentionStart.query_block,
-    ),
+NOT_A_CLASS_MISTAKES = class_answer_mistakes(
+    "online_softmax.check",
+    "MyTiledAttention",
+    start=TiledAttentionStart,
+    book=book_modules,
+    method="query_block",
+    first="What must each row of a query block remember from one key block to the next? "
+    "online_softmax.hint(1) starts from there.",
 )
-
-
 DELEGATES = Mistake(
     "delegates to the book",
     "Your code hands the work to the book's {t.book_calls[0]}. Write the loop over key "
@@ -120,34 +75,31 @@ DELEGATES = Mistake(
 )
 FUSED_KERNEL = Mistake(
     "the fused kernel",
-    "Your code calls scaled_dot_product_attention, PyTorch's fused kernel: it does the "
-    "online softmax for you. Write the scores, the running maximum, sum and output yourself.",
-    lambda t: t.uses_fused_kernel,
+    "Your code calls PyTorch's own attention (scaled_dot_product_attention or "
+    "nn.MultiheadAttention): it does the online softmax for you. Write the scores, the "
+    "running maximum, sum and output yourself.",
+    lambda t: t.torch_attention,
 )
 NOT_TILED = Mistake(
     "scores larger than a block",
-    "{t.wide_story} Your code holds scores for {t.widest_scores} keys (or queries) at once, "
-    "but a block has block_size={t.config.block_size}. The point is never to hold more than "
-    "block_size × block_size scores: take the keys block by block, "
+    "{t.wide_story}Your code holds scores for {t.widest_scores} keys (or queries) at once, "
+    "but a block has block_size={t.config.block_size}. Take the keys block by block, "
     "keys[:, :, k_start:k_start + self.block_size], and carry only a running maximum, sum "
     "and output from one block to the next.",
     lambda t: t.widest_scores > t.config.block_size,
 )
-
 DROPOUT_IN_EVAL = Mistake(
     "dropout in evaluation mode",
     "In evaluation mode your output changes from call to call: dropout is on. Use the "
     "skeleton's self.dropout, which is off in evaluation mode.",
-    lambda t: t.dropout_in_eval,
+    lambda t: t.random_in_eval,
+)
+CONSTRUCTOR, RAISES, NOT_A_TENSOR, WRONG_SHAPE = trial_mistakes(
+    "TiledAttentionStart", "query_block"
 )
 
 TILED_MISTAKES = (
-    Mistake(
-        "constructor raises",
-        "Building your class as {t.call} raised {t.error_text}. Keep the constructor of "
-        "TiledAttentionStart: define only query_block.",
-        lambda t: t.stage == "constructor",
-    ),
+    CONSTRUCTOR,
     Mistake(
         "the starting code",
         "Your query_block still raises NotImplementedError: this is the starting code, and "
@@ -157,6 +109,13 @@ TILED_MISTAKES = (
     ),
     DELEGATES,
     FUSED_KERNEL,
+    Mistake(
+        "maximum over the wrong axes",
+        "Your code takes a maximum over {t.max_axes} scores, not over the keys alone. A "
+        "row's maximum runs over its keys, the last dimension of (b, num_heads, rows, cols): "
+        "scores.amax(-1, keepdim=True), (b, num_heads, rows, 1).",
+        lambda t: t.log.max_axes,
+    ),
     Mistake(
         "block size does not divide the length",
         "Your code is right on {t.config.divisible_tokens} tokens, but on "
@@ -170,33 +129,18 @@ TILED_MISTAKES = (
         "query_block returns no tensor",
         "Your query_block returned {t.block_kind}. Return the block's context: a tensor "
         "shaped like q, (b, num_heads, rows, head_dim).",
-        lambda t: not isinstance(t.block_output, torch.Tensor),
+        lambda t: not isinstance(t.first_block[1], torch.Tensor),
     ),
     Mistake(
         "query_block returns the wrong shape",
-        "Your query_block returned shape {t.block_shape} for q of shape {t.block_q_shape}. "
+        "Your query_block returned shape {t.block_shapes[0]} for q of shape {t.block_shapes[1]}. "
         "It should return one row of head_dim values per query of q, for every head: the "
         "shape of q, (b, num_heads, rows, head_dim).",
-        lambda t: t.block_shape != t.block_q_shape,
+        lambda t: t.block_shapes[0] != t.block_shapes[1],
     ),
-    Mistake(
-        "forward raises",
-        "Calling your class on an input of shape {t.config.input_shape} raised {t.error_text}.",
-        lambda t: t.stage == "forward",
-    ),
-    Mistake(
-        "not a tensor",
-        "Your query_block returned {kind}. Return the block's context, a tensor of shape "
-        "(b, num_heads, rows, head_dim), like q.",
-        lambda t: not isinstance(t.output, torch.Tensor),
-    ),
-    Mistake(
-        "wrong shape",
-        "The output has shape {t.output_shape}, but it should be {t.expected_shape}. Does "
-        "query_block return one row of head_dim values per query of q, "
-        "(b, num_heads, rows, head_dim)?",
-        lambda t: t.output_shape != t.expected_shape,
-    ),
+    RAISES,
+    NOT_A_TENSOR,
+    WRONG_SHAPE,
     NOT_TILED,
     DROPOUT_IN_EVAL,
     Mistake(
@@ -239,6 +183,14 @@ TILED_MISTAKES = (
         "weights = torch.exp(scores - new_max), and rescale the old sum and output by "
         "exp(old maximum - new maximum) when it grows.",
         lambda t: t.overflows,
+    ),
+    Mistake(
+        "no key block visited",
+        "For the queries {t.scoreless_block[0]} to {t.scoreless_block[1]} your code computed "
+        "no score at all: no key block was visited, and the output there is nan. A block of "
+        "queries needs the key blocks from 0 up to its last query: "
+        "range(0, q_end, self.block_size), with q_end = q_start + rows.",
+        lambda t: t.has_nan and t.scoreless_block,
     ),
     Mistake(
         "every output nan",
@@ -327,6 +279,15 @@ TILED_MISTAKES = (
         "self.mask[q_start:q_end, k_start:k_end], is True strictly above the diagonal.",
         _follows(diagonal="diagonal too"),
     ),
+    Mistake("keys hidden or seen wrongly", "{t.mask_story}", lambda t: t.mask_story),
+    Mistake(
+        "blocks normalised separately",
+        "Each of the n key blocks a query sees gets the same share of its weight, "
+        "{t.block_shares[0]}: your blocks are normalised each on its own, then "
+        "{t.block_shares[1]}. A block's share must follow its scores: carry one running "
+        "maximum and sum over all the blocks, and divide by the sum once, after the last.",
+        lambda t: t.block_shares,
+    ),
     Mistake(
         "nan from a fully masked row",
         "Some outputs are nan. A row whose scores in a block are all -inf has a maximum of "
@@ -339,6 +300,10 @@ TILED_MISTAKES = (
         "The scores are not divided by √head_dim, as MultiHeadAttention divides them: "
         "scores = q @ k.transpose(2, 3) / self.head_dim**0.5.",
         _follows(scale="none"),
+    ),
+    unexplained(
+        "scores scaled by √head_dim, the mask on the diagonal block, the new maximum, the "
+        "rescaling of the old sum and output, the new terms added; one division after the loop."
     ),
 )
 
@@ -360,10 +325,9 @@ AFTER_MATCH_MISTAKES = (
         "Your output is right, and you never touch a key block after the queries, but your "
         "code computed {t.blocks_computed} blocks of scores where a causal pass needs "
         "{t.config.causal_blocks}: each one {t.times_over:g} times, as a first pass for the "
-        "maximum and a second for the sum and output do. That is exact and holds one block "
-        "at a time, but this exercise counts the products, and the online softmax needs "
-        "one pass: keep a running maximum, and when a block raises it, rescale the old sum "
-        "and output by exp(old maximum - new maximum).",
+        "maximum and a second for the sum and output do. The online softmax needs one "
+        "pass: keep a running maximum, and when a block raises it, rescale the old sum and "
+        "output by exp(old maximum - new maximum).",
         lambda t: t.blocks_computed > t.config.causal_blocks,
     ),
     DROPOUT_IN_EVAL,
@@ -387,48 +351,21 @@ AFTER_MATCH_MISTAKES = (
 
 @never_raises
 def check_online_softmax(cls):
-    """Check a class whose ``query_block`` runs the online softmax over key blocks.
-
-    The reader's random state is left as it was."""
-    with torch.random.fork_rng(devices=[]):
-        return _check(cls)
-
-
-def _check(cls):
-    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls)
-    if problem:
-        name = cls.__name__ if isinstance(cls, type) else type(cls).__name__
-        return CheckResult(False, problem.message.format(name=name, kind=kind_of(cls)))
-    for config in TILED_CONFIGS:
-        trial = TiledTrial(cls, config)
-        if trial.correct:
-            mistake = first_mistake(AFTER_MATCH_MISTAKES, trial)
-        else:
-            mistake = first_mistake(TILED_MISTAKES, trial) or UNEXPLAINED
-        if mistake is not None:
-            message = mistake.message.format(t=trial, kind=kind_of(trial.output))
-            seen = "" if trial.stage == "constructor" else f"\n(Seen with {trial.call}.)"
-            return CheckResult(False, message + seen)
-    return CheckResult(
-        True,
+    """Check a class whose ``query_block`` runs the online softmax over key blocks."""
+    return check_class(
+        cls,
+        NOT_A_CLASS_MISTAKES,
+        TiledTrial,
+        TILED_CONFIGS,
+        TILED_MISTAKES,
+        AFTER_MATCH_MISTAKES,
         f"Your loop matches MultiHeadAttention in all {len(TILED_CONFIGS)} configurations "
         "(lengths the block divides and does not, shorter than a block, one token, biases, "
         "scores in the hundreds). No tensor of scores it computed, by products or "
         "elementwise, spans more than a block; it computed as many scores as the blocks on "
-        "and below the diagonal hold; in training, token 0's "
-        "context is 0 or its value / (1 - p), and the mean of 48 calls is the eval output.",
+        "and below the diagonal hold; in training, token 0's context is 0 or its value / "
+        "(1 - p), and the mean of 48 calls is the eval output.",
     )
-
-
-UNEXPLAINED = Mistake(
-    "unexplained",
-    "Your output has the right shape, {t.expected_shape}, but not the right values (largest "
-    "difference {t.largest_difference:.3g}), and none of the usual mistakes explains it. "
-    "Check each step for one key block: scores scaled by √head_dim, the mask on the diagonal "
-    "block, the new maximum, the rescaling of the old sum and output, the new terms added; "
-    "and one division after the loop.",
-    lambda t: True,
-)
 
 
 online_softmax = Exercise(

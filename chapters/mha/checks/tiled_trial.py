@@ -9,17 +9,16 @@ The mistakes and the exercise are in :mod:`.tiled`.
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..attention import MultiHeadAttention
 from .classes import book_classes, watching_calls
 from .config import Trial, TrialConfig
-from .core import evaluating, kind_of
+from .core import evaluating, kind_of, listed
 from .dropout import PLACES
-
-PROJECTIONS = ("W_query", "W_key", "W_value")
+from .reference import PROJECTIONS, future_mask, same, split_attention
 
 
 @dataclass(frozen=True)
@@ -152,33 +151,8 @@ def tiled_recipe(module, x, recipe=CORRECT):
 
 
 def book_reference(module, x):
-    """The book's ``MultiHeadAttention`` with ``module``'s weights, on ``x`` (eval mode)."""
-    book = MultiHeadAttention(
-        module.W_query.in_features,
-        module.d_out,
-        module.mask.shape[0],
-        0.0,
-        module.num_heads,
-        qkv_bias=module.W_query.bias is not None,
-    )
-    for name in (*PROJECTIONS, "out_proj"):
-        getattr(book, name).load_state_dict(getattr(module, name).state_dict())
-    with evaluating(book):
-        return book(x)  # (b, num_tokens, d_out)
-
-
-def same(output, expected):
-    """Equal up to float32 rounding (atol 1e-5, rtol 1e-4), NaN where NaN.
-
-    An output that is nan everywhere matches nothing: it says only that something made nan.
-    """
-    return (
-        isinstance(output, torch.Tensor)
-        and output.shape == expected.shape
-        and output.is_floating_point()
-        and not bool(output.isnan().all())
-        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
-    )
+    """``MultiHeadAttention``'s output with ``module``'s layers, on ``x``."""
+    return split_attention(module, x, module.num_heads)  # (b, num_tokens, d_out)
 
 
 def score_like(t, config):
@@ -217,6 +191,20 @@ def elementwise_scores(args, out, head_dim):
     return tuple(shape[:-1]) if broadcast and ends and len(shape) >= 3 else None
 
 
+def _off_key_axes(args, config):
+    """The dimensions a maximum reduces (``amax``, ``max`` over a dimension or over all), when
+    its input looks like a block of scores, ``(..., rows, cols)``, and they are not just the
+    last one, the keys'; else ``()``."""
+    t = args[0]
+    if len(args) > 1 and isinstance(args[1], torch.Tensor):
+        return ()  # torch.max(a, b): elementwise, not a reduction
+    if t.dim() < 2 or t.shape[-1] in (1, config.head_dim) or t.shape[-1] > config.block_size:
+        return ()
+    dims = args[1] if len(args) > 1 else range(t.dim())
+    dims = sorted({d % t.dim() for d in ([dims] if isinstance(dims, int) else dims)})
+    return tuple(dims) if dims != [t.dim() - 1] else ()
+
+
 #: Operators that read a whole row of scores to normalise it.
 SOFTMAX_OPS = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
 
@@ -228,7 +216,9 @@ class _OpLog(TorchDispatchMode):
     operator's name; ``wide``: ``(operator, shape)`` of each new tensor of scores wider than a
     block (:func:`score_like`), and ``wide_readers``, the operators that read one; ``exps``: for
     each ``exp`` of a per-row statistic (last dimension 1), whether it was all ones; ``dropped``:
-    each tensor that dropout (``empty_like``, then ``bernoulli_``) was applied to.
+    each tensor that dropout (``empty_like``, then ``bernoulli_``) was applied to;
+    ``nan_product``: whether a product made a nan; ``max_axes``: ``(dims, shape)`` of each
+    maximum of scores taken over other dimensions than the keys' (the last).
     """
 
     def __init__(self, config):
@@ -236,6 +226,7 @@ class _OpLog(TorchDispatchMode):
         self.config = config
         self.products, self.ops, self.wide, self.wide_readers = [], set(), [], set()
         self.exps, self.dropped, self._noise, self._wide_tensors = [], [], {}, []
+        self.nan_product, self.max_axes = False, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
@@ -245,8 +236,12 @@ class _OpLog(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if name in {"mm", "addmm", "bmm", "baddbmm"}:
             self.products.append((args[-2].shape[-1], tuple(out.shape)))
+            self.nan_product |= bool(out.isnan().any())
         elif name == "mul" and (tile := elementwise_scores(args, out, self.config.head_dim)):
             self.products.append((self.config.head_dim, tile))
+            self.nan_product |= bool(out.isnan().any())
+        elif name in ("amax", "max") and (dims := _off_key_axes(args, self.config)):
+            self.max_axes.append((dims, tuple(args[0].shape)))
         if not func.is_view and score_like(out, self.config):
             self.wide.append((name, tuple(out.shape)))
             self._wide_tensors.append(out)
@@ -258,6 +253,64 @@ class _OpLog(TorchDispatchMode):
         elif name == "bernoulli_" and id(args[0]) in self._noise:
             self.dropped.append(self._noise.pop(id(args[0]))[1])
         return out
+
+
+def score_shapes(log, config):
+    """The shapes of the tensors of scores an :class:`_OpLog` saw computed, in any layout: each
+    product whose left factor is head_dim wide (2-D, 3-D or more), and each elementwise product
+    of queries and keys. A product whose result ends in d_out or head_dim is a layer's or a mix
+    of values, not scores."""
+    return [
+        shape
+        for width, shape in log.products
+        if width == config.head_dim
+        and len(shape) >= 2
+        and shape[-1] not in (config.d_out, config.head_dim)
+    ]
+
+
+def _tile_story(qs, qe, ks, ke, keep, got, want, context_length):
+    """What the reader's code hides (``got``) in the block of queries ``qs:qe`` and keys
+    ``ks:ke``, where causal attention hides ``want`` (rows ``keep`` only), in words."""
+    where = f"For queries {qs} to {qe - 1} and keys {ks} to {ke - 1}, your code"
+    right = f"self.mask[{qs}:{qe}, {ks}:{ke}]"
+    mask = future_mask(context_length)
+    for ro, co, sign in ((0, 0, ""), (qs, 0, ""), (0, ks, ""), (qs, ks, "~"), (0, 0, "~")):
+        part = mask[ro : ro + qe - qs, co : co + ke - ks]
+        if part.shape == (qe - qs, ke - ks) and torch.equal((~part if sign else part)[keep], got):
+            sliced = f"{sign}self.mask[{ro}:{ro + qe - qs}, {co}:{co + ke - ks}]"
+            if sign and (ro, co) == (qs, ks):
+                return (
+                    f"{where} hides what {sliced} marks: your mask is inverted, so each query "
+                    "sees the keys after it and not those up to itself. masked_fill hides where "
+                    f"the mask is True, and self.mask is True on the later keys: use {right} "
+                    "as it is, without ~ (or == 0)."
+                )
+            nothing = " (nothing)" if not got.any() else ""
+            how = {0: "at the origin", qs: "without the column offset"}.get(ro, "")
+            how = how if co == 0 else "without the row offset"
+            return (
+                f"{where} hides what {sliced} marks{nothing}: the mask sliced {how}, as if "
+                f"the block started at query {ro} and key {co}. This block's part of the mask "
+                f"is {right}: rows from q_start, columns from k_start."
+            )
+    lost = [ks + j for j in range(ke - ks) if got[:, j].all() and not want[:, j].all()]
+    if lost:
+        return (
+            f"For queries {qs} to {qe - 1}, your code gives no weight to key "
+            f"{listed(map(str, lost))}, which some of them must see. Does the loop over key "
+            "blocks stop early, or a block end early? range(0, q_end, self.block_size) "
+            "reaches the last key block, and keys[:, :, k_start:k_end] stops before k_end: "
+            "k_end = min(k_start + self.block_size, q_end)."
+        )
+    i, j = (int(a) for a in (got != want).nonzero()[0])
+    query = int(torch.arange(qs, qe)[keep][i])
+    seen = "gives weight to" if want[i, j] else "gives no weight to"
+    after = "after it" if want[i, j] else "up to it"
+    return (
+        f"{where} {seen} key {ks + j} from query {query}, a key {after}. A query sees "
+        f"the keys up to itself: the diagonal block hides {right}."
+    )
 
 
 def book_modules():
@@ -283,57 +336,30 @@ class TiledTrial(Trial):
     """The reader's class on one configuration: its output, errors, products and calls."""
 
     def __init__(self, cls, config):
-        self.cls, self.config = cls, config
-        self.module = self.output = self.error = self.stage = None
-        self.book_calls, self.log = [], _OpLog(config)
-        self.x = config.input()  # (batch, num_tokens, d_in)
-        try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(config.seed)
-                self.module = cls(**config.kwargs)
-                if config.query_gain != 1:
-                    with torch.no_grad():
-                        self.module.W_query.weight.mul_(config.query_gain)
-                with evaluating(self.module), watching_calls(book_code()) as self.book_calls:
-                    with self.log:
-                        self.output = self.module(self.x)
-        except Exception as error:
-            self.stage = "constructor" if self.module is None else "forward"
-            self.error = error
+        self.log = _OpLog(config)
+        super().__init__(cls, config)
 
-    @property
-    def call(self):
-        return self.config.call(self.cls)
+    def watch(self, stack):
+        """Watch the call, after scaling ``W_query`` by the configuration's ``query_gain``."""
+        super().watch(stack)
+        self.module.W_query.weight.mul_(self.config.query_gain)  # under no_grad
+        self.book_calls = stack.enter_context(watching_calls(book_code()))
+        stack.enter_context(self.log)
 
     def expected(self):
         return book_reference(self.module, self.x)
 
     @property
     def correct(self):
-        return self.error is None and same(self.output, self.expected())
+        return self.gives(book_reference)
 
     def follows(self, recipe):
-        if self.error is not None:
-            return False
-        with evaluating(self.module):
-            return same(self.output, tiled_recipe(self.module, self.x, recipe))
-
-    @property
-    def uses_fused_kernel(self):
-        return any(name.startswith("_scaled_dot_product") for name in self.log.ops)
+        return self.gives(lambda module, x: tiled_recipe(module, x, recipe))
 
     @property
     def score_blocks(self):
-        """The shapes of the tensors of scores computed, in any layout: each product whose
-        left factor is head_dim wide (2-D, 3-D or more), and each elementwise product of
-        queries and keys. A product whose result ends in d_out or head_dim is a layer's or
-        a mix of values, not scores."""
-        c = self.config
-        return [
-            s
-            for width, s in self.log.products
-            if width == c.head_dim and len(s) >= 2 and s[-1] not in (c.d_out, c.head_dim)
-        ]
+        """The shapes of the tensors of scores computed in the forward (:func:`score_shapes`)."""
+        return score_shapes(self.log, self.config)
 
     @property
     def widest_scores(self):
@@ -346,35 +372,110 @@ class TiledTrial(Trial):
     def wide_story(self):
         """What held more than a block of scores, in the reader's terms."""
         if self.log.wide_readers & SOFTMAX_OPS:
-            return (
-                "Your softmax reads all of a row's scores at once: that is the whole score "
-                "matrix again, one row block at a time."
-            )
-        if any(name == "cat" for name, _ in self.log.wide):
-            return (
-                "Your code joins the blocks' scores with torch.cat into a whole row: that is "
-                "the whole score matrix again, one row block at a time."
-            )
-        return "Your code holds a whole row of scores at once."
+            how = "Your softmax reads all of a row's scores at once"
+        elif any(name == "cat" for name, _ in self.log.wide):
+            how = "Your code joins the blocks' scores with torch.cat into a whole row"
+        else:
+            return ""
+        return f"{how}: that is the whole score matrix again, one row block at a time. "
+
+    def _qkv(self):
+        """The module's queries, keys and values on ``x`` (eval mode), each
+        ``(b, num_heads, num_tokens, head_dim)``."""
+        with evaluating(self.module):
+            return [self.module.split_heads(getattr(self.module, n)(self.x)) for n in PROJECTIONS]
+
+    def _each_block(self, queries, keys, values, hide_future=False):
+        """``(q_start, rows, output, log)`` of ``query_block`` on each block of queries, in eval
+        mode; with ``hide_future`` the keys and values after the block are nan."""
+        size = self.config.block_size
+        for q_start in range(0, self.config.num_tokens, size):
+            q = queries[:, :, q_start : q_start + size]  # (b, num_heads, rows, head_dim)
+            end = q_start + q.shape[2]
+            k, v = keys, values
+            if hide_future:
+                k, v = keys.clone(), values.clone()
+                k[:, :, end:] = v[:, :, end:] = torch.nan
+            log = _OpLog(self.config)
+            with evaluating(self.module), torch.random.fork_rng(devices=[]), log:
+                output = self.module.query_block(q, k, v, q_start)
+            yield q_start, q.shape[2], output, log
 
     @property
     def touches_future(self):
-        """Whether a product of ``query_block`` on the first query block reads a later key.
+        """Whether a product of ``query_block``, on any block of queries, reads a later key: with
+        the keys and values after the block set to nan, a score made from one is nan."""
+        blocks = self._each_block(*self._qkv(), hide_future=True)
+        return any(log.nan_product for *_, log in blocks)
 
-        The keys and values after that block are nan: a score computed from one is nan."""
-        module, c = self.module, self.config
-        with evaluating(module), torch.random.fork_rng(devices=[]):
-            queries, keys, values = (
-                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS
-            )
-            end = min(c.block_size, c.num_tokens)
-            keys, values = keys.clone(), values.clone()
-            keys[:, :, end:] = torch.nan
-            values[:, :, end:] = torch.nan
-            log = _ProductNans(c.head_dim)
-            with log:
-                module.query_block(queries[:, :, :end], keys, values, 0)
-        return log.nan_product
+    @property
+    def scoreless_block(self):
+        """``(first, last)`` query of the first block for which ``query_block`` computed no
+        score at all, or ``None``."""
+        for q_start, rows, _, log in self._each_block(*self._qkv()):
+            if not score_shapes(log, self.config):
+                return q_start, q_start + rows - 1
+        return None
+
+    @property
+    def max_axes(self):
+        """The first maximum of scores over other axes than the keys', in words."""
+        dims, shape = self.log.max_axes[0]
+        return (
+            f"{'dimension' if len(dims) == 1 else 'dimensions'} {listed(map(str, dims))} of {shape}"
+        )
+
+    @cached_property
+    def weights(self):
+        """``(b, num_heads, T, T)``: the weight each query gives each value, read from
+        ``query_block`` (linear in the values) by adding 1 to one value at a time."""
+        queries, keys, values = self._qkv()
+
+        def context(v):  # (b, num_heads, T, head_dim)
+            return torch.cat([out for *_, out, _ in self._each_block(queries, keys, v)], 2)
+
+        base, columns = context(values), []
+        for j in range(self.config.num_tokens):
+            moved = values.clone()
+            moved[:, :, j] += 1
+            columns.append((context(moved) - base).mean(-1))  # (b, num_heads, T)
+        return torch.stack(columns, -1)
+
+    @property
+    def mask_story(self):
+        """What the reader's code hides wrongly in the first block of (queries, keys) where the
+        keys a query gives weight to are not those up to itself; ``None`` if there is none.
+
+        Only rows with a finite output count. A wrong block is named after the slice of the
+        module's mask that hides exactly what it hides, when one does."""
+        w, n, size = self.weights, self.config.num_tokens, self.config.block_size
+        rows = w.isfinite().all(-1).all(0).all(0)  # (T,)
+        hidden = ~(w.abs() > 1e-6).any(0).any(0)  # (T, T): no weight from any batch or head
+        right = future_mask(n)
+        for qs, ks in ((qs, ks) for qs in range(0, n, size) for ks in range(0, n, size)):
+            qe, ke = min(qs + size, n), min(ks + size, n)
+            keep = rows[qs:qe]
+            got, want = hidden[qs:qe, ks:ke][keep], right[qs:qe, ks:ke][keep]
+            if not torch.equal(got, want):
+                return _tile_story(qs, qe, ks, ke, keep, got, want, self.config.context_length)
+        return None
+
+    @property
+    def block_shares(self):
+        """``(share, how)`` when each of the n key blocks a query sees gets the same share of
+        its weight, 1/n (averaged) or 1 (added): blocks normalised each on its own; else None."""
+        w, n, size = self.weights, self.config.num_tokens, self.config.block_size
+        shares = torch.stack([w[..., k : k + size].sum(-1) for k in range(0, n, size)], -1)
+        seen = torch.arange(n) // size + 1  # (T,): how many key blocks each query sees
+        several = seen > 1
+        if not several.any():
+            return None
+        visited = torch.arange(shares.shape[-1]) < seen[:, None]  # (T, blocks)
+        for share, how in ((1 / seen[:, None], ("1/n", "averaged")), (1.0, ("1", "added"))):
+            expected = torch.where(visited, share, 0.0)[several]  # (rows, blocks)
+            if torch.allclose(shares[:, :, several].double(), expected.double(), atol=1e-4):
+                return how
+        return None
 
     @property
     def times_over(self):
@@ -397,14 +498,9 @@ class TiledTrial(Trial):
     @property
     def largest_score(self):
         """The largest score of any head in this configuration (eval mode)."""
-        module = self.module
-        with evaluating(module):
-            queries, keys = (
-                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS[:2]
-            )
-            scores = queries @ keys.transpose(2, 3) / module.head_dim**0.5
-            c = self.config.num_tokens
-            return float(scores.masked_fill(module.mask[:c, :c], -torch.inf).max())
+        queries, keys, _ = self._qkv()
+        scores = queries @ keys.transpose(2, 3) / self.module.head_dim**0.5
+        return float(scores.masked_fill(future_mask(self.config.num_tokens), -torch.inf).max())
 
     @property
     def factor_always_one(self):
@@ -419,32 +515,23 @@ class TiledTrial(Trial):
         full = c.num_tokens * c.num_tokens / (c.blocks * c.blocks)  # one block's elements
         return round(elements / full)
 
-    @property
+    @cached_property
     def first_block(self):
         """``(q, output)`` of ``query_block`` on the first block of queries, in eval mode."""
-        module = self.module
-        with evaluating(module), torch.random.fork_rng(devices=[]):
-            queries, keys, values = (
-                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS
-            )
-            q = queries[:, :, : module.block_size]  # (b, num_heads, rows, head_dim)
-            return q, module.query_block(q, keys, values, 0)
-
-    @property
-    def block_output(self):
-        return self.first_block[1]
+        queries, keys, values = self._qkv()
+        q = queries[:, :, : self.config.block_size]  # (b, num_heads, rows, head_dim)
+        with evaluating(self.module), torch.random.fork_rng(devices=[]):
+            return q, self.module.query_block(q, keys, values, 0)
 
     @property
     def block_kind(self):
-        return kind_of(self.block_output)
+        return kind_of(self.first_block[1])
 
     @property
-    def block_shape(self):
-        return tuple(self.block_output.shape)
-
-    @property
-    def block_q_shape(self):
-        return tuple(self.first_block[0].shape)
+    def block_shapes(self):
+        """``(output shape, q shape)`` of ``query_block`` on the first block of queries."""
+        q, output = self.first_block
+        return tuple(output.shape), tuple(q.shape)
 
     @property
     def has_nan(self):
@@ -460,39 +547,18 @@ class TiledTrial(Trial):
             return same(self.module(x), book_reference(self.module, x))
 
     @property
-    def dropout_in_eval(self):
-        if self.config.dropout == 0:
-            return False
-        with evaluating(self.module), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(7)
-            return not torch.equal(self.module(self.x), self.output)
-
-    def training_first_block(self, seeds=range(1, 7)):
-        """``(q, keys, values, outputs, dropped)``: ``query_block`` on the first query block in
-        training mode, once per seed; ``dropped`` holds what dropout was applied to."""
-        module = self.module
-        with evaluating(module):
-            queries, keys, values = (
-                module.split_heads(getattr(module, n)(self.x)) for n in PROJECTIONS
-            )
-        q = queries[:, :, : module.block_size]  # (b, num_heads, rows, head_dim)
-        log, outputs = _OpLog(self.config), []
-        for seed in seeds:
-            with torch.random.fork_rng(devices=[]), torch.no_grad(), log:
-                torch.manual_seed(seed)
-                module.train()
-                outputs.append(module.query_block(q, keys, values, 0))
-        module.eval()
-        return q, keys, values, outputs, log.dropped
-
-    @property
     def dropout_spot(self):
         """Where the reader's dropout acts, when it does not drop whole weights: the values,
         the context, the scores (some negative or -inf), or weights that reach the sum too."""
-        _, _, values, _, dropped = self.training_first_block(seeds=(1,))
-        head_dim = self.config.head_dim
-        places = set()
-        for t in dropped:
+        queries, keys, values = self._qkv()
+        q = queries[:, :, : self.config.block_size]  # (b, num_heads, rows, head_dim)
+        log, head_dim, places = _OpLog(self.config), self.config.head_dim, set()
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), log:
+            torch.manual_seed(1)
+            self.module.train()
+            self.module.query_block(q, keys, values, 0)
+        self.module.eval()
+        for t in log.dropped:
             rows = t.shape[-2] if t.dim() >= 2 else 0
             if t.shape[-1] == head_dim and torch.equal(t, values[:, :, :rows]):
                 places.add("values")
@@ -501,7 +567,7 @@ class TiledTrial(Trial):
             elif not bool((t >= 0).all()):
                 places.add("scores")
         order = ("scores", "values", "context")
-        return next((p for p in order if p in places), "sum" if dropped else "elsewhere")
+        return next((p for p in order if p in places), "sum" if log.dropped else "elsewhere")
 
     @property
     def dropout_story(self):
@@ -523,22 +589,3 @@ class TiledTrial(Trial):
             "elsewhere": "In training mode your output is not what dropping whole attention "
             "weights gives.",
         }[self.dropout_spot]
-
-
-class _ProductNans(TorchDispatchMode):
-    """Whether any matrix product made a nan."""
-
-    nan_product = False
-
-    def __init__(self, head_dim):
-        super().__init__()
-        self.head_dim = head_dim
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in {"mm", "bmm", "baddbmm", "addmm"} or (
-            name == "mul" and elementwise_scores(args, out, self.head_dim)
-        ):
-            self.nan_product = self.nan_product or bool(out.isnan().any())
-        return out

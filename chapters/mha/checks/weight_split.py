@@ -15,19 +15,16 @@ import torch
 from torch import nn
 
 from .classes import (
-    AnswerFacts,
     Skeleton,
     book_forward_of,
     book_shortcut_message,
     class_answer_mistakes,
-    delegation_message,
-    watching_book_forwards,
 )
+from .config import check_class, trial_mistakes, unexplained
 from .core import (
     CheckResult,
     Exercise,
     Mistake,
-    first_mistake,
     listed,
     never_raises,
 )
@@ -64,15 +61,12 @@ def _following(*recipes):
 
 NOT_A_CLASS_MISTAKES = class_answer_mistakes("check_weight_split", "MyWeightSplit")
 
+CONSTRUCTOR, RAISES, NOT_A_TENSOR, WRONG_SHAPE = trial_mistakes("WeightSplitSkeleton", "forward")
+
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 WEIGHT_SPLIT_MISTAKES = (
-    Mistake(
-        "constructor raises",
-        "Building your class as {call} raised {error_text}. Its constructor must accept d_in, "
-        "d_out, context_length, dropout, num_heads and qkv_bias, as the skeleton's does: "
-        "subclass WeightSplitSkeleton and leave __init__ to it.",
-        lambda t: t.stage == "constructor",
-    ),
+    CONSTRUCTOR,
+    Mistake("delegates to the book", "{delegation}", lambda t: t.book_calls),
     Mistake(
         "the starting code",
         "Your forward still raises NotImplementedError: this is the starting code, and the "
@@ -83,7 +77,7 @@ WEIGHT_SPLIT_MISTAKES = (
     Mistake(
         "the fused kernel",
         "{torch_attention_text}{sdpa_mask_note}",
-        lambda t: t.uses_fused_kernel,
+        lambda t: t.torch_attention,
     ),
     # Right in eval mode, wrong in training mode:
     Mistake(
@@ -160,17 +154,8 @@ WEIGHT_SPLIT_MISTAKES = (
         "everywhere.",
         lambda t: t.hard_coded_head_count is not None,
     ),
-    Mistake(
-        "forward raises",
-        "Calling your forward on an input of shape {c.input_shape} raised {error_text}.",
-        lambda t: t.stage == "forward",
-    ),
-    Mistake(
-        "not a tensor",
-        "Your forward returned {kind}, not a tensor. Return the context vectors: a tensor of "
-        "shape (b, num_tokens, d_out), here {expected_shape}.",
-        lambda t: not isinstance(t.output, torch.Tensor),
-    ),
+    RAISES,
+    NOT_A_TENSOR,
     Mistake(
         "heads not merged",
         "Your forward returned shape {output_shape}: the heads are still separate. Transpose "
@@ -178,12 +163,7 @@ WEIGHT_SPLIT_MISTAKES = (
         "with .contiguous().view(b, num_tokens, d_out), which gives {expected_shape}.",
         lambda t: t.shows_heads_unmerged,
     ),
-    Mistake(
-        "wrong shape",
-        "Your forward returned shape {output_shape}, but it should be (b, num_tokens, d_out), "
-        "here {expected_shape}.",
-        lambda t: t.output_shape != t.expected_shape,
-    ),
+    WRONG_SHAPE,
     Mistake(
         "projection biases bypassed",
         "Your output is right when the projections have no bias, but wrong with qkv_bias=True: "
@@ -309,6 +289,11 @@ WEIGHT_SPLIT_MISTAKES = (
         "return self.out_proj(context): the output projection is part of the forward pass.",
         _following(CORRECT.but(out_proj=False)),
     ),
+    unexplained(
+        "split into heads; scores of each head's queries and keys; mask the future with -inf; "
+        "softmax over the keys after dividing by √head_dim; context, heads merged back in "
+        "order; out_proj."
+    ),
 )
 
 
@@ -316,45 +301,22 @@ WEIGHT_SPLIT_MISTAKES = (
 def check_weight_split(cls):
     """Check a weight-split attention class: build it in several configurations and compare
     its output with a reference computed from each instance's own layers."""
-    problem = first_mistake(NOT_A_CLASS_MISTAKES, cls)
-    if problem:
-        return CheckResult(False, problem.tell(AnswerFacts(cls)))
-    book = book_forward_of(cls)
+    book = book_forward_of(cls) if isinstance(cls, type) else None
     if book is not None:
         return CheckResult(False, book_shortcut_message(cls, book, "the weight-split forward"))
-    with watching_book_forwards() as called:
-        for config in WEIGHT_SPLIT_CONFIGS:
-            trial = SplitTrial(cls, config)
-            if called:
-                return CheckResult(False, delegation_message(cls, called, "the weight split"))
-            if trial.accepted:
-                continue
-            mistake = first_mistake(WEIGHT_SPLIT_MISTAKES, trial)
-            if mistake is None:
-                return CheckResult(False, _unexplained(trial))
-            quiet = trial.stage == "constructor" or mistake.name == "the starting code"
-            message = mistake.tell(trial) + ("" if quiet else f"\n(Seen with {trial.call}.)")
-            return CheckResult(False, message)
     heads = sorted({c.num_heads for c in WEIGHT_SPLIT_CONFIGS})
-    return CheckResult(
-        True,
-        f"Your forward pass matches the reference, computed from each instance's own weights, "
-        f"in all {len(WEIGHT_SPLIT_CONFIGS)} configurations: {listed(map(str, heads))} heads, "
-        "d_in ≠ d_out, inputs shorter than context_length, biases, and dropout (off in eval "
-        "mode; in training mode token 0's context is 0 or its value / (1 - p), the mean of 48 "
-        "calls is the eval output), written without torch's own attention (the fused kernel "
-        "or nn.MultiheadAttention).",
-    )
-
-
-def _unexplained(trial):
-    return (
-        f"Your output has the right shape, {trial.expected_shape}, but not the right values: "
-        f"the largest difference from the reference is {trial.largest_difference:.3g}. None of "
-        "the usual mistakes explains it (perhaps two of them together). Check each step once "
-        "more: split into heads; scores of each head's queries and keys; mask the future with "
-        "-inf; softmax over the keys after dividing by √head_dim; context, heads merged back "
-        f"in order; out_proj.\n(Seen with {trial.call}.)"
+    return check_class(
+        cls,
+        NOT_A_CLASS_MISTAKES,
+        SplitTrial,
+        WEIGHT_SPLIT_CONFIGS,
+        WEIGHT_SPLIT_MISTAKES,
+        passed=f"Your forward pass matches the reference, computed from each instance's own "
+        f"weights, in all {len(WEIGHT_SPLIT_CONFIGS)} configurations: "
+        f"{listed(map(str, heads))} heads, d_in ≠ d_out, inputs shorter than context_length, "
+        "biases, and dropout (off in eval mode; in training mode token 0's context is 0 or its "
+        "value / (1 - p), the mean of 48 calls is the eval output), written without torch's "
+        "own attention (the fused kernel or nn.MultiheadAttention).",
     )
 
 
