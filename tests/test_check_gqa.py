@@ -638,7 +638,7 @@ def test_every_catalogued_mistake_has_a_test_here_or_among_the_refusals():
         "torch's own attention",
         "constructor raises",
         "calls the book's code",
-        "the skeleton untouched",
+        "the starting code untouched",
         "projections missing",
         "keys at full width",
         "forward raises",
@@ -769,7 +769,7 @@ REFUSED = [
     (BuildsTheBooksModuleInside, "runs the book's own GroupedQueryAttention.forward"),
     (UsesTheBooksCache, "runs the book's own"),
     (CopiesBlocksIntoMultiHeadAttention, "runs the book's own MultiHeadAttention.forward"),
-    (Skeleton, "still raises NotImplementedError, as the skeleton does"),
+    (Skeleton, "still raises NotImplementedError, as the starting code does"),
 ]
 
 

@@ -128,9 +128,10 @@ GQA_FORWARD_MISTAKES = (
         lambda t: t.book_calls,
     ),
     Mistake(
-        "the skeleton untouched",
-        "Your forward still raises NotImplementedError, as the skeleton does: replace the raise "
-        "line with the pass itself. The first hint, just below the check, shows where to start.",
+        "the starting code untouched",
+        "Your forward still raises NotImplementedError, as the starting code does: replace "
+        "the raise line with the pass itself. The first hint, just below the check, shows "
+        "where to start.",
         lambda t: t.stage == "forward" and isinstance(t.error, NotImplementedError),
     ),
     Mistake(
