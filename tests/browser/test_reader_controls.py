@@ -178,7 +178,8 @@ HIDDEN_PARTS = """() => {
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         for (let n = walker.nextNode(); n; n = walker.nextNode()) {
             const el = n.parentElement;
-            if (!el.closest('.cell_output') || labels.includes((el.textContent || '').trim())) continue;
+            const text = (el.textContent || '').trim();
+            if (!el.closest('.cell_output') || labels.includes(text)) continue;
             if (/mono/i.test(getComputedStyle(el).fontFamily)) runs.push('');
             else runs[runs.length - 1] += ' ' + n.data;
         }
