@@ -4,7 +4,7 @@ Usage: python .ci/run_checks.py [NAME ...]      (``make test`` runs them all; na
 
 Each check is a make target (``CHECKS`` below, the one list: a new check is one line here; a new
 test file under tests/ or tests/browser/ joins ``unit`` or ``browser-pages`` by itself). Checks
-start in the order listed, as many at a time as ``TEST_JOBS`` says (default: four more than the
+start in the order listed, as many at a time as ``TEST_JOBS`` says (default: two more than the
 number of cores, since every check also waits, on a browser, on pip or on a kernel); a check that
 computes on two workers (``slots=2``) counts twice. The long serial ones come first and run at
 normal priority, so they always get a core; the others, fillers, run under ``nice`` and take the
@@ -71,12 +71,8 @@ class Result:
 
 
 def jobs():
-    """How many checks run at once: TEST_JOBS, else four more than the cores.
-
-    On two cores every check then starts within seconds: in a run with two more (four places)
-    the cores sat about 40 % idle while the browser, Binder and unit checks waited on Chromium,
-    pip and kernels, and nbval-native started only when the Binder rehearsal ended, at 10 min."""
-    return int(os.environ.get("TEST_JOBS") or (os.cpu_count() or 1) + 4)
+    """How many checks run at once: TEST_JOBS, else two more than the cores."""
+    return int(os.environ.get("TEST_JOBS") or (os.cpu_count() or 1) + 2)
 
 
 def machine():
