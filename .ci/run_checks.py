@@ -86,6 +86,21 @@ def machine():
     return f"{model}, {len(usable) if usable else os.cpu_count()} cores"
 
 
+def machine_busy_seconds():
+    """CPU seconds the whole machine has spent busy since boot (Linux's /proc/stat), or None.
+
+    The table's CPU column misses what a check's processes do not wait for: Chromium's renderer
+    processes, which the browser tests start, are not children that pytest reaps, so their CPU
+    time (about as much again as the browser check's own) shows only here. Other programs on the
+    machine count here too, so this line means most on an otherwise idle machine."""
+    stat = Path("/proc/stat")
+    if not stat.exists():
+        return None
+    fields = stat.read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def run(check):
     """Run one check's make target, its output to its log; return its Result."""
     log = LOGS / f"{check.name}.log"
@@ -184,9 +199,17 @@ def main(argv):
         sys.exit(f"checks: no check named {', '.join(sorted(unknown))}")
     checks = [c for c in CHECKS if not argv or c.name in argv]
     LOGS.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    started, busy_before = time.perf_counter(), machine_busy_seconds()
     results = schedule(checks)
-    print("\n" + table(results, time.perf_counter() - started))
+    wall = time.perf_counter() - started
+    print("\n" + table(results, wall))
+    if busy_before is not None:
+        busy = machine_busy_seconds() - busy_before
+        print(
+            f"machine busy: {minutes(busy)} of CPU in {minutes(wall)} on "
+            f"{os.cpu_count()} cores ({busy / (wall * (os.cpu_count() or 1)):.0%}), "
+            "every process counted"
+        )
     failed = [r for r in results if r.status != "pass"]
     print(f"checks: {len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

@@ -197,3 +197,15 @@ def test_fillers_run_under_nice_and_the_long_checks_do_not(monkeypatch, tmp_path
     checks.schedule([checks.Check("long", "long"), checks.Check("filler", "f", filler=True)])
     long, filler = (int((tmp_path / f"{n}.log").read_text()) for n in ("long", "filler"))
     assert filler > long or filler == 19
+
+
+def test_the_machine_busy_line_counts_cpu_time_the_rusage_of_a_check_misses():
+    """A process the runner never waits for (here: this test's own busy loop) still shows in the
+    machine's busy seconds."""
+    before = checks.machine_busy_seconds()
+    if before is None:
+        pytest.skip("no /proc/stat on this system")
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    assert checks.machine_busy_seconds() - before >= 0.25
