@@ -445,10 +445,27 @@ PHONE_OVERFLOW_BUDGET = 0.10
 #: a solution, drawn inside its box, is code (at most 79 characters a line, like every cell's).
 PRINTED_OUTPUT = "article.bd-article .cell_output pre:not(.mha-box pre)"
 
+#: The end of a script that measures a block's lines (LINE_WIDTHS, CODE_LINES): walk the block's
+#: text, outside its buttons, calling the script's ``finish`` at the end of every line.
+WALK_THE_LINES = """    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest('button')) continue;
+        last = node;
+        for (let i = 0; i < node.data.length; i++) {
+            if (node.data[i] === '\\n') { finish(node, i); continue; }
+            if (!start) start = [node, i];
+            text += node.data[i];
+        }
+    }
+    if (last) finish(last, last.data.length);
+    return lines;
+})"""
+
+
 #: Every non-blank line of each block: its rendered width (a Range over the line's text, so what
 #: the font draws, not a count of characters), the width of its box's content area, and on how
 #: many rows of the screen it is drawn (more than one: it wraps, and a printed table falls apart).
-LINE_WIDTHS = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
+LINE_WIDTHS = (
+    """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
     const style = getComputedStyle(pre);
     const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
     const lines = [];
@@ -465,18 +482,9 @@ LINE_WIDTHS = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre
     };
     const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
     let last = null;
-    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-        if (node.parentElement.closest('button')) continue;
-        last = node;
-        for (let i = 0; i < node.data.length; i++) {
-            if (node.data[i] === '\\n') { finish(node, i); continue; }
-            if (!start) start = [node, i];
-            text += node.data[i];
-        }
-    }
-    if (last) finish(last, last.data.length);
-    return lines;
-})"""
+"""
+    + WALK_THE_LINES
+)
 
 
 @dataclass
@@ -680,7 +688,8 @@ MIN_CONTINUATION_INDENT_CH = 2
 #: Every non-blank line of each code block: its text, whether any of it lies right of the box's
 #: content area or left of its padding (cut off, to be scrolled to), on how many rows it is
 #: drawn, and how far right of the line's first row its further rows start, in characters.
-CODE_LINES = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
+CODE_LINES = (
+    """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
     const style = getComputedStyle(pre);
     const box = pre.getBoundingClientRect();
     const right = box.left + pre.clientLeft + pre.clientWidth - parseFloat(style.paddingRight);
@@ -722,18 +731,9 @@ CODE_LINES = """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre 
         }
         start = null; text = '';
     };
-    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-        if (node.parentElement.closest('button')) continue;
-        last = node;
-        for (let i = 0; i < node.data.length; i++) {
-            if (node.data[i] === '\\n') { finish(node, i); continue; }
-            if (!start) start = [node, i];
-            text += node.data[i];
-        }
-    }
-    if (last) finish(last, last.data.length);
-    return lines;
-})"""
+"""
+    + WALK_THE_LINES
+)
 
 
 @dataclass
