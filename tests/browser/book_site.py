@@ -121,7 +121,8 @@ def expected_binder_url(chapter):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves the directory's files, except the HTML pages in ``replaced`` ({URL path: text})."""
+    """Serves the directory's files, except the HTML pages in ``replaced`` ({URL path: text}),
+    each to be revalidated before the browser uses its cached copy."""
 
     def __init__(self, *args, replaced, **kwargs):
         self.replaced = replaced
@@ -137,6 +138,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def end_headers(self):
+        # Revalidate every time (a 304 when unchanged): the browser contexts live for the whole
+        # run, and a later server on the same port may serve a changed copy of a file.
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
 
     def log_message(self, *args):
         pass

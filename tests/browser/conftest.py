@@ -7,6 +7,7 @@ leaves them out.
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
@@ -63,14 +64,38 @@ class Visit:
     )  # (resource type, url) of requests that left this machine
 
 
+@pytest.fixture(scope="session")
+def reading_contexts(browser):
+    """The browser contexts that ``visit`` opens its pages in, one per viewport and colour scheme,
+    kept for the whole run. A fresh context costs about 1 s of CPU per page (a new renderer and
+    an empty HTTP cache: every stylesheet and script fetched and compiled again); a new page in a
+    warm context about a third of that, and the browser suite opens hundreds of pages."""
+    contexts = {}
+
+    def context_for(viewport, color_scheme):
+        key = (viewport["width"], viewport["height"], color_scheme)
+        if key not in contexts:
+            contexts[key] = browser.new_context(viewport=viewport, color_scheme=color_scheme)
+        return contexts[key]
+
+    yield context_for
+    for context in contexts.values():
+        context.close()
+
+
+#: Everything a page can leave behind for the next test at its origin (the HTTP cache stays).
+SITE_DATA = "cookies,local_storage,indexeddb,cache_storage,service_workers"
+
+
 @pytest.fixture
-def visit(browser):
-    """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a
-    fresh browser context (its own storage, so one page's theme choice cannot leak into the next).
-    ``offline=True`` blocks, and records, every request that is not to 127.0.0.1.
-    ``init_script`` runs in the page before any of its own scripts; ``permissions`` (such as
-    ``["clipboard-read"]``) are granted to the page."""
-    contexts = []
+def visit(reading_contexts):
+    """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a new
+    page, as a reader would meet it: the origin's stored data (the theme choice, guesses) is
+    cleared first, so no test inherits another's. ``offline=True`` blocks, and records, every
+    request that is not to 127.0.0.1. ``init_script`` runs in the page before any of its own
+    scripts; ``permissions`` (such as ``["clipboard-read"]``) are granted to the page's origin
+    for this test only. The pages close when the test ends."""
+    opened = []
 
     def open_page(
         url,
@@ -82,13 +107,18 @@ def visit(browser):
         init_script=None,
         permissions=(),
     ):
-        context = browser.new_context(
-            viewport=viewport, color_scheme=color_scheme, permissions=list(permissions)
-        )
-        if init_script:
-            context.add_init_script(init_script)
-        contexts.append(context)
+        context = reading_contexts(viewport, color_scheme)
         page = context.new_page()
+        opened.append(page)
+        origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
+        if origin.startswith("http"):
+            session = context.new_cdp_session(page)
+            session.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_DATA})
+            session.detach()
+        if permissions:
+            context.grant_permissions(list(permissions), origin=origin)
+        if init_script:
+            page.add_init_script(init_script)
         visit = Visit(page)
         page.on(
             "console",
@@ -106,10 +136,12 @@ def visit(browser):
                     visit.blocked.append((request.resource_type, request.url))
                     route.abort()
 
-            context.route("**/*", stay_local)
+            page.route("**/*", stay_local)
         page.goto(url, wait_until=wait_until)
         return visit
 
     yield open_page
-    for context in contexts:
-        context.close()
+    for page in opened:
+        if not page.is_closed():
+            page.close()
+        page.context.clear_permissions()

@@ -66,7 +66,7 @@ def read_chapter(page, chapter, viewport):
 
 
 @pytest.fixture(scope="module")
-def readings(browser, book_url):
+def readings(reading_contexts, book_url):
     """``readings(viewport)``: {chapter name: Reading} at that width, each chapter loaded once
     per width for every test of this file that reads the whole book."""
     done = {}
@@ -76,13 +76,12 @@ def readings(browser, book_url):
         if width not in done:
             done[width] = {}
             for chapter in CHAPTERS:
-                context = browser.new_context(viewport=viewport)
+                page = reading_contexts(viewport, "light").new_page()
                 try:
-                    page = context.new_page()
                     page.goto(f"{book_url}/{chapter.url_path}")
                     done[width][chapter.name] = read_chapter(page, chapter, viewport)
                 finally:
-                    context.close()
+                    page.close()
         return done[width]
 
     return at

@@ -113,5 +113,5 @@ def test_every_solution_in_the_book_is_highlighted_with_a_copy_button(
             if page.locator(SOLUTION_CODE).count()
             else []
         )
-        page.context.close()
+        page.close()
     assert not problems, "\n".join(problems)
