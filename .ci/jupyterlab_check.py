@@ -249,9 +249,12 @@ def answer_box_problems(page, notebook):
     return []
 
 
-def open_chapter(browser, url, notebook, repository, screenshot=None):
-    """Open ``notebook`` in JupyterLab in a fresh browser context; return its problems."""
-    context = browser.new_context(viewport=VIEWPORT)
+def open_chapter(context, url, notebook, repository, screenshot=None):
+    """Open ``notebook`` in JupyterLab in a new page of ``context``; return its problems.
+
+    The chapters share one browser context, so JupyterLab's scripts, fetched and compiled for
+    the first chapter, come from the cache for the others (a fresh context per chapter cost
+    several seconds of CPU each); ``?reset`` still opens each in a fresh workspace."""
     left = []
 
     def stay_local(route, request):
@@ -261,9 +264,9 @@ def open_chapter(browser, url, notebook, repository, screenshot=None):
             left.append(request.url)
             route.abort()
 
-    context.route("**/*", stay_local)
+    page = context.new_page()
+    page.route("**/*", stay_local)
     try:
-        page = context.new_page()
         # ?reset: a fresh workspace, as on a fresh Binder, so earlier chapters' tabs stay closed.
         page.goto(f"{url}/lab/tree/{notebook.relative_to(repository).as_posix()}?reset")
         problems = collapse_problems(page, notebook)
@@ -280,7 +283,7 @@ def open_chapter(browser, url, notebook, repository, screenshot=None):
     except PlaywrightError as error:
         problems = [f"JupyterLab did not show the notebook: {error.message.splitlines()[0]}"]
     finally:
-        context.close()
+        page.close()
     return problems + [
         f"the page asked for {request} (blocked: nothing may leave the machine)" for request in left
     ]
@@ -313,13 +316,14 @@ def check_chapters(venv, repository, chapters, env):
             browser = playwright.chromium.launch(
                 executable_path=str(browser_path), headless=True, args=CHROMIUM_ARGS
             )
+            context = browser.new_context(viewport=VIEWPORT)
             for notebook in chapters:
                 shot = SCREENSHOTS / f"jupyterlab-{notebook.stem}.png"
                 results.append(
-                    (notebook.name, open_chapter(browser, url, notebook, repository, shot))
+                    (notebook.name, open_chapter(context, url, notebook, repository, shot))
                 )
             copy, number = tampered_copy(chapters[0])
-            caught = open_chapter(browser, url, copy, repository)
+            caught = open_chapter(context, url, copy, repository)
             missed = not caught or any(not p.startswith(f"cell {number} ") for p in caught)
             results.append(
                 (
