@@ -113,7 +113,9 @@ def visit(reading_contexts):
         origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
         if origin.startswith("http"):
             session = context.new_cdp_session(page)
-            session.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_DATA})
+            session.send(
+                "Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_DATA}
+            )
             session.detach()
         if permissions:
             context.grant_permissions(list(permissions), origin=origin)

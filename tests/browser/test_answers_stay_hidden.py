@@ -238,27 +238,43 @@ def _options_keep_their_lines(page):
     )
 
 
-def open_chapter(visit, book_url, chapter, viewport):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport).page
-    wait_for_transitions(page)
-    _options_keep_their_lines(page)
-    return page
+@pytest.fixture(scope="module")
+def chapter_pages(reading_contexts, book_url):
+    """``chapter_pages(chapter, viewport)``: the chapter's page at that width, loaded once for
+    every test of this file (they read it, and the injected answers are taken out again)."""
+    pages = {}
+
+    def open_chapter(chapter, viewport):
+        key = (chapter.name, viewport["width"])
+        if key not in pages:
+            page = reading_contexts(viewport, "light").new_page()
+            page.goto(f"{book_url}/{chapter.url_path}")
+            wait_for_transitions(page)
+            _options_keep_their_lines(page)
+            pages[key] = page
+        return pages[key]
+
+    yield open_chapter
+    for page in pages.values():
+        page.close()
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
-def test_no_answer_shows_before_its_reveal(visit, book_url, chapter, viewport):
-    page = open_chapter(visit, book_url, chapter, viewport)
+def test_no_answer_shows_before_its_reveal(chapter_pages, chapter, viewport):
+    page = chapter_pages(chapter, viewport)
     problems = leak_problems(page, chapter.name)
     assert not problems, "\n".join(problems)
 
 
-def test_neither_the_landing_page_nor_an_earlier_takeaway_gives_an_answer(visit, book_url):
+def test_neither_the_landing_page_nor_an_earlier_takeaway_gives_an_answer(
+    visit, book_url, chapter_pages
+):
     page = visit(f"{book_url}/{landing_page()}").page
     seen = {"the landing page": page.locator("article.bd-article").inner_text()}
     problems = []
     for chapter in CHAPTERS:
-        page = open_chapter(visit, book_url, chapter, DESKTOP)
+        page = chapter_pages(chapter, DESKTOP)
         for i, answer in enumerate(reveal_answers(page)):
             question, _ = question_texts(page, i)
             for source, text in seen.items():
@@ -271,11 +287,11 @@ def test_neither_the_landing_page_nor_an_earlier_takeaway_gives_an_answer(visit,
     assert not problems, "\n".join(problems)
 
 
-def test_most_reveals_have_words_to_look_for(visit, book_url):
+def test_most_reveals_have_words_to_look_for(chapter_pages):
     """The blind spot (small numbers, unglossed booleans) stays small."""
     total, checkable = 0, 0
     for chapter in CHAPTERS:
-        page = open_chapter(visit, book_url, chapter, DESKTOP)
+        page = chapter_pages(chapter, DESKTOP)
         for i, answer in enumerate(reveal_answers(page)):
             question, _ = question_texts(page, i)
             patterns, _ = answer_patterns(answer, question, offered_options(question))
@@ -308,12 +324,12 @@ REMOVE = "() => document.querySelector('[data-mha-put-on-purpose]').remove()"
 
 @pytest.mark.parametrize("where", ["above the question", "right after the toggle"])
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
-def test_an_answer_put_on_the_page_is_caught(visit, book_url, viewport, where):
+def test_an_answer_put_on_the_page_is_caught(chapter_pages, viewport, where):
     """Every checkable reveal of every chapter: its answer's own words, written into the page
     above the toggle or in the block right after it, are found."""
     missed = []
     for chapter in CHAPTERS:
-        page = open_chapter(visit, book_url, chapter, viewport)
+        page = chapter_pages(chapter, viewport)
         for i, answer in enumerate(reveal_answers(page)):
             question, _ = question_texts(page, i)
             options = offered_options(question)
@@ -327,9 +343,11 @@ def test_an_answer_put_on_the_page_is_caught(visit, book_url, viewport, where):
                 name = re.search(r"(\w+)\s*=\s*\?", question).group(1)
                 said = f"so {name}={answer}"
             page.evaluate(INJECT, [i, f"In short: {said}.", where.startswith("above")])
-            if not leaks(question_texts(page, i), answer):
-                missed.append(f"{chapter.name}, reveal {i + 1}: {said!r} {where}")
-            page.evaluate(REMOVE)
+            try:
+                if not leaks(question_texts(page, i), answer):
+                    missed.append(f"{chapter.name}, reveal {i + 1}: {said!r} {where}")
+            finally:  # the page is shared with the other tests of this file
+                page.evaluate(REMOVE)
     assert not missed, "not caught:\n" + "\n".join(missed)
 
 
