@@ -29,3 +29,16 @@ def test_the_navigation_links_every_chapter_in_reading_order_and_every_link_work
     for href in hrefs:
         assert page.request.get(href).status == 200, f"{href} is broken"
     assert page.locator("a.right-next").get_attribute("href") == chapters()[0].url_path
+
+
+def test_a_visit_starts_with_nothing_an_earlier_visit_stored(visit, book_url):
+    """Visits share a browser context (conftest.py), so each must clear what the last one kept:
+    here a stored dark mode, which the theme would otherwise apply to the next page."""
+    first = visit(f"{book_url}/{landing_page()}").page
+    first.evaluate("localStorage.setItem('mode', 'dark'); localStorage.setItem('mha-left', '1')")
+    first.reload()
+    assert first.evaluate("document.documentElement.dataset.theme") == "dark"
+    second = visit(f"{book_url}/{landing_page()}").page
+    assert second.context is first.context
+    assert second.evaluate("Object.keys(localStorage)").count("mha-left") == 0
+    assert second.evaluate("document.documentElement.dataset.theme") == "light"
