@@ -1,6 +1,7 @@
 """The landing page: the book's address opens it.
 
-It names the book, and it leads to every chapter.
+It names the book, and it leads to every chapter. Opened twice, the second visit keeps nothing
+the first stored (what every browser test relies on: conftest.py's visits share a context).
 """
 
 from urllib.parse import urljoin
