@@ -67,9 +67,9 @@ class Visit:
 @pytest.fixture(scope="session")
 def reading_contexts(browser):
     """The browser contexts that ``visit`` opens its pages in, one per viewport and colour scheme,
-    kept for the whole run. A fresh context costs about 1 s of CPU per page (a new renderer and
-    an empty HTTP cache: every stylesheet and script fetched and compiled again); a new page in a
-    warm context about a third of that, and the browser suite opens hundreds of pages."""
+    kept for the whole run. A page in a fresh context cost about 2 s of the machine's CPU here (a
+    new renderer and an empty HTTP cache: every stylesheet and script fetched and compiled
+    again); a new page in a warm context under 1 s, and the browser suite opens hundreds."""
     contexts = {}
 
     def context_for(viewport, color_scheme):

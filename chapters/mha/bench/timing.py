@@ -98,8 +98,8 @@ HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
 #: the crossover. blocked_autorange makes each block at least 10 ms long, so that the timer's
 #: own overhead vanishes, so the sweep's time is about blocks × rounds × configurations;
 #: max_run_time and budget bound it when other programs slow the machine down. One round: a
-#: second doubled the chapter's longest cell, and whether it started depended on how fast the
-#: first one finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s).
+#: second took the sweep cell from 9 s to 14.6 s, and whether it started depended on how fast
+#: the first one finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s).
 QUICK = Sweep(
     d_out=192,
     batch=1,
