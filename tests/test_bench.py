@@ -6,6 +6,7 @@ block times, and the rows that feed tables and figures are ``synthetic``.
 
 import csv
 import dataclasses
+import math
 import subprocess
 import sys
 
@@ -267,16 +268,30 @@ def test_a_measurement_with_too_few_blocks_is_retaken_once_with_time_for_enough(
     (kept,) = time_in_rounds(
         fake_cases(["slow"]), min_run_time=0.1, min_blocks=4, max_run_time=10, rounds=1
     )
-    assert log == [("slow", 0.1), ("slow", pytest.approx(4 * 0.3))]
-    assert kept["slow"].blocks == 4 and not kept["slow"].capped
+    assert log == [("slow", 0.1), ("slow", pytest.approx(3 * 0.3))]  # time for 3 blocks more
+    assert kept["slow"].blocks == 5 and not kept["slow"].capped  # the first call's block is kept
+
+
+def test_a_retry_with_blocks_of_another_size_replaces_the_first_blocks():
+    class Timer:  # a fast statement: 10 runs a block, then 100 runs a block in the retry
+        def __init__(self):
+            self.answers = [([0.01], 10), ([0.1] * 4, 100)]
+
+        def blocked_autorange(self, min_run_time):
+            raw, number = self.answers.pop(0)
+            return Measurement(number_per_run=number, raw_times=raw, task_spec=None)
+
+    measurement, capped = measure(Timer(), min_run_time=0.001, min_blocks=3, max_run_time=1.0)
+    assert measurement.number_per_run == 100 and measurement.raw_times == [0.1] * 4
+    assert not capped
 
 
 def test_the_retry_is_capped_and_the_cap_is_reported():
     log = []
     timer = FakeTimer("slow", {"slow": [[2.0], [2.0]]}, log)
     measurement, capped = measure(timer, min_run_time=0.1, min_blocks=5, max_run_time=3.0)
-    assert log == [("slow", 0.1), ("slow", 3.0)]  # 5 × 2 s would be 10 s
-    assert capped and len(measurement.raw_times) == 1
+    assert log == [("slow", 0.1), ("slow", 3.0)]  # 4 more × 2 s would be 8 s
+    assert capped and len(measurement.raw_times) == 2
 
 
 def test_once_the_budget_is_spent_no_round_starts_and_nothing_is_retried(monkeypatch):
@@ -294,7 +309,14 @@ def test_the_sweep_times_every_implementation_at_every_configuration(monkeypatch
     rows = run_sweep(TINY)
     expected = [(s, t, h, name) for s, t, h in TINY.configurations() for name in TIMED]
     assert [(r.sweep, r.num_tokens, r.num_heads, r.implementation) for r in rows] == expected
-    assert all(r.median_ms == 1.0 and r.blocks == 3 and r.minor_faults >= 0 for r in rows)
+    assert all(r.median_ms == 1.0 and r.blocks == 3 for r in rows)
+    ends = {("heads", min(TINY.heads)), ("heads", max(TINY.heads))}
+    ends |= {("tokens", min(TINY.tokens)), ("tokens", max(TINY.tokens))}
+    for r in rows:  # resource use at each sweep's ends, where the chapter reads it, only
+        at_an_end = (r.sweep, r.num_heads if r.sweep == "heads" else r.num_tokens) in ends
+        measured = [not math.isnan(v) for v in (r.user_ms, r.sys_ms, r.minor_faults)]
+        assert measured == [at_an_end] * 3, (r.sweep, r.num_tokens, r.num_heads)
+        assert not at_an_end or r.minor_faults >= 0
     for r in rows:  # counted independently: 2 × the multiply-adds of every matmul called
         # the fused kernel and the fast path hide their products from the counter; they
         # compute the same products as the split, so their rows carry the split's count

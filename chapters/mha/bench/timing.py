@@ -31,13 +31,16 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.benchmark import Timer
+from torch.utils.benchmark import Measurement, Timer
 from tqdm import tqdm
 
 from ..counting import operator_counts
 from ..tiled import TiledAttention
 from ..variants import IMPLEMENTATIONS, equivalent_modules
-from .usage import resource_use
+from .usage import Usage, resource_use
+
+#: The resource use of a configuration ``run_sweep`` does not measure it at.
+NOT_MEASURED = Usage(math.nan, math.nan, math.nan, math.nan)
 
 #: Everything the benchmark times: the book's implementations, and nn.MultiheadAttention once
 #: more with its fast path switched off: what chapter 5 times and explains.
@@ -152,7 +155,8 @@ class Row:
     runs: int  # passes timed in that round
     capped: bool  # a measurement hit the time cap before it had min_blocks blocks
     rounds: int  # rounds measured (fewer than asked when the budget ran out)
-    user_ms: float  # CPU time in user mode per pass, all threads (usage.resource_use)
+    # resource_use's three, measured at each sweep's ends only (nan between: run_sweep)
+    user_ms: float  # CPU time in user mode per pass, all threads
     sys_ms: float  # CPU time in the kernel per pass, all threads
     minor_faults: float  # minor page faults per pass
     flops: int  # per pass, from forward_flops (× 3 with the backward pass)
@@ -268,19 +272,24 @@ def measure(timer, *, min_run_time, min_blocks, max_run_time, retry=True):
 
     ``blocked_autorange`` stops as soon as ``min_run_time`` has passed, so a statement slower
     than that is timed once, and the median of one sample is no median. When a call timed fewer
-    than ``min_blocks`` blocks, one more call gets ``min_blocks`` times the slowest block it saw,
-    but never more than ``max_run_time`` seconds: under load that bounds the time a measurement
-    takes. ``capped`` says that the cap cut the retry short, or that ``retry`` was False and
-    there were too few blocks.
+    than ``min_blocks`` blocks, one more call gets time for the missing blocks (as long as the
+    slowest block it saw, each), but never more than ``max_run_time`` seconds: under load that
+    bounds the time a measurement takes. Where both calls timed blocks of the same number of runs
+    (a slow statement: one run a block), the blocks of both are kept. ``capped`` says that the cap
+    cut the retry short, or that ``retry`` was False and there were too few blocks.
     """
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    if len(measurement.raw_times) >= min_blocks:
+    blocks = len(measurement.raw_times)
+    if blocks >= min_blocks:
         return measurement, False
     if not retry:
         return measurement, True
-    needed = min_blocks * max(measurement.raw_times)
-    measurement = timer.blocked_autorange(min_run_time=min(needed, max_run_time))
-    return measurement, needed > max_run_time and len(measurement.raw_times) < min_blocks
+    needed = (min_blocks - blocks) * max(measurement.raw_times)
+    more = timer.blocked_autorange(min_run_time=min(needed, max_run_time))
+    if more.number_per_run == measurement.number_per_run:
+        raw_times = measurement.raw_times + more.raw_times  # seconds per block
+        more = Measurement(more.number_per_run, raw_times, more.task_spec, more.metadata)
+    return more, needed > max_run_time and len(more.raw_times) < min_blocks
 
 
 def prepare(names, batch, num_tokens, d_out, num_heads, device="cpu"):
@@ -422,11 +431,23 @@ def matmul_ceiling(device="cpu", size=1024, min_run_time=0.2, rounds=3):
     return 2 * size**3 / median / 1e9
 
 
+def sweep_ends(configurations):
+    """The first and the last of each sweep's ``configurations``."""
+    ends = set()
+    for name in dict.fromkeys(sweep_name for sweep_name, _, _ in configurations):
+        mine = [c for c in configurations if c[0] == name]
+        ends |= {mine[0], mine[-1]}
+    return ends
+
+
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
-    After the timings, each module runs once more for ``usage.resource_use`` (CPU time
-    and page faults per pass) and once for the operator count.
+    After the timings, each module runs once more for the operator count and, at the two ends
+    of each sweep (fewest and most heads, shortest and longest sequence: where chapter 5 and the
+    reports read them), for ``usage.resource_use`` (CPU time and page faults per pass). Between
+    the ends those columns are ``nan``: measuring them everywhere took about a sixth of the
+    quick sweep's time.
     """
     ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1), sweep.rounds)
     configurations = sweep.configurations()
@@ -449,6 +470,7 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
     # length (each module is built for the length it gets): count each pair once, at its
     # first and shortest configuration, since counting runs one more forward op by op.
     counted = {}
+    ends = sweep_ends(configurations)
     for (sweep_name, num_tokens, num_heads), case, timing in zip(
         configurations, cases, timings, strict=True
     ):
@@ -459,8 +481,11 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
             flops = pass_flops(
                 name, sweep.batch, num_tokens, sweep.d_out, sweep.d_out, backward=backward
             )
-            runs = max(1, math.ceil(sweep.min_run_time / (t.median_ms / 1e3)))
-            usage = resource_use(module, x_used, runs, grad=grad)
+            if (sweep_name, num_tokens, num_heads) in ends:
+                runs = max(1, math.ceil(sweep.min_run_time / (t.median_ms / 1e3)))
+                usage = resource_use(module, x_used, runs, grad=grad)
+            else:
+                usage = NOT_MEASURED
             if (name, num_heads) not in counted:
                 counted[name, num_heads] = operator_counts(module, x)
             aten_ops, matmul_ops = counted[name, num_heads]
