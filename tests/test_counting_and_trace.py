@@ -1,5 +1,8 @@
 """The instruments chapter 1 uses to watch the wrapper run."""
 
+import subprocess
+import sys
+
 import torch
 
 from mha import MultiHeadAttentionWrapper, example_batch
@@ -54,3 +57,43 @@ def test_every_head_receives_the_same_input_and_heads_run_in_list_order():
     calls = trace_heads(MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=4), x)
     assert [c.head for c in calls] == [1, 2, 3, 4]
     assert all(c.same_object for c in calls)
+
+
+#: Run in a fresh process: watch a forward the ways the book does (counting operators, the
+#: checks' detector of torch's attention, the tiled check on its starting code), then print
+#: whether torch._dynamo was imported. {opt_out} is whether the book's dispatch modes opt out of
+#: torch's wrapper for torch.compile (they do; False shows that the probe can tell).
+WATCHING = """
+import sys, torch
+from mha.counting import QuietDispatchMode
+QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: not {opt_out})
+from mha import MultiHeadAttention, example_batch
+from mha.counting import count_ops
+from mha.checks.classes import watching_torch_attention
+from mha.checks.tiled import TiledAttentionStart, online_softmax
+module = MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
+count_ops(module, example_batch())
+with torch.no_grad(), watching_torch_attention():
+    module.W_query.weight.mul_(2.0)
+online_softmax.check(TiledAttentionStart)
+print("torch._dynamo" in sys.modules)
+"""
+
+
+def imports_dynamo(opt_out):
+    found = subprocess.run(
+        [sys.executable, "-c", WATCHING.format(opt_out=opt_out)], capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr[-2000:]
+    return found.stdout.split()[-1] == "True"
+
+
+def test_watching_a_forward_never_imports_torch_compile_machinery():
+    """torch wraps a plain TorchDispatchMode's handler for torch.compile, and the wrapper imports
+    torch._dynamo on its first call: about 3 s of CPU in every process (a chapter's first
+    check) for nothing the book compiles. The book's modes derive from QuietDispatchMode."""
+    assert not imports_dynamo(opt_out=True)
+
+
+def test_the_dynamo_test_can_fail():
+    assert imports_dynamo(opt_out=False)

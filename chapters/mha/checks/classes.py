@@ -31,8 +31,8 @@ import sys
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..counting import QuietDispatchMode
 from .core import Mistake, kind_of
 
 
@@ -230,7 +230,7 @@ class _AttentionFunctions(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class _AttentionOps(TorchDispatchMode):
+class _AttentionOps(QuietDispatchMode):
     """Marks the ATen operators of torch's attention in a :class:`TorchAttentionSeen`."""
 
     def __init__(self, seen):

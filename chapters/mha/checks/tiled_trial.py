@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..counting import QuietDispatchMode
 from .classes import book_classes, watching_calls
 from .config import Trial, TrialConfig
 from .core import evaluating, kind_of, listed
@@ -209,7 +209,7 @@ def _off_key_axes(args, config):
 SOFTMAX_OPS = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
 
 
-class _OpLog(TorchDispatchMode):
+class _OpLog(QuietDispatchMode):
     """What the operators of one forward did, as far as the check needs it.
 
     ``products``: each plain matrix product's left-factor width and output shape; ``ops``: every
