@@ -30,29 +30,45 @@ SHOW_SOLUTION = """document.addEventListener('DOMContentLoaded', () => {
     document.querySelector('article.bd-article').prepend(output);
 });"""
 
-#: Each highlighted token's colour, and the colour it is drawn on (the first opaque background
-#: among it and its ancestors).
+#: Each highlighted token's colour, the colour it is drawn on (the first opaque background among
+#: it and its ancestors), and whatever on the way would make those two colours not what shows: a
+#: translucent colour or background, an opacity, a filter, a background image.
 TOKEN_COLOURS = """spans => spans.filter(s => s.textContent.trim()).map(span => {
+    // '1' for rgb(), the alpha of rgba(), null for any other notation (color(), color-mix())
+    const alpha = c =>
+        c.startsWith('rgb(') ? '1' : (c.match(/^rgba\\(.*,\\s*([\\d.]+)\\)$/) || [])[1] ?? null;
+    const colour = getComputedStyle(span).color;
+    const unsure = alpha(colour) === '1' ? [] : [`colour ${colour}`];
     let background = 'rgb(255, 255, 255)';
     for (let e = span; e; e = e.parentElement) {
-        const c = getComputedStyle(e).backgroundColor;
-        if (c !== 'transparent' && !/rgba\\(.*, 0\\)$/.test(c)) { background = c; break; }
+        const style = getComputedStyle(e);
+        if (style.opacity !== '1') unsure.push(`opacity ${style.opacity}`);
+        if (style.filter !== 'none') unsure.push(`filter ${style.filter}`);
+        if (style.backgroundImage !== 'none') unsure.push('a background image');
+        const c = style.backgroundColor;
+        if (alpha(c) === '1') { background = c; break; }
+        if (alpha(c) !== '0') unsure.push(`background ${c}`);
     }
-    return [span.className, span.textContent, getComputedStyle(span).color, background];
+    return [span.className, span.textContent, colour, background, unsure];
 })"""
 
 
 def colour_problems(page, where):
+    """Each highlighted token of the code blocks ``where`` (and any text of theirs outside a
+    token) below WCAG AA contrast on what it is drawn on, or drawn in a way this check cannot
+    judge; fewer than three colours in all (not highlighted)."""
     problems = []
-    tokens = page.eval_on_selector_all(f"{where} span[class]", TOKEN_COLOURS)
+    tokens = page.eval_on_selector_all(f"{where}, {where} span[class]", TOKEN_COLOURS)
     if not tokens:
         return [f"{where}: no highlighted tokens"]
-    colours = {colour for _, _, colour, _ in tokens}
+    colours = {colour for _, _, colour, _, _ in tokens}
     if len(colours) < 3:
         problems.append(f"{where}: its code is drawn in {len(colours)} colour(s): not highlighted")
-    for css, text, colour, background in tokens:
+    for css, text, colour, background, unsure in tokens:
         ratio = contrast(parse_rgb(colour), parse_rgb(background))
-        if ratio < WCAG_AA:
+        if unsure:
+            problems.append(f"{where}: {text!r} ({css}) cannot be judged: {', '.join(unsure)}")
+        elif ratio < WCAG_AA:
             problems.append(f"{where}: {text!r} ({css}) is {colour} on {background}: {ratio:.2f}")
     return problems
 
