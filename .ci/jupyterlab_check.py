@@ -317,6 +317,9 @@ def check_chapters(venv, repository, chapters, env):
                 executable_path=str(browser_path), headless=True, args=CHROMIUM_ARGS
             )
             context = browser.new_context(viewport=VIEWPORT)
+            # Kept open all along: a page opened beside an open one costs Chromium less CPU
+            # (tests/browser/conftest.py, reading_contexts).
+            context.new_page()
             for notebook in chapters:
                 shot = SCREENSHOTS / f"jupyterlab-{notebook.stem}.png"
                 results.append(
