@@ -317,8 +317,8 @@ def check_chapters(venv, repository, chapters, env):
                 executable_path=str(browser_path), headless=True, args=CHROMIUM_ARGS
             )
             context = browser.new_context(viewport=VIEWPORT)
-            # Kept open all along: a page opened beside an open one costs Chromium less CPU
-            # (tests/browser/conftest.py, reading_contexts).
+            # Kept open all along: a book page opened beside an open page cost Chromium about
+            # half the CPU (tests/browser/conftest.py, reading_contexts; not measured here).
             context.new_page()
             for notebook in chapters:
                 shot = SCREENSHOTS / f"jupyterlab-{notebook.stem}.png"

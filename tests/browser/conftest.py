@@ -71,10 +71,10 @@ def reading_contexts(browser):
     new renderer and an empty HTTP cache: every stylesheet and script fetched and compiled
     again); a new page in a warm context under 1 s, and the browser suite opens hundreds.
 
-    Each context keeps one blank page open all along. When a context's last page closes,
-    Chromium tears down what its pages share, and the next page builds it again: a chapter page
-    opened in a context with a page already open cost about 0.85 s of CPU, in an empty one 1.6 s
-    (measured on Chromium 156, three chapters, all of its processes counted)."""
+    Each context keeps one blank page open all along: a chapter page opened in a context with
+    another page open cost about 0.85 s of CPU, in a context with none 1.6 s (measured on
+    Chromium 156, three chapters, all of its processes counted: both the browser process and the
+    page's new renderer cost less; why, we did not establish)."""
     contexts = {}
 
     def context_for(viewport, color_scheme):
