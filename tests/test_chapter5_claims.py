@@ -16,6 +16,7 @@ claim has a test that it can fail, on facts that contradict it.
 
 import functools
 import json
+import mmap
 import os
 import re
 import subprocess
@@ -33,7 +34,7 @@ from mha.counting import QuietDispatchMode, operator_counts
 D_OUT, HEADS, COUNT_TOKENS = 192, 12, 64  # the chapter's QUICK sweep
 HEAD_COUNTS = (1, 2, 4, 16)
 LENGTHS = (256, 512, 1024)  # the chapter's memory table: sweep.tokens[-3:]
-PAGE = 4096
+PAGE = mmap.PAGESIZE  # bytes; 4 KiB on x86-64 Linux, 16 KiB on some arm64
 PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
 CHAPTER = Path(__file__).parent.parent / "chapters" / "05_measuring.ipynb"
 WHERE = ("warm process", "fresh process", "fresh, portable code path")
