@@ -131,6 +131,64 @@ def test_training_gives_the_same_numbers_on_one_thread_or_two():
     assert all(torch.equal(state_1[k], state_2[k]) for k in state_1)
 
 
+def test_the_books_adam_trains_the_weights_torchs_adam_trains_to_the_bit():
+    """FullBatchAdam is torch.optim.Adam's arithmetic: the chapter's model, the chapter's task
+    and 60 steps give the same losses and weights with either optimiser."""
+    from mha.tasks import LookbackTask
+
+    task = LookbackTask()
+    runs = []
+    for make in (train_module.FullBatchAdam, torch.optim.Adam):
+        torch.manual_seed(3)
+        model = LookbackModel(task, d_model=32, num_heads=2)
+        optimiser, tokens, losses = make(model.parameters(), lr=0.01), task.train_set(), []
+        model.train()
+        with train_module.one_thread():
+            for _ in range(60):
+                loss = task.loss(model(tokens), tokens)
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                losses.append(loss.item())
+        runs.append((losses, model.state_dict()))
+    (ours, our_state), (torchs, torch_state) = runs
+    assert ours == torchs
+    assert all(torch.equal(our_state[k], torch_state[k]) for k in our_state)
+
+
+def test_the_equality_test_would_see_an_adam_that_differs_in_one_constant():
+    torch.manual_seed(0)
+    a, b = nn.Linear(4, 4), nn.Linear(4, 4)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(8, 4)
+    for model, eps in ((a, 1e-8), (b, 1e-7)):
+        optimiser = train_module.FullBatchAdam(model.parameters(), eps=eps)
+        for _ in range(3):
+            optimiser.zero_grad()
+            model(x).square().sum().backward()
+            optimiser.step()
+    assert not torch.equal(a.weight, b.weight)
+
+
+def test_training_in_a_fresh_process_does_not_import_torch_dynamo():
+    """What FullBatchAdam is for: torch.optim's first step imports torch._dynamo (seconds)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from mha.tasks import LookbackModel, LookbackTask\n"
+        "from mha.train import train\n"
+        "torch.manual_seed(0)\n"
+        "train(LookbackModel(LookbackTask(), 8, 2), steps=2, progress=False)\n"
+        "print('torch._dynamo' in sys.modules)\n"
+        "torch.optim.Adam([torch.zeros(1, requires_grad=True)]).step()\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]  # and torch's own Adam would import it
+
+
 def test_resuming_gives_the_model_of_one_longer_run():
     """200 steps then 600 more (the chapter's longer budget) is 800 steps."""
     whole, parts = tiny_model(), tiny_model()
