@@ -5,23 +5,26 @@ two heads, four heads) built right after ``torch.manual_seed(seed)``, 200 steps 
 one thread; then the one-head and two-head models resumed to 800 steps. ``CLAIMS`` lists what
 the chapter says about the trained models, each as the sentence and the test of it, and every
 claim must hold on every seed. One claim holds on most seeds, not all: the two heads' pairing at
-800 steps, which the chapter counts ("6 of the 8 seeds we trained"). ``PAIRED_SEEDS`` are the
-six; the test asserts that the pairing holds on exactly those, so the count the chapter prints
-is the count the seeds give. ``CROSS_SEED_CLAIMS`` are the chapter's statements about how seeds
-differ. The thresholds are the chapter's own (``mha.tasks``), so a claim that holds here holds
-with the margin the chapter prints.
+800 steps ("on most of them"). Which seeds pair is decided near the 0.8 line, and training
+carries a last-bit difference of the CPU's arithmetic into a visibly different model: seed 7
+pairs on one machine (0.82, AMD Zen 1) and misses on another (0.72, AMD Zen 4), on the native
+code path; under ``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE`` too it differs between
+machines. So the test asserts the chapter's word with its margin, at least ``MOST`` of the 8
+seeds, and prints the seeds it found; it never pins which. ``CROSS_SEED_CLAIMS`` are the
+chapter's statements about how seeds differ. The thresholds are the chapter's own
+(``mha.tasks``), so a claim that holds here holds with the margin the chapter prints.
 
-About 14,400 training steps in all, each seed trained once, in two groups of four seeds (even,
-odd) so that two workers (``make unit``) share them.
+About 14,400 training steps in all, each seed trained once, in one test: "most of the 8" is a
+statement about all of them.
 """
 
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import torch
 
 from mha.tasks import (
@@ -159,12 +162,10 @@ def pair_up(r):
     return pairs_share_the_offsets(r[2, LONGER].pairs)
 
 
-#: The seeds on which the two heads pair up at 800 steps: 6 of the 8, the chapter's "most
-#: seeds", on both CPU code paths. On seeds 6 and 7 the two heads still take different pairs,
-#: but one head gives its pair only about 0.7 of its weight: 0.69 and 0.73 natively, 0.71 and
-#: 0.68 under ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE (where every claim above held on
-#: seeds 0 to 7 too, in a one-off run; this test runs natively).
-PAIRED_SEEDS = (0, 1, 2, 3, 4, 5)
+#: "Most of the 8 seeds": more than half. Measured: on an AMD Zen 4, 6 of 8 natively (seeds 6
+#: and 7 miss) and 7 of 8 on the portable path (seed 6 misses); on an AMD Zen 1, 7 of 8 on both
+#: paths (seed 6 misses). One or two seeds to spare, and which ones is never pinned.
+MOST = 5
 
 CROSS_SEED_CLAIMS = {
     "another seed gives the four heads another order of offsets": lambda runs: (
@@ -175,13 +176,9 @@ CROSS_SEED_CLAIMS = {
     ),
 }
 
-#: Seeds trained in one test: two groups, so that two workers share the training.
-GROUPS = ((0, 2, 4, 6), (1, 3, 5, 7))
 
-
-def test_the_groups_cover_seeds_0_to_7_once_and_most_seeds_is_most():
-    assert sorted(s for group in GROUPS for s in group) == list(SEEDS)
-    assert set(PAIRED_SEEDS) <= set(SEEDS) and len(PAIRED_SEEDS) > len(SEEDS) / 2
+def test_most_is_more_than_half_of_the_seeds():
+    assert len(SEEDS) / 2 < MOST <= len(SEEDS)
 
 
 def misses_as_the_chapter_says(r):
@@ -193,15 +190,15 @@ def misses_as_the_chapter_says(r):
 
 
 def pairing_differs(runs):
-    """Where the pairing holds on other seeds of ``runs`` than ``PAIRED_SEEDS`` says (the
-    chapter's count would then be wrong), or misses otherwise than the chapter says."""
+    """Where the pairing holds on fewer than ``MOST`` seeds of ``runs`` (the chapter's "most"
+    would then be wrong), or misses otherwise than the chapter says."""
     paired = sorted(seed for seed, r in runs.items() if pair_up(r))
-    expected = sorted(set(PAIRED_SEEDS) & set(runs))
+    print(f"the two heads pair up at 800 steps on seeds {paired} of {sorted(runs)}")
     failed = []
-    if paired != expected:
+    if len(paired) < MOST:
         failed.append(
-            f"the two heads pair up at 800 steps on seeds {paired} of {sorted(runs)}, not on "
-            f"{expected}: update PAIRED_SEEDS and the chapter's count"
+            f"the two heads pair up at 800 steps on seeds {paired} of {sorted(runs)}: "
+            f"fewer than {MOST}, so not on most seeds, as the chapter says"
         )
     unlike = [s for s, r in runs.items() if s not in paired and not misses_as_the_chapter_says(r)]
     if unlike:
@@ -209,9 +206,8 @@ def pairing_differs(runs):
     return failed
 
 
-@pytest.mark.parametrize("seeds", GROUPS, ids=lambda g: "seeds " + ",".join(map(str, g)))
-def test_every_claim_of_chapter_4_holds_on_these_seeds(seeds):
-    runs = {seed: run(seed) for seed in seeds}
+def test_every_claim_of_chapter_4_holds_on_seeds_0_to_7():
+    runs = {seed: run(seed) for seed in SEEDS}
     failed = [
         f"seed {seed}: {claim}"
         for seed, r in runs.items()
@@ -277,18 +273,18 @@ def test_every_reveal_of_chapter_4_offers_its_choices():
     assert all("choices=" in call.split("\n)")[0] for call in reveals)
 
 
-def test_the_pairing_count_fails_on_one_seed_more_or_less():
+def test_the_pairing_claim_fails_one_seed_short_of_most():
     paired = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.9, ratio=3.0)
     paired[2, LONGER].pairs = [((1, 2), 0.9), ((3, 4), 0.9)]
     weak = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.7, ratio=3.0)  # about 0.7
     shared = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.7, ratio=3.0)
     shared[2, LONGER].pairs = [((1, 2), 0.7), ((2, 3), 0.9)]  # both heads on offset 2
     spread = fake_run(accuracy=0.9, weight=0.5, pair_weight=0.4, ratio=3.0)
-    assert not pairing_differs({0: paired, 2: paired, 4: paired, 6: weak})
-    assert pairing_differs({0: paired, 2: paired, 4: weak, 6: weak})  # one miss more
-    assert pairing_differs({0: paired, 2: paired, 4: paired, 6: paired})  # one miss less
-    assert pairing_differs({1: paired, 3: paired, 5: paired, 7: shared})  # missed otherwise
-    assert pairing_differs({1: paired, 3: paired, 5: paired, 7: spread})
+    assert not pairing_differs({s: paired if s < MOST else weak for s in SEEDS})
+    assert not pairing_differs({s: paired for s in SEEDS})  # every seed is "most" too
+    assert pairing_differs({s: paired if s < MOST - 1 else weak for s in SEEDS})  # one short
+    assert pairing_differs({s: paired if s < 7 else shared for s in SEEDS})  # missed otherwise
+    assert pairing_differs({s: paired if s < 7 else spread for s in SEEDS})
 
 
 def prose():
@@ -297,10 +293,12 @@ def prose():
     return " ".join(text.split())
 
 
-def test_the_chapter_counts_the_seeds_the_pairing_holds_on():
-    """The pairing is stated as what it is, on most seeds and counted, never as what two heads
-    always do."""
+def test_the_chapter_says_most_seeds_and_pins_no_count():
+    """The pairing is stated as what it is, on most seeds, never as what two heads always do,
+    and never as a count of seeds that another CPU's rounding could change."""
     text = prose()
-    assert f"{len(PAIRED_SEEDS)} of the {len(SEEDS)} seeds we trained" in text
+    assert "seeds 0 to 7, and on most of them" in text
+    assert "on most of the seeds we trained" in text
+    assert not re.search(r"\b\d of the \d seeds", text)
     assert "and they do it by pairing" not in text
     assert "two heads of width 16 share the four offsets, two per head," not in text
