@@ -13,7 +13,7 @@ can amplify such a bit into a visibly different model. The chapter therefore
 prints only what survives that: accuracies in bands, counts of offsets
 learned, thresholds passed with a margin. ``tests/test_chapter4_claims.py``
 trains seeds 0 to 7 to show that what the chapter says holds beyond one, and
-counts the seeds of the one claim that holds on most of them, not all.
+that the one claim stated for most seeds, not all, holds on at least 5 of 8.
 
 In a notebook the progress bar draws in one output that it replaces in
 place, and when training ends that output goes back to its first line, which
