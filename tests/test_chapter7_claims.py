@@ -9,7 +9,11 @@ reported by the chapter, not claimed, so nothing here counts them. The verdict s
 checked on a run made while the machine is deliberately busy. ``test_each_claim_can_fail``
 feeds every claim a run that contradicts it.
 
-The fresh processes run side by side; the busy run's timing budget is 5 s.
+The deterministic numbers are exact on every CPU: they follow from the shapes and from how this
+PyTorch version (torch 2.13.0, pinned) decomposes its operators, not from rounding. The dropout
+claims hold with wide margins (under 4 and over 10 standard errors); no test pins a timing or a
+fault count. The fresh processes run side by side; the busy run's timing budget is 5 s. The
+test prints what it measured.
 """
 
 import ast
@@ -269,6 +273,9 @@ def measured():
 
 
 def test_every_claim_of_chapter_7_holds_where_it_could_fail(measured):
+    print(f"score memory, per run: {measured.memories}")
+    print(f"dropout gaps (o only, o and s, std): {measured.dropout}")
+    print(f"busy verdict timings: {measured.verdicts}")
     assert len(measured.memories) == 1 + 2 * len(CONTEXT_LENGTHS)
     failed = [c for c, holds in CLAIMS.items() if not holds(measured)]
     assert not failed, f"claims that did not hold: {failed}"

@@ -79,7 +79,7 @@ from .timing import (
     timed_modules,
     write_csv,
 )
-from .usage import Usage, memory_facts, resource_use
+from .usage import Usage, resource_use
 
 __all__ = [
     "HeldInMemory",
@@ -114,7 +114,6 @@ __all__ = [
     "forward_flops",
     "markdown",
     "measure",
-    "memory_facts",
     "method_note",
     "overhead_crossover",
     "part_of_whole",

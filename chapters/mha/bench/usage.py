@@ -8,8 +8,6 @@ each time, and the allocator experiment (``faults``) compares them across malloc
 """
 
 import math
-import mmap
-import os
 import time
 from dataclasses import dataclass
 
@@ -19,20 +17,6 @@ try:
     import resource
 except ImportError:  # Windows: no getrusage, so no page-fault counts
     resource = None
-
-
-def memory_facts():
-    """This machine's C library and page size: what its page-fault counts rest on.
-
-    A fault count is pages touched for the first time, so the same bytes fault 4 times less on
-    16 KiB pages (some arm64 machines) than on 4 KiB ones; and glibc's allocator decides when
-    freed memory goes back to the kernel. Read from the machine, never assumed.
-    """
-    try:
-        libc = os.confstr("CS_GNU_LIBC_VERSION") or "not glibc"
-    except (AttributeError, ValueError, OSError):  # no confstr (Windows) or no such name
-        libc = "not glibc"
-    return f"C library: {libc}; page size: {mmap.PAGESIZE // 1024} KiB"
 
 
 @dataclass(frozen=True)
