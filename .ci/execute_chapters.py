@@ -186,9 +186,7 @@ def with_routes(cells):
         tags = [t for t in cell.metadata.get("tags", []) if t not in ROUTES]
         if kind is not None:
             tags.append(kind)
-            routed.append(
-                nbformat.v4.new_markdown_cell(ROUTES[kind], id=ROUTE_ID_PREFIX + cell.id)
-            )
+            routed.append(nbformat.v4.new_markdown_cell(ROUTES[kind], id=ROUTE_ID_PREFIX + cell.id))
         if tags:
             cell.metadata["tags"] = tags
         else:
