@@ -203,6 +203,19 @@ def test_every_prediction_and_exercise_says_how_to_do_it_from_the_web(notebook):
             )
 
 
+def test_every_practice_heading_has_its_exercise(notebook):
+    """The first code cell after a "## Practice" heading is the exercise, tagged ``practice``."""
+    path, nb = notebook
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown" or not PRACTICE_HEADING.search(source(cell)):
+            continue
+        first_code = next((c for c in cells[i + 1 :] if c["cell_type"] == "code"), None)
+        assert first_code and "practice" in first_code["metadata"].get("tags", []), (
+            f"{path.name}: {source(cell)[:50]!r} has no exercise tagged practice after it"
+        )
+
+
 def test_every_exercise_sits_under_a_practice_heading(notebook):
     """A hint or a solution belongs to an exercise, and the exercise to a "## Practice" section,
     where the route text is."""
@@ -260,6 +273,11 @@ FAKE = ROOT / "chapters" / "99_fake.ipynb"
             "no web route",
         ),
         (
+            test_every_practice_heading_has_its_exercise,
+            [markdown("## Practice: y\n\nWrite it."), markdown("## Key takeaways")],
+            "no exercise tagged practice",
+        ),
+        (
             test_every_exercise_sits_under_a_practice_heading,
             [markdown("## Mistakes gallery"), code("practice.hint(1)", tags=["hint"])],
             "not under a '## Practice' heading",
@@ -275,7 +293,14 @@ FAKE = ROOT / "chapters" / "99_fake.ipynb"
             "does not install mha",
         ),
     ],
-    ids=["prediction", "exercise", "practice heading", "notebook-only prose", "install cell"],
+    ids=[
+        "prediction",
+        "exercise",
+        "practice without exercise",
+        "practice heading",
+        "notebook-only prose",
+        "install cell",
+    ],
 )
 def test_each_rule_fails_on_a_chapter_that_breaks_it(rule, cells, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
@@ -294,6 +319,7 @@ def test_the_route_rules_pass_on_a_chapter_that_keeps_them():
     ]
     for rule in (
         test_every_prediction_and_exercise_says_how_to_do_it_from_the_web,
+        test_every_practice_heading_has_its_exercise,
         test_every_exercise_sits_under_a_practice_heading,
         test_no_prose_speaks_only_to_notebook_users,
     ):
