@@ -6,9 +6,10 @@
 #                  built pages, the Binder rehearsal (JupyterLab too), and a chapter run alone,
 #                  as Colab runs it (make standalone-check); then one table of each check's wall
 #                  time, CPU time and result, and the machine (.ci/run_checks.py lists the checks)
-#   make unit, make nbval, make browser: the quick loop, one part each (README: how long)
+#   make unit, make nbval, make browser: the quick loop, one part each (README)
 #   make lint      ruff: lint and format check (the code the chapters show at 79 columns)
-#   make execute   re-execute every chapter in place (after changing a chapter or the mha package)
+#   make execute   re-execute every chapter in place (after changing the mha package);
+#                  make execute CHAPTER=chapters/NN_x.ipynb re-executes that chapter alone
 #   make excerpts  copy the current source of the classes the chapters show into their markdown
 #   make lab       open the chapters in JupyterLab (the version the Binder rehearsal uses)
 #   make chromium  find a Chromium for the browser checks, or install one
@@ -148,8 +149,9 @@ binder-check: $(STAMP) chromium
 standalone-check: $(STAMP)
 	$(PY) .ci/standalone_check.py $(CHAPTER)
 
+# CHAPTER=chapters/NN_x.ipynb (one or more, space-separated): only those; by default every chapter.
 execute: $(STAMP)
-	$(PY) .ci/execute_chapters.py $(CHAPTERS)
+	$(PY) .ci/execute_chapters.py $(or $(CHAPTER),$(CHAPTERS))
 
 excerpts: $(STAMP)
 	$(PY) .ci/sync_excerpts.py $(CHAPTERS)

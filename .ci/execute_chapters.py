@@ -1,13 +1,19 @@
 """Re-execute chapters in place, top to bottom in one kernel, and normalise their metadata.
 
-Usage: python .ci/execute_chapters.py chapters/01_*.ipynb ...
+Usage: python .ci/execute_chapters.py [--normalise-only] chapters/01_*.ipynb ...
 
 Each notebook runs in its own folder (as Binder and nbval run it). Afterwards the notebook keeps
 only stable metadata: the standard ``python3`` kernelspec, no per-cell timing, no widget state,
 so re-running produces small diffs.
 
-Normalising also applies the book's conventions for hidden cells (README, "For authors"), keyed
-on their tags, so an author tags a cell and this script does the rest:
+Normalising also applies the book's conventions (AUTHORING.md), so an author writes a cell and
+this script does the rest:
+
+- a prediction cell (``prediction_x = None``) and a practice (the first code cell under a
+  "## Practice" heading): tagged ``prediction`` or ``practice``, and right before it the
+  paragraph that tells a web reader how to answer or do it (``ROUTES``), a markdown cell with the
+  id ``route-<the cell's id>``. A route paragraph whose cell has gone is dropped; a changed
+  ``ROUTES`` text replaces every copy.
 
 - ``reveal`` and ``solution`` cells: hidden behind one toggle in the book (``hide-cell``, with
   the prompts in ``HIDDEN_KINDS``), collapsed in JupyterLab, and a first line saying what the
@@ -23,7 +29,8 @@ kernel cannot see tags, so any other box in these cells (a gallery's feedback, t
 a solution) is stored closed here, behind ``STORED_CLOSED``'s words. nbval compares the words
 inside, not the wrapper (``.ci/nbval-sanitize.cfg``).
 
-Running it again changes nothing.
+Running it again changes nothing. ``--normalise-only`` normalises without running anything
+(after editing only markdown, or tags).
 """
 
 import re
@@ -51,6 +58,27 @@ STORED_CLOSED = {
 }
 #: A first line an earlier convention wrote, replaced by the current one.
 OLD_FIRST_LINE = re.compile(r"# The (answer|solution)\b.*")
+#: A cell that records a reader's guess, and the heading of an exercise's section.
+PREDICTION = re.compile(r"^\s*prediction_\w+\s*=", re.M)
+PRACTICE_HEADING = re.compile(r"^#{2,3} Practice\b", re.M)
+#: tag -> the paragraph right before every cell so tagged: how to do it from the web page.
+ROUTES = {
+    "prediction": (
+        '**Your guess.** On the web, choose or type your answer under "Your guess" below: the\n'
+        'page says if you were right and opens the answer ("Reveal the answer" opens it\n'
+        "without a guess). In a\n"
+        "running copy (launch this chapter in Binder or Colab, or download it, from the top of\n"
+        "the page), write it in the next cell in place of `None`, then run the answer's cell: it\n"
+        "says if you were right."
+    ),
+    "practice": (
+        "**Doing the exercise.** The check runs your code, so it needs a running copy of this\n"
+        "chapter: launch it in Binder or Colab, or download it, from the buttons at the top of\n"
+        "the page. There, write your answer in the code below and run it and its check. On the\n"
+        "web you can still open the hints and the solution."
+    ),
+}
+ROUTE_ID_PREFIX = "route-"
 HINT_CALL = re.compile(r"\s*[\w.]+\.hint\(\s*(\d*)\s*\)\s*")
 #: Tags that would hide a cell some other way than the convention says.
 OTHER_HIDING = (
@@ -132,11 +160,47 @@ def merged_streams(outputs):
     return merged
 
 
+def route_kind(cell, under_practice_heading):
+    """``"prediction"``, ``"practice"`` or None: which route paragraph ``cell`` needs."""
+    if cell.cell_type != "code":
+        return None
+    if set(cell.metadata.get("tags", [])) & {*HIDDEN_KINDS, "hint", "feedback"}:
+        return None
+    if PREDICTION.search(cell.source):
+        return "prediction"
+    return "practice" if under_practice_heading else None
+
+
+def with_routes(cells):
+    """``cells`` with each prediction and practice tagged, and its route paragraph right before
+    it (the old route cells dropped and made anew, with the same ids)."""
+    routed, under_practice_heading = [], False
+    for cell in cells:
+        if cell.get("id", "").startswith(ROUTE_ID_PREFIX):
+            continue
+        kind = route_kind(cell, under_practice_heading)
+        if cell.cell_type == "markdown" and PRACTICE_HEADING.search(cell.source):
+            under_practice_heading = True
+        elif cell.cell_type == "code":
+            under_practice_heading = False
+        tags = [t for t in cell.metadata.get("tags", []) if t not in ROUTES]
+        if kind is not None:
+            tags.append(kind)
+            routed.append(nbformat.v4.new_markdown_cell(ROUTES[kind], id=ROUTE_ID_PREFIX + cell.id))
+        if tags:
+            cell.metadata["tags"] = tags
+        else:
+            cell.metadata.pop("tags", None)
+        routed.append(cell)
+    return routed
+
+
 def normalise(nb):
     nb.metadata = {
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python", "pygments_lexer": "ipython3"},
     }
+    nb.cells = with_routes(nb.cells)
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
@@ -167,6 +231,13 @@ def execute(path):
     print(f"executed {path}")
 
 
+def normalise_only(path):
+    nbformat.write(normalise(nbformat.read(path, as_version=4)), path)
+    print(f"normalised {path}")
+
+
 if __name__ == "__main__":
+    only = "--normalise-only" in sys.argv[1:]
     for arg in sys.argv[1:]:
-        execute(Path(arg))
+        if arg != "--normalise-only":
+            (normalise_only if only else execute)(Path(arg))

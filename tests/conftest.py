@@ -4,6 +4,7 @@ The chapters' package is installed (``make`` installs it editable, see pyproject
 import ``mha`` as the notebooks do, from ``chapters/mha``.
 """
 
+import importlib.util
 from pathlib import Path
 
 import torch
@@ -11,6 +12,17 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
+
+
+def load_normaliser():
+    """``.ci/execute_chapters.py`` (``make execute``) as a module: the one place that says what a
+    normalised chapter is (tags, first lines, route paragraphs)."""
+    spec = importlib.util.spec_from_file_location(
+        "execute_chapters", ROOT / ".ci" / "execute_chapters.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def multi_head_attention_forward(module, queries, keys, values):

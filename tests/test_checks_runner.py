@@ -131,7 +131,7 @@ def test_a_failed_check_fails_the_run_and_the_table_names_it(monkeypatch, capsys
     assert re.search(r"^b +\S+ +\S+ +FAIL +check b$", out, re.M)
     assert re.search(r"^a +\S+ +\S+ +pass +check a$", out, re.M)
     assert "output of b" in out  # the failing check's log is printed whole
-    assert re.search(r"^machine: .+, \d+ cores$", out, re.M)  # the README's times name it
+    assert re.search(r"^machine: .+, \d+ cores$", out, re.M)  # where the times were taken
     assert out.rstrip().endswith("checks: 1 passed, 1 failed")
 
 

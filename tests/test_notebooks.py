@@ -6,7 +6,6 @@ What strict nbval and the HTML build rely on but cannot see.
 import ast
 import builtins
 import copy
-import importlib.util
 import json
 import re
 import subprocess
@@ -17,7 +16,7 @@ import nbformat
 import pytest
 import yaml
 
-from conftest import CHAPTERS, ROOT
+from conftest import CHAPTERS, ROOT, load_normaliser
 
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 HIDDEN_KINDS = {"reveal": "Reveal the answer", "solution": "Show the solution"}
@@ -245,17 +244,74 @@ def test_the_audience_check_fails_on_the_old_reveal_text():
         test_no_output_speaks_only_to_notebook_users(fake_notebook("reveal(1)", old))
 
 
-def load_execute_chapters():
-    spec = importlib.util.spec_from_file_location(
-        "execute_chapters", ROOT / ".ci" / "execute_chapters.py"
+def first_change_normalising_makes(nb):
+    """None, or where ``make execute``'s normaliser would change ``nb``: every convention it
+    applies (tags, first lines, toggles, route paragraphs) is then in place."""
+    once = load_normaliser().normalise(copy.deepcopy(nb))
+    if once.metadata != nb.metadata:
+        return "the notebook's metadata"
+    before = [(c.get("id"), c) for c in nb.cells]
+    after = [(c.get("id"), c) for c in once.cells]
+    for (id_before, cell), (id_after, normalised) in zip(before, after):
+        if cell != normalised:
+            return f"cell {id_before!r}" if id_before == id_after else f"a new cell {id_after!r}"
+    return None if len(before) == len(after) else "the cells at the end"
+
+
+def test_every_chapter_is_as_make_execute_leaves_it(notebook):
+    path, _ = notebook
+    change = first_change_normalising_makes(nbformat.read(path, as_version=4))
+    assert change is None, (
+        f"{path.name}: make execute would change {change}: "
+        f"run make execute CHAPTER=chapters/{path.name}"
     )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+
+def test_the_normalised_check_fails_on_a_prediction_without_its_route():
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("## Predict: x?"),
+            nbformat.v4.new_code_cell("prediction_x = None"),
+        ]
+    )
+    assert first_change_normalising_makes(nb) is not None
+
+
+def test_make_execute_routes_each_prediction_and_practice_and_keeps_the_routes_current():
+    """The route paragraph goes right before the cell, with an id made from the cell's; a second
+    run changes nothing; a route whose cell has gone goes too, and a stale text is replaced."""
+    normaliser = load_normaliser()
+    routes = normaliser.ROUTES
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("## Predict: x?"),
+            nbformat.v4.new_code_cell("prediction_x = None  # an integer", id="guess"),
+            nbformat.v4.new_code_cell("reveal(1, prediction_x)", metadata={"tags": ["reveal"]}),
+            nbformat.v4.new_markdown_cell("## Practice: y\n\nWrite it."),
+            nbformat.v4.new_markdown_cell("Stale words.", id="route-gone"),
+            nbformat.v4.new_code_cell("class My(Start): ...", id="try"),
+            nbformat.v4.new_code_cell("check(My)"),
+            nbformat.v4.new_code_cell("practice.hint(1)"),
+        ]
+    )
+    once = normaliser.normalise(nb)
+    ids = [c.get("id") for c in once.cells]
+    assert ids[1:3] == ["route-guess", "guess"] and "route-gone" not in ids
+    assert once.cells[1].source == routes["prediction"]
+    assert once.cells[2].metadata.tags == ["prediction"]
+    assert "prediction" not in once.cells[3].metadata.tags  # the reveal, hidden
+    assert ids[5:7] == ["route-try", "try"] and once.cells[5].source == routes["practice"]
+    assert once.cells[6].metadata.tags == ["practice"]
+    assert "tags" not in once.cells[7].metadata  # the check: not the practice's first cell
+    assert normaliser.normalise(copy.deepcopy(once)) == once
+    once.cells[2].source = "answer = 1"  # no longer a prediction: its tag and route go
+    twice = normaliser.normalise(copy.deepcopy(once))
+    assert "route-guess" not in [c.get("id") for c in twice.cells]
+    assert "tags" not in twice.cells[1].metadata
 
 
 def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_run_changes_nothing():
-    normalise = load_execute_chapters().normalise
+    normalise = load_normaliser().normalise
     old_first_line = "# The answer: run this cell, then click its ••• to expand it."
     nb = nbformat.v4.new_notebook(
         cells=[
@@ -282,7 +338,7 @@ def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_ru
 
 
 def test_make_execute_collapses_the_feedback_of_a_cell_tagged_feedback():
-    normalise = load_execute_chapters().normalise
+    normalise = load_normaliser().normalise
     nb = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell("check(wrong)", metadata={"tags": ["feedback"]})]
     )
@@ -555,7 +611,7 @@ def test_the_hidden_name_check_catches_a_name_defined_only_in_a_reveal(tmp_path)
 
 
 def test_make_execute_stores_consecutive_printing_as_one_output_and_keeps_the_rest_apart():
-    merged_streams = load_execute_chapters().merged_streams
+    merged_streams = load_normaliser().merged_streams
     out, err, shown = (
         nbformat.v4.new_output("stream", name="stdout", text="a\n"),
         nbformat.v4.new_output("stream", name="stderr", text="warning\n"),

@@ -20,27 +20,14 @@ import sys
 import pytest
 import yaml
 
-from conftest import CHAPTERS, ROOT
+from conftest import CHAPTERS, ROOT, load_normaliser
 
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
-#: The markdown cell right before every ``prediction_... =`` cell.
-PREDICT_ROUTE = (
-    '**Your guess.** On the web, choose or type your answer under "Your guess" below: the\n'
-    'page says if you were right and opens the answer ("Reveal the answer" opens it\n'
-    "without a guess). In a\n"
-    "running copy (launch this chapter in Binder or Colab, or download it, from the top of\n"
-    "the page), write it in the next cell in place of `None`, then run the answer's cell: it\n"
-    "says if you were right."
-)
-#: The markdown cell right before the first code cell of every "## Practice" section.
-PRACTICE_ROUTE = (
-    "**Doing the exercise.** The check runs your code, so it needs a running copy of this\n"
-    "chapter: launch it in Binder or Colab, or download it, from the buttons at the top of\n"
-    "the page. There, write your answer in the code below and run it and its check. On the\n"
-    "web you can still open the hints and the solution."
-)
+#: tag -> the markdown cell ``make execute`` puts right before every cell so tagged (a
+#: ``prediction_x = None`` cell, a practice's first code cell): AUTHORING.md, "Web routes".
+ROUTES = load_normaliser().ROUTES
 #: Prose that only makes sense inside a running notebook (issue 19's examples, and their kin).
 NOTEBOOK_ONLY_PROSE = (
     r"run\s+the\s+collapsed\s+cell",
@@ -51,7 +38,6 @@ NOTEBOOK_ONLY_PROSE = (
     r"\bexpand\s+it\b",
     r"in\s+the\s+first\s+code\s+cell",  # the first code cell installs mha
 )
-PREDICTION = re.compile(r"^\s*prediction_\w+\s*=", re.M)
 PRACTICE_HEADING = re.compile(r"^#{2,3} Practice\b.*", re.M)
 HEADING = re.compile(r"^#{1,3} .*", re.M)
 HIDDEN = {"reveal", "solution", "hint"}
@@ -202,43 +188,31 @@ def test_point_install_cells_fails_on_a_chapter_without_an_install_cell(tmp_path
 # The web route to every prediction and exercise
 
 
-def test_every_prediction_says_how_to_make_it_from_the_web(notebook):
+def test_every_prediction_and_exercise_says_how_to_do_it_from_the_web(notebook):
+    """Each cell ``make execute`` tagged ``prediction`` or ``practice`` has its route paragraph
+    right before it (and tests/test_notebooks.py holds every chapter to what ``make execute``
+    leaves, so every prediction and practice is tagged)."""
     path, nb = notebook
     cells = nb["cells"]
     for i, cell in enumerate(cells):
-        tags = set(cell["metadata"].get("tags", []))
-        if cell["cell_type"] != "code" or tags & HIDDEN or not PREDICTION.search(source(cell)):
-            continue
-        before = cells[i - 1] if i else None
-        assert before and before["cell_type"] == "markdown" and source(before) == PREDICT_ROUTE, (
-            f"{path.name}: {source(cell)[:50]!r} has no web route right before it: "
-            "a markdown cell with PREDICT_ROUTE (tests/test_standalone_chapters.py)"
-        )
-
-
-def practice_sections(nb):
-    """``(title, index of the first code cell)`` for each "## Practice" heading."""
-    cells = nb["cells"]
-    for i, cell in enumerate(cells):
-        if cell["cell_type"] != "markdown":
-            continue
-        for title in PRACTICE_HEADING.findall(source(cell)):
-            first_code = next(
-                (j for j in range(i + 1, len(cells)) if cells[j]["cell_type"] == "code"), None
+        for kind in set(cell["metadata"].get("tags", [])) & set(ROUTES):
+            before = cells[i - 1] if i else {"cell_type": None}
+            assert before["cell_type"] == "markdown" and source(before) == ROUTES[kind], (
+                f"{path.name}: the {kind} {source(cell)[:50]!r} has no web route right before "
+                f"it: run make execute CHAPTER=chapters/{path.name}"
             )
-            yield title, first_code
 
 
-def test_every_exercise_says_how_to_do_it_from_the_web(notebook):
+def test_every_practice_heading_has_its_exercise(notebook):
+    """The first code cell after a "## Practice" heading is the exercise, tagged ``practice``."""
     path, nb = notebook
     cells = nb["cells"]
-    for title, first_code in practice_sections(nb):
-        assert first_code is not None, f"{path.name}: {title!r} has no code"
-        before = cells[first_code - 1]
-        assert before["cell_type"] == "markdown" and source(before) == PRACTICE_ROUTE, (
-            f"{path.name}: the exercise under {title!r} has no web route right before its "
-            "first code cell: a markdown cell with PRACTICE_ROUTE "
-            "(tests/test_standalone_chapters.py)"
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown" or not PRACTICE_HEADING.search(source(cell)):
+            continue
+        first_code = next((c for c in cells[i + 1 :] if c["cell_type"] == "code"), None)
+        assert first_code and "practice" in first_code["metadata"].get("tags", []), (
+            f"{path.name}: {source(cell)[:50]!r} has no exercise tagged practice after it"
         )
 
 
@@ -285,14 +259,23 @@ FAKE = ROOT / "chapters" / "99_fake.ipynb"
     "rule, cells, message",
     [
         (
-            test_every_prediction_says_how_to_make_it_from_the_web,
-            [markdown("## Predict: x?"), code("prediction_x = None")],
+            test_every_prediction_and_exercise_says_how_to_do_it_from_the_web,
+            [markdown("## Predict: x?"), code("prediction_x = None", tags=["prediction"])],
             "no web route",
         ),
         (
-            test_every_exercise_says_how_to_do_it_from_the_web,
-            [markdown("## Practice: y\n\nWrite it."), code("class My(Skeleton): ...")],
+            test_every_prediction_and_exercise_says_how_to_do_it_from_the_web,
+            [
+                markdown("## Practice: y\n\nWrite it."),
+                markdown(ROUTES["prediction"]),
+                code("class My(Skeleton): ...", tags=["practice"]),
+            ],
             "no web route",
+        ),
+        (
+            test_every_practice_heading_has_its_exercise,
+            [markdown("## Practice: y\n\nWrite it."), markdown("## Key takeaways")],
+            "no exercise tagged practice",
         ),
         (
             test_every_exercise_sits_under_a_practice_heading,
@@ -310,7 +293,14 @@ FAKE = ROOT / "chapters" / "99_fake.ipynb"
             "does not install mha",
         ),
     ],
-    ids=["prediction", "exercise", "practice heading", "notebook-only prose", "install cell"],
+    ids=[
+        "prediction",
+        "exercise",
+        "practice without exercise",
+        "practice heading",
+        "notebook-only prose",
+        "install cell",
+    ],
 )
 def test_each_rule_fails_on_a_chapter_that_breaks_it(rule, cells, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
@@ -320,16 +310,16 @@ def test_each_rule_fails_on_a_chapter_that_breaks_it(rule, cells, message):
 def test_the_route_rules_pass_on_a_chapter_that_keeps_them():
     cells = [
         markdown("## Predict: x?"),
-        markdown(PREDICT_ROUTE),
-        code("prediction_x = None"),
+        markdown(ROUTES["prediction"]),
+        code("prediction_x = None", tags=["prediction"]),
         markdown("## Practice: y"),
-        markdown(PRACTICE_ROUTE),
-        code("class My(Skeleton): ..."),
+        markdown(ROUTES["practice"]),
+        code("class My(Skeleton): ...", tags=["practice"]),
         code("practice.hint(1)", tags=["hint"]),
     ]
     for rule in (
-        test_every_prediction_says_how_to_make_it_from_the_web,
-        test_every_exercise_says_how_to_do_it_from_the_web,
+        test_every_prediction_and_exercise_says_how_to_do_it_from_the_web,
+        test_every_practice_heading_has_its_exercise,
         test_every_exercise_sits_under_a_practice_heading,
         test_no_prose_speaks_only_to_notebook_users,
     ):

@@ -6,8 +6,8 @@ Every check is a function that takes a Playwright page and returns a list of pro
 words (empty when the page is right), so the same check runs on the real build and on a
 deliberately broken copy of it (``test_the_checks_catch_broken_pages.py``).
 
-Chapter pages are discovered from ``_toc.yml``; a chapter follows the conventions in README
-"For authors": reveal cells are tagged ``reveal`` + ``hide-cell``, solutions ``solution`` +
+Chapter pages are discovered from ``_toc.yml``; a chapter follows the conventions in
+AUTHORING.md: reveal cells are tagged ``reveal`` + ``hide-cell``, solutions ``solution`` +
 ``hide-cell``. myst-nb renders a cell's tags as classes ``tag_<name>`` on the cell's container and
 ``hide-cell`` as a ``<details>`` toggle around the cell's input and output.
 """

@@ -2,7 +2,7 @@
 
 Imports run one way, from the bottom of this list to the top:
 
-- ``report``: the results as text, for the chapter, the terminal and the README;
+- ``report``: the results as text, for the chapter, the terminal and BENCHMARKS.md;
 - ``faults``: the allocator experiment (do page faults cost a module its speed?);
 - ``comparison``: noise-aware verdicts between timings, and the book's performance targets;
 - ``timing``: the modules, the timer, the sweeps and their ``Row``s;

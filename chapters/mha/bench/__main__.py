@@ -2,7 +2,7 @@
 
 Runs the sweep of ``timing`` (``--quick`` for the small one), writes ``bench.csv`` and a PNG of
 the figures (``mha.plots_bench``), and prints ``report``'s summary or, with ``--markdown``, the
-README's "Benchmark results" section. ``--targets`` instead checks the book's performance
+body of BENCHMARKS.md. ``--targets`` instead checks the book's performance
 targets (``comparison.check_targets``) and exits 1 unless all pass. Nothing in the package
 imports this module, so it is the only one that may import the figures.
 """
@@ -73,7 +73,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--markdown",
         action="store_true",
-        help="print the results as the README's Markdown section, not as text",
+        help="print the results as BENCHMARKS.md's Markdown, not as text",
     )
     parser.add_argument(
         "--targets",

@@ -1,5 +1,5 @@
-"""The benchmark's results as text: tables for the chapter and the terminal, Markdown for the
-README. Sentences wrap at 79 characters (the chapter shows them in boxes that wrap on any
+"""The benchmark's results as text: tables for the chapter and the terminal, Markdown for
+BENCHMARKS.md. Sentences wrap at 79 characters (the chapter shows them in boxes that wrap on any
 screen); the chapter's tables keep to ``PHONE`` characters, what a phone's output box shows."""
 
 import datetime
@@ -155,7 +155,7 @@ def summary(rows):
 
 
 def markdown(rows, sweep, machine, argv):
-    """The README's "Benchmark results" section body, from one run of ``python -m mha.bench``."""
+    """The body of BENCHMARKS.md, from one run of ``python -m mha.bench``."""
     first = select(rows, "tokens", "wrapper")[0]
     names = _names(rows, "tokens")
     longest = max(r.num_tokens for r in select(rows, "tokens", "wrapper"))
