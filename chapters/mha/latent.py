@@ -176,7 +176,10 @@ def latent_step(module, x, cache, absorbed=False):
     token and itself; its latent joins the cache, which then holds L tokens.
 
     absorbed=False up-projects the whole cache into keys and values at every
-    step; absorbed=True scores against the latents and never does.
+    step; absorbed=True scores against the latents and never does. Its
+    values are combined as latents, and only that one (b, H, 1, c) result
+    meets each head's block of W_up_value: the same product as folding the
+    blocks into out_proj, in an order that costs no (H, d_out, c) fold.
     """
     if x.dim() != 3 or x.shape[1] != 1:
         raise ValueError(
@@ -192,8 +195,10 @@ def latent_step(module, x, cache, absorbed=False):
         attn_scores = query @ latents.transpose(1, 2).unsqueeze(1)  # (b, H, 1, L)
         attn_weights = torch.softmax(attn_scores / hd**0.5, dim=-1)
         latent_context = attn_weights @ latents.unsqueeze(1)  # (b, H, 1, c)
-        folded = module.value_out_blocks().transpose(1, 2)  # (H, c, d_out)
-        return (latent_context @ folded).sum(dim=1) + module.out_proj.bias
+        up_value = module.W_up_value.weight.unflatten(0, (H, hd))  # (H, hd, c)
+        context = latent_context @ up_value.transpose(1, 2)  # (b, H, 1, hd)
+        context = context.reshape(b, 1, module.d_out)  # (b, 1, d_out)
+        return module.out_proj(context)  # (b, 1, d_out)
     keys = module.split_heads(module.W_up_key(latents))  # (b, H, L, hd)
     values = module.split_heads(module.W_up_value(latents))  # (b, H, L, hd)
     attn_scores = query @ keys.transpose(2, 3)  # (b, H, 1, L)
@@ -261,3 +266,22 @@ def rotate_pairs(t, positions, base=100.0):
 #: absolute terms: the folds reorder sums of products, which moves the last
 #: bits (the largest gap seen on small sizes is about 1e-7).
 ATOL = 1e-5
+
+
+def step_multiply_adds(d_in, d_out, num_heads, latent_dim, cached):
+    """Multiply-adds of one generation step (batch 1) that sees ``cached``
+    tokens, for the three ways to run it: a KV cache of full multi-head
+    attention, MLA up-projecting its latent cache, and absorbed MLA.
+
+    Each term is (rows x inner x columns) of one matrix product; softmax,
+    masking and the bias are left out, as they cost no multiply-adds.
+    """
+    H, c, L = num_heads, latent_dim, cached
+    hd = d_out // H
+    shared = d_in * d_out + d_out * d_out  # the query and out_proj
+    attend = 2 * H * L * hd  # scores and the weighted sum, every head
+    return {
+        "MHA + KV cache": shared + 2 * d_in * d_out + attend,
+        "MLA, up-projecting": shared + d_in * c + 2 * L * c * d_out + attend,
+        "MLA, absorbed": shared + d_in * c + 2 * H * hd * c + 2 * H * L * c,
+    }
