@@ -1,4 +1,4 @@
-"""The practice cells of chapters 1 to 3: one way to show hints, one copy of each solution,
+"""The practice cells of chapters 1 to 3 and 8: one way to show hints, one copy of each solution,
 starting code whose committed feedback asks instead of telling, and no answer on screen before
 the practice."""
 
@@ -9,6 +9,7 @@ import pytest
 
 import mha.checks
 from conftest import CHAPTERS
+from mha.latent_exercise import absorbed_forward
 
 PRACTICE = {
     "01_sequential_wrapper.ipynb": ["check_wrapper(MyWrapper)"],
@@ -17,7 +18,10 @@ PRACTICE = {
         "check_twelve_wide_output(my_wrapper12)",
     ],
     "03_weight_splits.ipynb": ["check_weight_split(MyWeightSplit)"],
+    "08_compressing_keys_and_values.ipynb": ["practice.check(absorbed_attention)"],
 }
+#: Exercises a chapter imports under a name of its own, not from mha.checks.
+EXERCISES = {"08_compressing_keys_and_values.ipynb": absorbed_forward}
 
 
 def cells(name):
@@ -57,7 +61,7 @@ def test_each_solution_cell_shows_the_exercises_one_copy_of_the_solution(name):
         second_line = source(cell).splitlines()[1]
         exercise_name = re.fullmatch(r"(?:display\()?(\w+)\.solution\(\)\)?", second_line).group(1)
         shown = text_of(cell)
-        exercise = getattr(mha.checks, exercise_name, None)
+        exercise = EXERCISES.get(name) or getattr(mha.checks, exercise_name, None)
         if exercise is None:  # imported under another name, as chapter 3 does
             exercise = mha.checks.weight_split
         for line in exercise.solution_text.splitlines():

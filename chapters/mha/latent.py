@@ -165,6 +165,15 @@ class LatentCache:
         self.length = end
         return self.latents[:, :end]  # (b, length, c)
 
+    def rewind(self, length):
+        """Forget every token after the first ``length`` (kept in place)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(
+                f"LatentCache: cannot rewind to {length} tokens; the cache holds "
+                f"{self.length}. Pass a length from 0 to {self.length}."
+            )
+        self.length = length
+
 
 def prefill_latents(module, prompt, cache):
     """Store the latents of a (b, P, d_in) prompt in ``cache``."""
@@ -275,6 +284,7 @@ def step_multiply_adds(d_in, d_out, num_heads, latent_dim, cached):
 
     Each term is (rows x inner x columns) of one matrix product; softmax,
     masking and the bias are left out, as they cost no multiply-adds.
+        ``cached`` counts every token the step attends to, its own included.
     """
     H, c, L = num_heads, latent_dim, cached
     hd = d_out // H
