@@ -38,12 +38,7 @@ CALLS = {"absorbed": "calls module.absorbed, the book's own method.", "forward":
          "W_up_value": "up-projects the latents: fold W_up_value into out_proj."}
 START = "The starting code: which weight turns head h's query into a latent's partner? See hint(1)."
 OTHER = "The output is not the absorbed one, and no catalogued mistake explains it: see hint(2)."
-
-
-def fixed_dropout(t):
-    """Dropout of p = 0.5 in train mode that drops the same (query, key) entries every call."""
-    return t * ((torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0) * 2.0
-
+KEPT = lambda t: (torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0  # noqa: E731
 
 @never_raises
 def check_absorbed(answer):
@@ -51,8 +46,8 @@ def check_absorbed(answer):
     for d_in, d_out, heads, latent, tokens, bias, seed, dropout in CONFIGS:
         torch.manual_seed(seed)
         m = LatentAttention(d_in, d_out, tokens, dropout, heads, latent, bias).train(dropout > 0)
-        if dropout:  # the same drops however the answer batches the weights
-            m.dropout.forward = fixed_dropout
+        if dropout:  # p = 0.5 that drops the same (query, key) entries however they are batched
+            m.dropout.forward = lambda t: t * KEPT(t) * 2.0
         x, calls = torch.randn(2, tokens, d_in), set()
         spots = {n: (getattr(m, n), "forward") if n[0] == "W" else (m, n) for n in CALLS}
         for n, (owner, method) in spots.items():  # instance attributes shadow these methods
