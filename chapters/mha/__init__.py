@@ -3,6 +3,7 @@
 from .attention import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
 from .data import TOKENS, example_batch, example_inputs
 from .gqa import GroupedQueryAttention
+from .latent import LatentAttention
 from .tiled import TiledAttention
 from .variants import (
     FusedMultiHeadAttention,
@@ -15,6 +16,7 @@ __all__ = [
     "CausalAttention",
     "FusedMultiHeadAttention",
     "GroupedQueryAttention",
+    "LatentAttention",
     "MultiHeadAttention",
     "MultiHeadAttentionCombinedQKV",
     "MultiHeadAttentionWrapper",

@@ -333,11 +333,13 @@ PANELS_PER_ROW = 3
 
 
 @_phone_legible
-def plot_combined_weight(weight, num_heads, name="W_query"):
+def plot_combined_weight(weight, num_heads, name="W_query", rows="input", shape="(d_in, d_out)"):
     """Heatmap of one combined projection, one outlined column block per head.
 
     The weight is drawn as ``x @ W`` uses it, ``(d_in, d_out)``.
     Pass ``module.W_query.weight.T``: ``nn.Linear`` stores its weight as ``(d_out, d_in)``.
+    ``rows`` names what a row multiplies and ``shape`` names the axes, for a projection whose
+    input is not a token (``W_up_key`` reads a latent: ``rows="latent"``).
     """
     weight = weight.detach().cpu()
     d_in, d_out = weight.shape
@@ -347,13 +349,11 @@ def plot_combined_weight(weight, num_heads, name="W_query"):
     ax = fig.subplots()
     image = _annotated_heatmap(ax, weight, write_values=_values_fit(cell))
     outline_head_blocks(ax, num_heads, head_dim, d_in)
-    ax.set_yticks(range(d_in), [f"input {i + 1}" for i in range(d_in)])
+    ax.set_yticks(range(d_in), [f"{rows} {i + 1}" for i in range(d_in)])
     ax.set_xticks(range(d_out), [f"{c % head_dim + 1}" for c in range(d_out)])
     ax.set_xlabel(f"output column\n(numbered within its head; head_dim = {head_dim})")
     ax.set_title(
-        _wrap(
-            f"One {name} for all {num_heads} heads:\nshape (d_in, d_out) = {tuple(weight.shape)}"
-        ),
+        _wrap(f"One {name} for all {num_heads} heads:\nshape {shape} = {tuple(weight.shape)}"),
         pad=34,
     )
     fig.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=30, label="weight")

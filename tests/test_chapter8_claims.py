@@ -1,0 +1,173 @@
+"""Chapter 8's claims, run where they could fail.
+
+The multiply-add formulas (``step_multiply_adds``) are compared with the multiply-adds the
+steps actually run, counted operator by operator; the crossing and the slopes the chapter
+states follow from them. The cache counts per token come from DeepSeek-V3's configuration.
+The equivalences (absorbed == forward, cached steps == forward, MLA == its MultiHeadAttention
+twin, within ATOL = 1e-5) are run again in a fresh process on the portable CPU code path. Each
+claim has a test that it can fail.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from mha.counting import matmul_sizes
+from mha.gqa import GroupedQueryAttention, KVCache, attend_to_cache, prefill
+from mha.latent import (
+    LatentAttention,
+    LatentCache,
+    latent_step,
+    prefill_latents,
+    rotate_pairs,
+    step_multiply_adds,
+)
+
+PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+D_MODEL, NUM_HEADS, LATENT = 512, 8, 128  # the chapter's measured layer
+CROSSING = 321  # the chapter prints "from 321 cached tokens on"
+
+
+class OneStep(nn.Module):
+    """One generation step of ``form`` over a cache of ``cached`` tokens, as a module."""
+
+    def __init__(self, form, cached, d_in=D_MODEL, d_out=D_MODEL, heads=NUM_HEADS, latent=LATENT):
+        super().__init__()
+        torch.manual_seed(0)
+        prompt = torch.randn(1, cached, d_in)
+        if form == "MHA + KV cache":
+            self.attn = GroupedQueryAttention(d_in, d_out, cached + 1, 0.0, heads, heads)
+            self.cache = KVCache(self.attn, 1, cached + 1)
+            with torch.no_grad():
+                prefill(self.attn, prompt, self.cache)
+        else:
+            self.attn = LatentAttention(d_in, d_out, cached + 1, 0.0, heads, latent)
+            self.cache = LatentCache(self.attn, 1, cached + 1)
+            with torch.no_grad():
+                prefill_latents(self.attn, prompt, self.cache)
+        self.form, self.cached = form, cached
+
+    def forward(self, x):
+        self.cache.rewind(self.cached)
+        if self.form == "MHA + KV cache":
+            return attend_to_cache(self.attn, x, self.cache)
+        return latent_step(self.attn, x, self.cache, absorbed=self.form == "MLA, absorbed")
+
+
+def counted(form, cached, **sizes):
+    step = OneStep(form, cached, **sizes)
+    x = torch.randn(1, 1, step.attn.W_query.in_features)
+    return sum(matmul_sizes(step, x))
+
+
+@pytest.mark.parametrize("form", ["MHA + KV cache", "MLA, up-projecting", "MLA, absorbed"])
+@pytest.mark.parametrize("cached", [1, 32, 300])
+def test_the_formula_is_what_a_step_runs(form, cached):
+    sizes = dict(d_in=64, d_out=96, heads=4, latent=40)
+    formula = step_multiply_adds(64, 96, 4, 40, cached + 1)[form]  # the new token is cached too
+    assert counted(form, cached, **sizes) == formula
+
+
+def test_the_formula_test_can_fail():
+    """A formula that forgets the absorbed query's fold is caught by the count."""
+    sizes = dict(d_in=64, d_out=96, heads=4, latent=40)
+    wrong = step_multiply_adds(64, 96, 4, 40, 9)["MLA, absorbed"] - 96 * 40
+    assert counted("MLA, absorbed", 8, **sizes) != wrong
+
+
+def test_absorbed_crosses_mha_where_the_chapter_says():
+    def count(L):
+        return step_multiply_adds(D_MODEL, D_MODEL, NUM_HEADS, LATENT, L)
+
+    below = [
+        L for L in range(1, CROSSING) if count(L)["MLA, absorbed"] > count(L)["MHA + KV cache"]
+    ]
+    assert not below
+    for L in (CROSSING, 2 * CROSSING, 2048):
+        assert count(L)["MLA, absorbed"] > count(L)["MHA + KV cache"]
+    # Slopes per cached token: absorbed latent_dim / head_dim = 2 times MHA's; up-projecting
+    # adds 2 * latent_dim * d_out, 128 times MHA's 2 * d_out.
+    slope = {form: count(1001)[form] - count(1000)[form] for form in count(1)}
+    assert slope["MLA, absorbed"] == 2 * slope["MHA + KV cache"]
+    assert slope["MLA, up-projecting"] - slope["MHA + KV cache"] == 128 * slope["MHA + KV cache"]
+    # absorbed does fewer multiply-adds than up-projecting from 2 cached tokens on
+    assert all(count(L)["MLA, absorbed"] < count(L)["MLA, up-projecting"] for L in (2, 32, 2048))
+
+
+def test_the_crossing_test_can_fail():
+    """With a latent as wide as a head, the counts never cross: the test above would fail."""
+    hd = D_MODEL // NUM_HEADS
+    count = step_multiply_adds(D_MODEL, D_MODEL, NUM_HEADS, hd, CROSSING)
+    assert count["MLA, absorbed"] < count["MHA + KV cache"]
+
+
+def cache_values_per_token():
+    v3 = dict(n_heads=128, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
+    hd = v3["v_head_dim"]
+    return {
+        "MHA": 2 * v3["n_heads"] * hd,
+        "GQA": 2 * 8 * hd,
+        "MQA": 2 * hd,
+        "MLA": v3["kv_lora_rank"] + v3["qk_rope_head_dim"],
+    }
+
+
+def test_deepseek_cache_counts():
+    found = cache_values_per_token()
+    assert found == {"MHA": 32_768, "GQA": 2_048, "MQA": 256, "MLA": 576}
+    assert min(found, key=found.get) == "MQA"
+    assert found["MLA"] / 256 == 2.25  # the V2 paper's "GQA with 2.25 groups"
+    assert round(found["MHA"] / found["MLA"]) == 57
+
+
+def test_rotation_breaks_the_fold_as_the_chapter_prints():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 8), torch.randn(1, 8)
+
+    def score(i, j):
+        return (rotate_pairs(q, torch.tensor([i])) @ rotate_pairs(k, torch.tensor([j])).T).item()
+
+    assert abs(score(2, 0) - score(7, 5)) < 1e-5
+    assert abs(score(2, 0) - score(2, 1)) > 1e-1  # the chapter asks for 1e-2: a wide margin
+    torch.manual_seed(1)
+    block, latents = torch.randn(8, 5), torch.randn(4, 5)
+    query = rotate_pairs(q, torch.tensor([3]))
+    right = query @ rotate_pairs(latents @ block.T, torch.arange(4)).T
+    folded = (query @ block) @ latents.T
+    assert (folded - right).abs().max() > 1e-1
+    # Without the rotation the fold is exact: the same test passes the other way.
+    plain = query @ (latents @ block.T).T
+    assert (folded - plain).abs().max() < 1e-5
+
+
+PORTABLE_SCRIPT = """
+import json, torch
+from mha import LatentAttention, example_batch
+from mha.latent import ATOL, LatentCache, as_multi_head, generate_latent
+batch = example_batch()
+torch.manual_seed(123)
+mla = LatentAttention(3, 8, 6, 0.0, num_heads=4, latent_dim=5)
+with torch.no_grad():
+    out = mla(batch)
+    gaps = [(mla.absorbed(batch) - out).abs().max().item(),
+            (as_multi_head(mla)(batch) - out).abs().max().item()]
+    for absorbed in (False, True):
+        steps = generate_latent(mla, batch, LatentCache(mla, 2, 6), absorbed)
+        gaps.append((steps - out).abs().max().item())
+print(json.dumps(dict(gaps=gaps, atol=ATOL)))
+"""
+
+
+@pytest.mark.parametrize("portable", [False, True], ids=["native", "portable"])
+def test_the_chapters_equivalences_hold_with_margin_on_both_code_paths(portable):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(PORTABLE if portable else {})}
+    result = subprocess.run(
+        [sys.executable, "-c", PORTABLE_SCRIPT], env=env, capture_output=True, text=True, check=True
+    )
+    found = json.loads(result.stdout)
+    assert all(gap < found["atol"] / 10 for gap in found["gaps"]), found
