@@ -26,8 +26,8 @@ from .core import (
     listed,
     never_raises,
 )
-from .heads import HeadsRun, close, find_heads, is_head
-from .reference import PROJECTIONS, future_mask, project
+from .heads import HeadsRun, find_heads, is_head
+from .reference import PROJECTIONS, Recipe, attend, project, same
 
 #: The chapter's example batch: two sequences of six tokens, each token three values wide.
 PROBE_SHAPE, PROBE_SEED = (2, 6, 3), 2024
@@ -173,10 +173,8 @@ class TwoDimAttempt(HeadsRun):
 
 
 def _causal_attention(queries, keys, values, scale):
-    """Causal attention over ``(b, num_tokens, width)`` tensors, with a given scale."""
-    future = future_mask(queries.shape[-2])  # (num_tokens, num_tokens)
-    scores = (queries @ keys.transpose(-2, -1)).masked_fill(future, -torch.inf)
-    return torch.softmax(scores / scale, dim=-1) @ values  # (b, num_tokens, width)
+    """Causal attention over ``(b, num_tokens, width)`` tensors, scores divided by ``scale``."""
+    return attend(queries, keys, values, Recipe(scale=scale))  # (b, num_tokens, width)
 
 
 def _how_a_head_differs(head, x, own, num_heads):
@@ -189,7 +187,7 @@ def _how_a_head_differs(head, x, own, num_heads):
         for which, part in (("first", slice(0, kept)), ("last", slice(d_out - kept, d_out))):
             for scale in {kept**0.5, d_out**0.5}:
                 sliced = _causal_attention(queries[..., part], keys[..., part], values, scale)
-                if close(own, sliced):
+                if same(own, sliced):
                     return (
                         f"it cuts its queries and keys to their {which} {kept} of {d_out} "
                         "columns before the scores. Slicing a projection's output throws away "
@@ -198,14 +196,14 @@ def _how_a_head_differs(head, x, own, num_heads):
                     )
     right = f"√d_out = √{d_out}"
     for scale, what in ((1.0, "not scaled"), (d_out, f"divided by d_out = {d_out}")):
-        if scale != d_out**0.5 and close(own, _causal_attention(queries, keys, values, scale)):
+        if scale != d_out**0.5 and same(own, _causal_attention(queries, keys, values, scale)):
             return f"its scores are {what}, where causal attention divides them by {right}"
     total, d_in = num_heads * d_out, x.shape[-1]
     for scale, what in (
         (total**0.5, f"√{total}, the square root of the whole output's width (num_heads × d_out)"),
         (d_in**0.5, f"√d_in = √{d_in}, the square root of the input's width"),
     ):
-        if scale != d_out**0.5 and close(own, _causal_attention(queries, keys, values, scale)):
+        if scale != d_out**0.5 and same(own, _causal_attention(queries, keys, values, scale)):
             return f"its scores are divided by {what}, where each head divides by its own {right}"
     return None
 
@@ -540,7 +538,6 @@ __all__ = [
     "TwoDimAttempt",
     "check_twelve_wide_output",
     "check_two_dim_output",
-    "close",
     "twelve_wide_output",
     "two_dim_output",
 ]
