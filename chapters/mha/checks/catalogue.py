@@ -42,7 +42,9 @@ A sketch, for an exercise "write causal attention for one head"::
         return run_catalogue(ONE_HEAD, lambda x: function(x, x, x))
 
 Mistakes that are not about the output (the answer is a class, not a module; it raises) stay
-:class:`.core.Mistake` entries checked first, as the two-dimensional output exercise's are.
+:class:`.core.Mistake` entries. A :class:`Buggy` fits in the same catalogue, for
+:func:`.core.first_mistake`: there ``compute(evidence)`` and ``evidence.right`` are compared with
+``evidence.output``, as the two-dimensional output exercise's joins of heads are.
 """
 
 from collections.abc import Callable
@@ -59,6 +61,18 @@ class Buggy:
     name: str
     message: str
     compute: Callable
+
+    def found_in(self, evidence):
+        """In a :class:`.core.Mistake` catalogue: ``evidence.output`` equals this reference's
+        output computed from ``evidence``, and differs from ``evidence.right`` (where both
+        agree, the answer is right, never this mistake)."""
+        output = evidence.output
+        return not same(output, _attempt(lambda e: e.right, evidence)) and same(
+            output, _attempt(self.compute, evidence)
+        )
+
+    def tell(self, evidence):
+        return fill(self.message, evidence)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .catalogue import Buggy
 from .core import (
     CheckResult,
     Exercise,
@@ -77,6 +78,11 @@ class TwoDimAttempt(HeadsRun):
         super().__init__(module, x)
         if module is None or find_heads(module) is None:
             self.heads = None
+
+    @property
+    def right(self):
+        """The correct output: the heads' correct outputs side by side."""
+        return self.concatenated  # (b, num_tokens, num_heads * d_out)
 
     @property
     def got(self):
@@ -382,28 +388,50 @@ TWO_DIM_MISTAKES = (
         "should end with return " + _KEEP_FORWARD + ".",
         lambda a: not isinstance(a.output, torch.Tensor),
     ),
-    Mistake(
-        "stacked instead of concatenated",
-        "You used torch.stack, which puts the heads on a new axis of their own: the output has "
-        "shape {output_shape} instead of (batch, num_tokens, num_heads × d_out). "
-        "torch.cat(head_outputs, dim=-1) joins the heads along the existing last axis, so that "
-        "each token gets one vector.",
-        lambda a: a.stack_axis is not None,
+    *(
+        Buggy(
+            "stacked instead of concatenated",
+            "You used torch.stack, which puts the heads on a new axis of their own: the output "
+            "has shape {output_shape} instead of (batch, num_tokens, num_heads × d_out). "
+            "torch.cat(head_outputs, dim=-1) joins the heads along the existing last axis, so "
+            "that each token gets one vector.",
+            lambda a, d=d: torch.stack(a.references, d),
+        )
+        for d in range(4)
     ),
-    Mistake(
-        "concatenated on the wrong axis",
-        "You joined the heads' outputs along the {axis_name} (dim={cat_axis}), so the output "
-        "has shape {output_shape}: the other heads' results became extra {axis_things} instead "
-        "of longer vectors. Concatenate along the last axis, dim=-1, so that each token's "
-        "vector holds every head's values.",
-        lambda a: a.cat_axis is not None,
+    *(
+        Buggy(
+            "concatenated on the wrong axis",
+            f"You joined the heads' outputs along the {axis} (dim={d}), so the output has shape "
+            "{output_shape}: the other heads' results became extra "
+            f"{things} instead of longer vectors. Concatenate along the last axis, dim=-1, so "
+            "that each token's vector holds every head's values.",
+            lambda a, d=d: torch.cat(a.references, d),
+        )
+        for d, axis, things in ((0, "batch axis", "sequences"), (1, "token axis", "tokens"))
     ),
-    Mistake(
-        "heads added instead of concatenated",
-        "You {combined} the heads' outputs. That gives a narrower output, but every coordinate "
-        "now blends all heads, and no head's result can be read off. Concatenate instead "
-        "(torch.cat(..., dim=-1)) and choose each head's width with d_out.",
-        lambda a: a.combined is not None,
+    *(
+        Buggy(
+            "heads added instead of concatenated",
+            f"You {how} the heads' outputs. That gives a narrower output, but every coordinate "
+            "now blends all heads, and no head's result can be read off. Concatenate instead "
+            "(torch.cat(..., dim=-1)) and choose each head's width with d_out.",
+            lambda a, join=join: join(torch.stack(a.references), 0),
+        )
+        for how, join in (("added", torch.sum), ("averaged", torch.mean))
+    ),
+    *(
+        Buggy(
+            "heads' columns reordered",
+            f"Every head's values are in your output, but {how}: the columns are not in head "
+            "order. torch.cat(..., dim=-1) over the heads in list order puts head 1's d_out "
+            "values first, then head 2's, and so on, so that each head owns a block of columns.",
+            join,
+        )
+        for how, join in (
+            ("reversed", lambda a: torch.cat(a.references[::-1], -1)),
+            ("interleaved", lambda a: torch.stack(a.references, -1).flatten(-2)),
+        )
     ),
     Mistake(
         "heads' columns reordered",
