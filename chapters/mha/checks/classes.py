@@ -12,9 +12,7 @@ Such a practice must not pass without the skill, so the checks here recognise
 
 "The book's own" is any module of the ``mha`` package except the checker itself, read from
 the code that runs rather than from a list: a module a chapter adds later counts from the day
-it is added, even one first imported inside the reader's forward. A check whose detector was
-replaced (a one-line monkeypatch of a name here, or where a check imported it) fails and says
-so, instead of passing quietly: :func:`verify_intact`.
+it is added, even one first imported inside the reader's forward.
 
 torch's own attention does the work most practices teach, so the checks share one detector of
 it too: :func:`watching_torch_attention` sees ``F.scaled_dot_product_attention`` (with or

@@ -10,17 +10,7 @@ its own. Each head's correct output is computed independently from that head's o
 import torch
 
 from .core import describe_error, evaluating, kind_of
-from .reference import PROJECTIONS, head_output
-
-
-def close(a, b):
-    """Equal shapes and values up to float32 rounding."""
-    return (
-        isinstance(a, torch.Tensor)
-        and isinstance(b, torch.Tensor)
-        and a.shape == b.shape
-        and torch.allclose(a, b, rtol=1e-4, atol=1e-5)
-    )
+from .reference import PROJECTIONS, head_output, same
 
 
 def is_head(module):
@@ -85,7 +75,7 @@ class HeadsRun:
                 and isinstance(after, torch.Tensor)
                 and before.shape == after.shape
                 and before.dim() == 3
-                and not torch.allclose(before[:, :-1], after[:, :-1], rtol=1e-4, atol=1e-5)
+                and not same(before[:, :-1], after[:, :-1])
             )
         self._run_with_hooks()
 
@@ -187,7 +177,7 @@ class HeadsRun:
         """``(head number, what it received)`` for the first head not given x."""
         for position, inputs in enumerate(self.received):
             for received in inputs:
-                if not close(received, self.x):
+                if not same(received, self.x):
                     return position + 1, self._describe_input(received)
         return None
 
@@ -195,7 +185,7 @@ class HeadsRun:
         if not isinstance(received, torch.Tensor):
             return kind_of(received)
         for position, output in enumerate(self.own_outputs):
-            if close(received, output):
+            if same(received, output):
                 return f"head {position + 1}'s output (shape {tuple(received.shape)})"
         return f"another tensor, of shape {tuple(received.shape)}"
 
@@ -251,12 +241,12 @@ class HeadsRun:
     @property
     def stack_axis(self):
         stacks = ((d, _call(torch.stack, self.references, d)) for d in range(4))
-        return next((d for d, stacked in stacks if close(self.output, stacked)), None)
+        return next((d for d, stacked in stacks if same(self.output, stacked)), None)
 
     @property
     def cat_axis(self):
         joined = ((d, torch.cat(self.references, dim=d)) for d in (0, 1))
-        return next((d for d, cat in joined if close(self.output, cat)), None)
+        return next((d for d, cat in joined if same(self.output, cat)), None)
 
     @property
     def axis_name(self):
@@ -269,24 +259,24 @@ class HeadsRun:
     @property
     def combined(self):
         stacked = torch.stack(self.references)  # (num_heads, b, num_tokens, d_out)
-        if close(self.output, stacked.sum(0)):
+        if same(self.output, stacked.sum(0)):
             return "added"
-        if close(self.output, stacked.mean(0)):
+        if same(self.output, stacked.mean(0)):
             return "averaged"
         return None
 
     @property
     def reordered(self):
         """How the output rearranges the heads' columns, in words, or ``None``."""
-        if not self.output_is_3d() or self.num_heads < 2 or close(self.output, self.concatenated):
+        if not self.output_is_3d() or self.num_heads < 2 or same(self.output, self.concatenated):
             return None
-        if close(self.output, torch.cat(self.references[::-1], dim=-1)):
+        if same(self.output, torch.cat(self.references[::-1], dim=-1)):
             return "reversed"
-        if close(self.output, torch.stack(self.references, dim=-1).flatten(-2)):
+        if same(self.output, torch.stack(self.references, dim=-1).flatten(-2)):
             return "interleaved"
         columns = self.concatenated.unbind(-1)
         found = [
-            next((j for j, col in enumerate(columns) if close(out, col)), None)
+            next((j for j, col in enumerate(columns) if same(out, col)), None)
             for out in self.output.unbind(-1)
         ]
         if None not in found and sorted(found) == list(range(len(columns))):
@@ -295,7 +285,7 @@ class HeadsRun:
 
     def output_mixes_heads(self):
         """The output is an affine function of the concatenated heads, fitted exactly."""
-        if not self.output_is_3d() or close(self.output, self.concatenated):
+        if not self.output_is_3d() or same(self.output, self.concatenated):
             return False
         inputs = self.concatenated.flatten(0, 1).double()  # (b * num_tokens, width)
         inputs = torch.cat([inputs, torch.ones(len(inputs), 1, dtype=inputs.dtype)], dim=1)
@@ -319,13 +309,13 @@ class HeadsRun:
         if not (self.output_is_3d() and self.width < self.concatenated.shape[-1]):
             return False
         columns = self.concatenated.unbind(-1)
-        return all(any(close(out, col) for col in columns) for out in self.output.unbind(-1))
+        return all(any(same(out, col) for col in columns) for out in self.output.unbind(-1))
 
     @property
     def changed(self):
         """``(head number, its own output)`` for the first head not computing causal attention."""
         pairs = enumerate(zip(self.own_outputs, self.references, strict=False), start=1)
-        return next(((n, own) for n, (own, ref) in pairs if not close(own, ref)), None)
+        return next(((n, own) for n, (own, ref) in pairs if not same(own, ref)), None)
 
     @property
     def changed_head(self):
@@ -350,7 +340,7 @@ class HeadsRun:
                 and self.wrongly_fed is None
                 and self.calls == [1] * self.num_heads
                 and not self.out_of_order
-                and close(self.output, self.concatenated)
+                and same(self.output, self.concatenated)
             )
         except Exception:
             return False

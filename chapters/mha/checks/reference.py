@@ -5,6 +5,9 @@ layers, so a module with any weights can be checked. A :class:`Recipe` describes
 computing attention; its defaults are the correct way, and each mistake a checker knows changes
 one ingredient. The same code serves one head (3-D tensors) and weight splits (4-D tensors).
 
+:func:`same` is the one tolerance every check compares with; :mod:`.catalogue` runs an
+exercise's catalogue of buggy references against the reader's answer.
+
 The causal mask is built here, never read from the reader's ``mask`` buffer, so a float or a bool
 buffer (or none at all) makes no difference.
 """
@@ -26,11 +29,12 @@ class Recipe:
     bias: bool = True  # False: x @ W.weight.T, as if the projections had no bias
     split: str = "blocks"  # or "no transpose" (view straight to heads), "strided" (h::num_heads)
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
-    scale: str = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none"
+    scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", or a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
     # "-inf after softmax", "diagonal too", "keep-mask to sdpa", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: bool = True  # apply the module's out_proj, when it has one
+    dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
 
     def but(self, **changes):
         """This recipe with some ingredients changed."""
@@ -60,7 +64,7 @@ def attend(queries, keys, values, recipe=CORRECT):
     """Causal attention over the last two axes, ``(..., num_tokens, head_dim)``, per ``recipe``.
 
     ``d_out`` for the "sqrt d_out" scale is the width of all heads together (the head axis,
-    when there is one, is axis 1).
+    when there is one, is axis 1). A number as the recipe's scale divides the scores by it.
     """
     num_tokens, head_dim = queries.shape[-2:]
     heads = queries.shape[1] if queries.dim() == 4 else 1
@@ -69,7 +73,7 @@ def attend(queries, keys, values, recipe=CORRECT):
         "sqrt d_out": (heads * head_dim) ** 0.5,
         "head_dim": head_dim,
         "none": 1.0,
-    }[recipe.scale]
+    }.get(recipe.scale, recipe.scale)
     future = future_mask(num_tokens, queries.device)
     if recipe.mask == "keep-mask to sdpa":  # a bool attn_mask means *keep* there
         return F.scaled_dot_product_attention(
@@ -87,6 +91,8 @@ def attend(queries, keys, values, recipe=CORRECT):
     if recipe.mask.endswith("after softmax"):
         fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
         weights = weights.masked_fill(future, fill)
+    if recipe.dropout is not None:
+        weights = recipe.dropout(weights)
     return weights @ values  # (..., num_tokens, head_dim)
 
 
@@ -132,7 +138,11 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
 
 def same(output, expected):
     """Equal shapes and values up to float32 rounding, with nan where ``expected`` has nan; an
-    output that is nan everywhere matches nothing (it says only that something made nan)."""
+    output that is nan everywhere matches nothing (it says only that something made nan).
+
+    The one tolerance of every check: relative 1e-4 and absolute 1e-5, compared in float64, so
+    a right answer computed in another order, or on another CPU code path, is never called
+    wrong, while every catalogued mistake differs by far more."""
     return (
         isinstance(output, torch.Tensor)
         and isinstance(expected, torch.Tensor)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .catalogue import Buggy
 from .core import (
     CheckResult,
     Exercise,
@@ -26,8 +27,8 @@ from .core import (
     listed,
     never_raises,
 )
-from .heads import HeadsRun, close, find_heads, is_head
-from .reference import PROJECTIONS, future_mask, project
+from .heads import HeadsRun, find_heads, is_head
+from .reference import PROJECTIONS, Recipe, attend, project, same
 
 #: The chapter's example batch: two sequences of six tokens, each token three values wide.
 PROBE_SHAPE, PROBE_SEED = (2, 6, 3), 2024
@@ -77,6 +78,11 @@ class TwoDimAttempt(HeadsRun):
         super().__init__(module, x)
         if module is None or find_heads(module) is None:
             self.heads = None
+
+    @property
+    def right(self):
+        """The correct output: the heads' correct outputs side by side."""
+        return self.concatenated  # (b, num_tokens, num_heads * d_out)
 
     @property
     def got(self):
@@ -173,10 +179,8 @@ class TwoDimAttempt(HeadsRun):
 
 
 def _causal_attention(queries, keys, values, scale):
-    """Causal attention over ``(b, num_tokens, width)`` tensors, with a given scale."""
-    future = future_mask(queries.shape[-2])  # (num_tokens, num_tokens)
-    scores = (queries @ keys.transpose(-2, -1)).masked_fill(future, -torch.inf)
-    return torch.softmax(scores / scale, dim=-1) @ values  # (b, num_tokens, width)
+    """Causal attention over ``(b, num_tokens, width)`` tensors, scores divided by ``scale``."""
+    return attend(queries, keys, values, Recipe(scale=scale))  # (b, num_tokens, width)
 
 
 def _how_a_head_differs(head, x, own, num_heads):
@@ -189,7 +193,7 @@ def _how_a_head_differs(head, x, own, num_heads):
         for which, part in (("first", slice(0, kept)), ("last", slice(d_out - kept, d_out))):
             for scale in {kept**0.5, d_out**0.5}:
                 sliced = _causal_attention(queries[..., part], keys[..., part], values, scale)
-                if close(own, sliced):
+                if same(own, sliced):
                     return (
                         f"it cuts its queries and keys to their {which} {kept} of {d_out} "
                         "columns before the scores. Slicing a projection's output throws away "
@@ -198,14 +202,14 @@ def _how_a_head_differs(head, x, own, num_heads):
                     )
     right = f"√d_out = √{d_out}"
     for scale, what in ((1.0, "not scaled"), (d_out, f"divided by d_out = {d_out}")):
-        if scale != d_out**0.5 and close(own, _causal_attention(queries, keys, values, scale)):
+        if scale != d_out**0.5 and same(own, _causal_attention(queries, keys, values, scale)):
             return f"its scores are {what}, where causal attention divides them by {right}"
     total, d_in = num_heads * d_out, x.shape[-1]
     for scale, what in (
         (total**0.5, f"√{total}, the square root of the whole output's width (num_heads × d_out)"),
         (d_in**0.5, f"√d_in = √{d_in}, the square root of the input's width"),
     ):
-        if scale != d_out**0.5 and close(own, _causal_attention(queries, keys, values, scale)):
+        if scale != d_out**0.5 and same(own, _causal_attention(queries, keys, values, scale)):
             return f"its scores are divided by {what}, where each head divides by its own {right}"
     return None
 
@@ -384,28 +388,50 @@ TWO_DIM_MISTAKES = (
         "should end with return " + _KEEP_FORWARD + ".",
         lambda a: not isinstance(a.output, torch.Tensor),
     ),
-    Mistake(
-        "stacked instead of concatenated",
-        "You used torch.stack, which puts the heads on a new axis of their own: the output has "
-        "shape {output_shape} instead of (batch, num_tokens, num_heads × d_out). "
-        "torch.cat(head_outputs, dim=-1) joins the heads along the existing last axis, so that "
-        "each token gets one vector.",
-        lambda a: a.stack_axis is not None,
+    *(
+        Buggy(
+            "stacked instead of concatenated",
+            "You used torch.stack, which puts the heads on a new axis of their own: the output "
+            "has shape {output_shape} instead of (batch, num_tokens, num_heads × d_out). "
+            "torch.cat(head_outputs, dim=-1) joins the heads along the existing last axis, so "
+            "that each token gets one vector.",
+            lambda a, d=d: torch.stack(a.references, d),
+        )
+        for d in range(4)
     ),
-    Mistake(
-        "concatenated on the wrong axis",
-        "You joined the heads' outputs along the {axis_name} (dim={cat_axis}), so the output "
-        "has shape {output_shape}: the other heads' results became extra {axis_things} instead "
-        "of longer vectors. Concatenate along the last axis, dim=-1, so that each token's "
-        "vector holds every head's values.",
-        lambda a: a.cat_axis is not None,
+    *(
+        Buggy(
+            "concatenated on the wrong axis",
+            f"You joined the heads' outputs along the {axis} (dim={d}), so the output has shape "
+            "{output_shape}: the other heads' results became extra "
+            f"{things} instead of longer vectors. Concatenate along the last axis, dim=-1, so "
+            "that each token's vector holds every head's values.",
+            lambda a, d=d: torch.cat(a.references, d),
+        )
+        for d, axis, things in ((0, "batch axis", "sequences"), (1, "token axis", "tokens"))
     ),
-    Mistake(
-        "heads added instead of concatenated",
-        "You {combined} the heads' outputs. That gives a narrower output, but every coordinate "
-        "now blends all heads, and no head's result can be read off. Concatenate instead "
-        "(torch.cat(..., dim=-1)) and choose each head's width with d_out.",
-        lambda a: a.combined is not None,
+    *(
+        Buggy(
+            "heads added instead of concatenated",
+            f"You {how} the heads' outputs. That gives a narrower output, but every coordinate "
+            "now blends all heads, and no head's result can be read off. Concatenate instead "
+            "(torch.cat(..., dim=-1)) and choose each head's width with d_out.",
+            lambda a, join=join: join(torch.stack(a.references), 0),
+        )
+        for how, join in (("added", torch.sum), ("averaged", torch.mean))
+    ),
+    *(
+        Buggy(
+            "heads' columns reordered",
+            f"Every head's values are in your output, but {how}: the columns are not in head "
+            "order. torch.cat(..., dim=-1) over the heads in list order puts head 1's d_out "
+            "values first, then head 2's, and so on, so that each head owns a block of columns.",
+            join,
+        )
+        for how, join in (
+            ("reversed", lambda a: torch.cat(a.references[::-1], -1)),
+            ("interleaved", lambda a: torch.stack(a.references, -1).flatten(-2)),
+        )
     ),
     Mistake(
         "heads' columns reordered",
@@ -540,7 +566,6 @@ __all__ = [
     "TwoDimAttempt",
     "check_twelve_wide_output",
     "check_two_dim_output",
-    "close",
     "twelve_wide_output",
     "two_dim_output",
 ]

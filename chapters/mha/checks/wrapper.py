@@ -33,7 +33,8 @@ from .core import (
     listed,
     never_raises,
 )
-from .heads import HeadsRun, close, is_head
+from .heads import HeadsRun, is_head
+from .reference import same
 
 
 class WrapperSkeleton(Skeleton):
@@ -184,7 +185,7 @@ class WrapperTrial(HeadsRun):
             )
         else:
             how = None
-        if close(self.output, self.concatenated):
+        if same(self.output, self.concatenated):
             how = how or "computes each head's attention itself"
             return f"It {how}, and its output does equal the heads' outputs side by side"
         if how is None:
