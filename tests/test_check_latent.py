@@ -88,6 +88,18 @@ CASES = [
         [MISTAKES[0][1]],
     ),
     (
+        "key blocks read from the transposed weight",
+        from_solution("W_up_key.weight.view(H, hd, -1)", "W_up_key.weight.T.reshape(H, hd, -1)"),
+        False,
+        ["(d_out, latent_dim)"],
+    ),
+    (
+        "a key block used transposed",
+        from_solution("W_up_key.weight.view(H, hd, -1)", "W_up_key.weight.view(H, hd, -1).mT"),
+        False,
+        ["Your function failed", "used transposed?"],
+    ),
+    (
         "scale from latent_dim",
         from_solution("attn_scores / hd**0.5", "attn_scores / module.latent_dim**0.5"),
         False,

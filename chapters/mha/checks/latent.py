@@ -11,7 +11,8 @@ def absorbed(m, x, rows="blocks", scale="head", mask=True, fold="columns", drop=
     """The absorbed output of ``m`` on ``x``, or one catalogued way to get it wrong."""
     H, hd, T, up_key = m.num_heads, m.head_dim, x.shape[1], m.W_up_key.weight  # (d_out, c)
     latents = m.W_down_kv(x).unsqueeze(1)  # (b, 1, T, c)
-    blocks = up_key.view(H, hd, -1) if rows == "blocks" else up_key.view(hd, H, -1).transpose(0, 1)
+    blocks = {"blocks": up_key.view(H, hd, -1), "strided": up_key.view(hd, H, -1).transpose(0, 1),
+              "transposed": up_key.T.reshape(H, hd, -1)}[rows]  # (H, hd, c)
     scores = m.split_heads(m.W_query(x)) @ blocks @ latents.mT  # (b, H, T, T)
     scores = scores.masked_fill(m.mask[:T, :T], -torch.inf) if mask else scores
     weights = torch.softmax(scores / (m.latent_dim if scale == "latent" else hd) ** 0.5, -1)
@@ -24,6 +25,7 @@ def absorbed(m, x, rows="blocks", scale="head", mask=True, fold="columns", drop=
 
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
     (dict(rows="strided"), "Head h's block of W_up_key is rows h*head_dim onwards, not strided."),
+    (dict(rows="transposed"), "W_up_key.weight is (d_out, latent_dim): view it as (H, hd, c)."),
     (dict(scale="latent"), "Scale by head_dim ** 0.5, the keys' width, not latent_dim ** 0.5."),
     (dict(mask=False), "Tokens attend to later tokens: mask the scores before the softmax."),
     (dict(fold="rows"), "Fold W_up_value into out_proj's columns that read head h, not its rows."),
@@ -38,6 +40,7 @@ CALLS = {"absorbed": "calls module.absorbed, the book's own method.", "forward":
          "W_up_value": "up-projects the latents: fold W_up_value into out_proj."}
 START = "The starting code: which weight turns head h's query into a latent's partner? See hint(1)."
 OTHER = "The output is not the absorbed one, and no catalogued mistake explains it: see hint(2)."
+SHAPES = " Head h's block of W_up_key.weight is (head_dim, latent_dim); is one used transposed?"
 KEPT = lambda t: (torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0  # noqa: E731
 
 @never_raises
@@ -56,8 +59,10 @@ def check_absorbed(answer):
             try:
                 output = answer(m, x)
             except Exception as error:
-                return CheckResult(False, START if isinstance(error, NotImplementedError) else
-                                   f"Your function failed: {describe_error(error)}")
+                shapes = "shape" in str(error) or "size" in str(error)  # e.g. a block transposed
+                failed = f"Your function failed: {describe_error(error)}" + SHAPES * shapes
+                starting = isinstance(error, NotImplementedError)
+                return CheckResult(False, START if starting else failed)
             finally:
                 [delattr(owner, method) for owner, method in spots.values()]
             refs = [absorbed(m, x, **kind) for kind in KINDS]
