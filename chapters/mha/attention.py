@@ -174,7 +174,7 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """All heads in one module: one matrix per projection, split into column blocks."""
+    """All heads in one module: one matrix per projection, in column blocks."""
 
     def __init__(
         self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False
