@@ -171,13 +171,19 @@ def route_kind(cell, under_practice_heading):
     return "practice" if under_practice_heading else None
 
 
+def is_route_text(cell):
+    """A markdown cell holding a route paragraph an author wrote or pasted by hand."""
+    routes = {text.strip() for text in ROUTES.values()}
+    return cell.cell_type == "markdown" and cell.source.strip() in routes
+
+
 def with_routes(cells):
     """``cells`` with each prediction and practice tagged, and its route paragraph right before
     it (the old route cells dropped and made anew, with the same ids)."""
     routed, under_practice_heading = [], False
     for cell in cells:
-        if cell.get("id", "").startswith(ROUTE_ID_PREFIX):
-            continue
+        if cell.get("id", "").startswith(ROUTE_ID_PREFIX) or is_route_text(cell):
+            continue  # made anew below; a pasted copy would otherwise stand twice
         kind = route_kind(cell, under_practice_heading)
         if cell.cell_type == "markdown" and PRACTICE_HEADING.search(cell.source):
             under_practice_heading = True

@@ -310,6 +310,23 @@ def test_make_execute_routes_each_prediction_and_practice_and_keeps_the_routes_c
     assert "tags" not in twice.cells[1].metadata
 
 
+def test_a_route_paragraph_an_author_pasted_is_not_doubled():
+    """Chapter 8 was written with its route paragraphs pasted in as ordinary cells: the
+    normaliser keeps one, its own, before each prediction."""
+    normaliser = load_normaliser()
+    route = normaliser.ROUTES["prediction"]
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("## Predict: x?"),
+            nbformat.v4.new_markdown_cell(route, id="pasted"),
+            nbformat.v4.new_code_cell("prediction_x = None  # an integer", id="guess"),
+        ]
+    )
+    cells = normaliser.normalise(nb).cells
+    assert [c.source for c in cells].count(route) == 1
+    assert [c.get("id") for c in cells] == [cells[0].get("id"), "route-guess", "guess"]
+
+
 def test_make_execute_gives_a_tagged_cell_the_current_convention_and_a_second_run_changes_nothing():
     normalise = load_normaliser().normalise
     old_first_line = "# The answer: run this cell, then click its ••• to expand it."
