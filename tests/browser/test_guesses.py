@@ -24,7 +24,14 @@ from .book_site import DESKTOP, PHONE, chapters, is_local, wait_for_transitions
 CASES = json.loads(
     (Path(__file__).parents[1] / "prediction_cases.json").read_text(encoding="utf-8")
 )["cases"]
-TYPED = [c for c in CASES if "choices" not in c and isinstance(c["prediction"], str)]
+#: What the page reads from its text box: text, for a number or numbers (not a choice).
+TYPED = [
+    c
+    for c in CASES
+    if isinstance(c["prediction"], str)
+    and "choices" not in c
+    and not isinstance(c["answer"], (bool, str))
+]
 READERS = {"block_lists": block_lists_match}
 GROUP = "fieldset.mha-guess"
 MIN_TAP_PX = 44
