@@ -19,7 +19,8 @@
   /* mha.predictions._NUMERAL, _FACTOR, _TOKEN */
   const NUMERAL = String.raw`(?:[0-9]{1,3}(?:[,_' \u00a0\u202f][0-9]{3})+|[0-9]+)(?:\.[0-9]*)?`;
   const FACTOR = new RegExp(String.raw`^([+-]?)(${NUMERAL})(?:\s*\^\s*(${NUMERAL}))?$`);
-  const TOKEN = /\s*(?:([0-9]+(?:\.[0-9]+)?)|([()[\]])|(,|;|\/|×|\*|x|by|and|torch\.size|size))\s*/y;
+  const TOKEN =
+    /\s*(?:([0-9]+(?:\.[0-9]+)?)|([()[\]])|(,|;|\/|×|\*|x|by|and|(?:torch\.)?size))\s*/y;
   const LARGEST = 2 ** 53;
   /* mha.gqa._LIST_BREAK: what separates two lists written without brackets */
   const LIST_BREAK = /\s*(?:\/|;|\||\n|\band\b|\bvs\.?)\s*/;
@@ -86,9 +87,9 @@
     const wanted = leaves(answer);
     if (!flat.length) throw new Unreadable();
     const oneDigit = wanted.every((a) => Number.isInteger(a) && a >= 0 && a <= 9);
-    const runs = flat.every((leaf) => /^[0-9]+$/.test(leaf));
-    if (flat.length !== wanted.length && oneDigit && runs && flat.join("").length === wanted.length) {
-      flat = Array.from(flat.join("")); // runs of digits, read digit by digit
+    const runs = flat.every((leaf) => /^[0-9]+$/.test(leaf)) && flat.join("");
+    if (flat.length !== wanted.length && oneDigit && runs && runs.length === wanted.length) {
+      flat = Array.from(runs); // runs of digits, read digit by digit
     }
     if (flat.length === wanted.length) return flat.every((leaf, i) => numeral(leaf) === wanted[i]);
     if (said.length !== answer.length) {

@@ -10,6 +10,7 @@ called wrong: the table says "right" for each way of writing one that the gramma
 
 import ast
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mha.gqa import block_lists_match
-from mha.predictions import Unreadable, read
+from mha.predictions import Unreadable, _leaves, read
 from mha.reveal import _verdict
 
 ROOT = Path(__file__).parents[1]
@@ -206,3 +207,40 @@ def test_the_forms_a_prompt_suggests_are_read_by_the_page():
     got = read_in_node([c for _, c in cases])
     unread = [name for (name, _), (g, _) in zip(cases, got, strict=True) if g == "unreadable"]
     assert not unread, unread
+
+
+#: What random guesses are made of: the grammar's own pieces, and a few it does not know.
+PIECES = [*"0123456789", "12", "0011", "8,388,608", "4_096", " ", ", ", ",", "(", ")", "[", "]",
+          " x ", "x", "×", "*", "**", "^", "/", ";", " and ", "by", ".", "-", "+", "=", "d_out",
+          "torch.Size(", "'", "`", "\u202f", "\u00a0", "four", "e"]  # fmt: skip
+ANSWERS = [4, 136, 8388608, (2, 6, 4), (15, 6), ((2, 6, 3, 2), (2, 3, 6, 2)), ([1, 1, 2, 2],
+           [1, 2, 1, 2])]  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node reads guess.js outside a page")
+def test_both_readers_agree_on_random_guesses():
+    """Beyond the table: 3,000 guesses assembled from the grammar's pieces (seeded), each read
+    by both readers, give the same verdict."""
+    draw = random.Random(35)
+    cases = []
+    for _ in range(3000):
+        answer = draw.choice(ANSWERS)
+        if draw.random() < 0.5:  # mostly well-formed: the answer, written with noise
+            text = draw.choice(["{}", "({})", "[{}]", "torch.Size([{}])"]).format(
+                draw.choice([", ", " ", " x ", ","]).join(map(str, _leaves(answer)))
+            )
+            at = draw.randrange(len(text) + 1)
+            text = text[:at] + draw.choice(PIECES) * draw.randrange(2) + text[at:]
+        else:
+            text = "".join(draw.choices(PIECES, k=draw.randrange(1, 8)))
+        blocks = isinstance(answer, tuple) and isinstance(answer[0], list)
+        reader = "block_lists" if blocks and draw.random() < 0.5 else None
+        cases.append({"prediction": text, "answer": answer, "reader": reader})
+    got = read_in_node(cases)
+    differ = [
+        f"{c['prediction']!r} for {c['answer']}: page {g}, Python {reading(c)}"
+        for c, (g, _) in zip(cases, got, strict=True)
+        if g != reading(c)
+    ]
+    assert not differ, "\n".join(differ[:20])
+    assert {g for g, _ in got} == {"right", "wrong", "unreadable"}

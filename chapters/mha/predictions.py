@@ -41,7 +41,7 @@ _NUMERAL = r"(?:[0-9]{1,3}(?:[,_' \u00a0\u202f][0-9]{3})+|[0-9]+)(?:\.[0-9]*)?"
 _FACTOR = re.compile(rf"([+-]?)({_NUMERAL})(?:\s*\^\s*({_NUMERAL}))?")
 #: One token of a sequence: a number, a bracket, or what separates numbers.
 _TOKEN = re.compile(
-    r"\s*(?:([0-9]+(?:\.[0-9]+)?)|([()\[\]])|(,|;|/|×|\*|x|by|and|torch\.size|size))\s*"
+    r"\s*(?:([0-9]+(?:\.[0-9]+)?)|([()\[\]])|(,|;|/|×|\*|x|by|and|(?:torch\.)?size))\s*"
 )
 #: The largest number both readers hold exactly (a JavaScript number is a float64).
 _LARGEST = 2**53
