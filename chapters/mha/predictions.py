@@ -84,7 +84,7 @@ def _number_text(text):
         base = _numeral(base)
         if power is not None:
             power = _numeral(power)
-            if power != int(power) or power > 64:
+            if power > 64 or power != int(power):
                 raise Unreadable
             base = base ** int(power)
         value *= -base if sign == "-" else base
