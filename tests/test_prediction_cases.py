@@ -150,13 +150,13 @@ def _answer_shown(cell):
     raise AssertionError("a reveal cell with no answer in its output")
 
 
-def _prompted_forms(comment):
+def _prompted_forms(comment, question):
     """What a prediction's comment suggests writing, as text: its example after "e.g." (one
-    form), else each value it offers ("A", 1, "spread", True)."""
+    form), else each value it offers ("A", 1, "spread", True); and the question's own
+    examples ("Write a tuple, e.g. `(2, 6, 4)`")."""
     example = re.search(r"e\.g\.\s*(.+)$", comment)
-    if example:
-        return [example.group(1).strip()]
-    return OPTION.findall(comment)
+    forms = [example.group(1).strip()] if example else OPTION.findall(comment)
+    return forms + re.findall(r"e\.g\.\s*`([^`]+)`", question)
 
 
 def _predictions():
@@ -170,7 +170,8 @@ def _predictions():
                 c for c in cells[i + 1 :] if "reveal" in c.get("metadata", {}).get("tags", [])
             )
             keywords = _reveal_call(_source(reveal_cell))
-            for form in _prompted_forms(found.group(2)):
+            question = "".join(_source(c) for c in cells[max(0, i - 3) : i])
+            for form in _prompted_forms(found.group(2), question):
                 case = {"prediction": form, "answer": _answer_shown(reveal_cell)}
                 choices = keywords.get("choices")
                 if choices is not None:
