@@ -1,289 +1,125 @@
-/* Commit a guess in the page, for every prediction.
+/* "Your guess": commit a guess in the page, for every prediction.
  *
- * A reveal cell's answer box (mha.reveal.reveal) carries, in the data-mha-guess attribute of an
- * empty hidden element inside its closed content, base64-encoded JSON from mha.reveal.guess_data:
- * either the question's choices, each with the verdict Python gives it, or a typed answer's
- * value, the reader to use and the format to show for a guess that cannot be read. (Base64 keeps
- * the answer out of plain view of anyone skimming the page source; the search index holds only
- * text, never attributes.) From it, here, before the cell's "Reveal the answer" toggle, a group
- * of controls named "Your guess": a button per choice, or a text box and "Check my guess".
- *
- * Committing a guess shows the verdict in Python's words ("matches the answer", "is not what the
- * code computes", or the format to write it in), and, once the guess could be read, opens the
- * answer. Guesses stay in this browser (localStorage, one entry per chapter page: no cookie, no
- * request); the chapter ends with a tally and a button that clears it. The toggle still opens
- * the answer for a reader who does not guess. JupyterLab, Binder and Colab never run this file:
- * they keep the Python route (the prediction cell, then the reveal cell).
- *
- * readGuess is the twin of mha.predictions.read for typed numbers and sequences of numbers
- * (and of mha.gqa.block_lists_match): tests/prediction_cases.json holds both to the same cases.
+ * A reveal box (mha.reveal.reveal) carries base64-encoded JSON from mha.reveal.guess_data in the
+ * data-mha-guess attribute of a hidden element inside its closed content (out of plain view in
+ * the source, and out of the search index). From it, before the cell's "Reveal the answer"
+ * toggle, a group named "Your guess": a button per choice (with the verdict Python gives it),
+ * or a text box and "Check my guess" for a number or numbers, read here in mha.predictions's
+ * grammar, rule for rule (tests/prediction_cases.json holds both readers to the same cases).
+ * A guess shows Python's verdict word for word and, once it could be read, opens the answer.
+ * Guesses stay in this browser (localStorage, one entry per page: no cookie, no request); the
+ * chapter ends with a tally and a button that clears it. JupyterLab, Binder and Colab never run
+ * this file: they keep the Python route (the prediction cell, then the reveal cell).
  */
 (function () {
   "use strict";
 
   class Unreadable extends Error {}
 
-  const NUMBER_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen " +
-    "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
-  ).split(" ");
-  const GROUPED = /^[+-]?\d{1,3}(?<sep>[, '_])\d{3}(?:\k<sep>\d{3})*(?:\.\d+)?$/;
-  const BEFORE_NUMBER = /^(?:[a-z_][\w.]*\s*=|all\s)\s*(.+)$/;
-  const UNIT_AFTER_NUMBER = /^(.+?)\s+([a-z][a-z_ -]*)$/;
-  const NOT_UNITS = new Set(
-    NUMBER_WORDS.concat(["hundred", "thousand", "million", "billion", "not", "or"]),
-  );
-  const TOKEN = /[()[\]]|[^()[\],;/&|\s]+/g;
-  const JOINING_WORDS = new Set(["and", "by", "x", "×", "*", "-", "then", "vs", "vs."]);
-  const JOINED_NUMBERS = /^\d+(?:[x×*-]\d+)+$/;
-  const NAME_WORD = /^[a-z_]+[:=]?$/;
-  const HEDGES = new Set(["not", "no", "or", "maybe"]);
+  /* mha.predictions._NUMERAL, _FACTOR, _TOKEN */
+  const NUMERAL = String.raw`(?:[0-9]{1,3}(?:[,_' \u00a0\u202f][0-9]{3})+|[0-9]+)(?:\.[0-9]*)?`;
+  const FACTOR = new RegExp(String.raw`^([+-]?)(${NUMERAL})(?:\s*\^\s*(${NUMERAL}))?$`);
+  const TOKEN =
+    /\s*(?:([0-9]+(?:\.[0-9]+)?)|([()[\]])|(,|;|\/|×|\*|x|by|and|(?:torch\.)?size))\s*/y;
+  const LARGEST = 2 ** 53;
+  /* mha.gqa._LIST_BREAK: what separates two lists written without brackets */
   const LIST_BREAK = /\s*(?:\/|;|\||\n|\band\b|\bvs\.?)\s*/;
-  const QUOTES = "`'\"“”‘’ ";
 
-  function stripChars(text, chars) {
-    let start = 0;
-    let end = text.length;
-    while (start < end && chars.includes(text[start])) start++;
-    while (end > start && chars.includes(text[end - 1])) end--;
-    return text.slice(start, end);
-  }
+  /* mha.predictions._tidy: no spaces, quotes or backticks around, no final full stop */
+  const tidy = (text) => text.replace(/^[\s`'"]+|[\s`'".]+$/g, "");
+  const numeral = (text) => Number(text.replace(/[,_' \u00a0\u202f]/g, ""));
 
-  /* mha.predictions._said: no case, no runs of spaces, no quotes around, no final . or ! */
-  function said(text) {
-    let out = String(text).split(/\s+/).filter(Boolean).join(" ").toLowerCase();
-    let previous = null;
-    while (out !== previous) {
-      previous = out;
-      out = stripChars(out, QUOTES).replace(/[.!]+$/, "").trim();
-    }
-    return out;
-  }
-
-  /* A small arithmetic expression, as mha.predictions._evaluate reads Python's: + - * / // **
-   * and brackets, powers kept small. */
-  function evaluate(text) {
-    const tokens = [];
-    const pattern =
-      /\s*(?:(\d+(?:_\d+)*(?:\.(?:\d+(?:_\d+)*)?)?(?:e[+-]?\d+(?:_\d+)*)?|\.\d+(?:e[+-]?\d+(?:_\d+)*)?)|(\*\*|\/\/|[-+*/()]))/y;
-    let at = 0;
-    while (at < text.length) {
-      if (/^\s+$/.test(text.slice(at))) break;
-      pattern.lastIndex = at;
-      const match = pattern.exec(text);
-      if (!match) throw new Unreadable();
-      if (match[1] !== undefined) {
-        const literal = match[1];
-        if (/^0\d*[1-9]/.test(literal) && !/[.e]/.test(literal)) throw new Unreadable();
-        tokens.push({ number: Number(literal.replace(/_/g, "")) });
-      } else {
-        tokens.push({ op: match[2] });
+  /* mha.predictions._number_text: the number typed, or Unreadable */
+  function numberText(text) {
+    const said = tidy(text).replace(/^[A-Za-z_][A-Za-z0-9_]*\s*=\s*/, "").replace(/\*\*/g, "^");
+    let value = 1;
+    for (const factor of said.split(/\s*[*×]\s*/)) {
+      const found = FACTOR.exec(factor);
+      if (!found) throw new Unreadable();
+      let base = numeral(found[2]);
+      if (found[3] !== undefined) {
+        const power = numeral(found[3]);
+        if (!Number.isInteger(power) || power > 64) throw new Unreadable();
+        base = base ** power;
       }
-      at = pattern.lastIndex;
+      value *= found[1] === "-" ? -base : base;
     }
-    let i = 0;
-    const peek = () => tokens[i] && tokens[i].op;
-    function atom() {
-      const token = tokens[i++];
-      if (!token) throw new Unreadable();
-      if (token.number !== undefined) return token.number;
-      if (token.op === "(") {
-        const value = sum();
-        if (peek() !== ")") throw new Unreadable();
-        i++;
-        return value;
-      }
-      throw new Unreadable();
-    }
-    function power() {
-      const left = atom();
-      if (peek() !== "**") return left;
-      i++;
-      const right = unary();
-      if (Math.abs(right) > 64 || Math.abs(left) > 2 ** 20) throw new Unreadable();
-      if (left === 0 && right < 0) throw new Unreadable();
-      return left ** right;
-    }
-    function unary() {
-      if (peek() === "-" || peek() === "+") {
-        const sign = tokens[i++].op === "-" ? -1 : 1;
-        return sign * unary();
-      }
-      return power();
-    }
-    function product() {
-      let value = unary();
-      while (["*", "/", "//"].includes(peek())) {
-        const op = tokens[i++].op;
-        const right = unary();
-        if (op === "*") value *= right;
-        else if (right === 0) throw new Unreadable();
-        else value = op === "/" ? value / right : Math.floor(value / right);
-      }
-      return value;
-    }
-    function sum() {
-      let value = product();
-      while (peek() === "+" || peek() === "-") {
-        const op = tokens[i++].op;
-        value = op === "+" ? value + product() : value - product();
-      }
-      return value;
-    }
-    if (!tokens.length) throw new Unreadable();
-    const value = sum();
-    if (i !== tokens.length) throw new Unreadable();
+    if (!(Math.abs(value) <= LARGEST)) throw new Unreadable();
     return value;
   }
 
-  function bareNumber(text) {
-    const index = NUMBER_WORDS.indexOf(text);
-    if (index >= 0) return index;
-    if (GROUPED.test(text)) text = text.replace(/[, '_]/g, "");
-    else if (/^[+-]?\d{1,3}(?:\.\d{3}){2,}$/.test(text)) text = text.replace(/\./g, "");
-    if (text.length > 100) throw new Unreadable();
-    return evaluate(text.replace(/\^/g, "**").replace(/×/g, "*"));
-  }
-
-  /* mha.predictions._number */
-  function number(prediction) {
-    if (typeof prediction === "number") return prediction;
-    if (typeof prediction !== "string") throw new Unreadable();
-    const text = said(prediction);
-    const before = BEFORE_NUMBER.exec(text);
-    const unit = UNIT_AFTER_NUMBER.exec(text);
-    const candidates = [
-      before && [before[1], ""],
-      unit && [unit[1], unit[2]],
-    ];
-    for (const candidate of candidates) {
-      if (!candidate) continue;
-      const [inner, rest] = candidate;
-      if (rest.split(/\s+/).some((word) => NOT_UNITS.has(word))) continue;
-      try {
-        return bareNumber(inner);
-      } catch (error) {
-        if (!(error instanceof Unreadable)) throw error;
-      }
-    }
-    return bareNumber(text);
-  }
-
-  function leaves(value) {
-    return Array.isArray(value) ? value.flatMap(leaves) : [value];
-  }
-
-  /* mha.predictions._items, for an answer of numbers */
-  function items(text, numbers) {
-    const spoken = said(text).replace(/^(?:torch\.)?size\((.*)\)$/, "$1");
+  /* mha.predictions._sequence_text: the numerals typed, as nested arrays of text */
+  function sequenceText(text) {
+    const said = tidy(text).toLowerCase();
     const stack = [[]];
-    for (const token of spoken.match(TOKEN) || []) {
-      if (token === "(" || token === "[") {
-        stack.push([]);
-      } else if (token === ")" || token === "]") {
+    let at = 0;
+    while (at < said.length) {
+      TOKEN.lastIndex = at;
+      const found = TOKEN.exec(said);
+      if (!found || TOKEN.lastIndex === at) throw new Unreadable();
+      at = TOKEN.lastIndex;
+      const [, numeralText, bracket] = found;
+      if (numeralText !== undefined) stack[stack.length - 1].push(numeralText);
+      else if (bracket === "(" || bracket === "[") stack.push([]);
+      else if (bracket) {
         if (stack.length === 1) throw new Unreadable();
         const inner = stack.pop();
         stack[stack.length - 1].push(inner);
-      } else if (JOINED_NUMBERS.test(token)) {
-        stack[stack.length - 1].push(...token.split(/[x×*-]/));
-      } else if (JOINING_WORDS.has(token)) {
-        continue;
-      } else if (numbers && HEDGES.has(token)) {
-        throw new Unreadable();
-      } else if (!(numbers && NAME_WORD.test(token) && !NUMBER_WORDS.includes(token))) {
-        stack[stack.length - 1].push(token);
       }
     }
     if (stack.length !== 1) throw new Unreadable();
-    const found = stack[0];
-    if (numbers && !leaves(found).length) throw new Unreadable();
-    return found.length === 1 && Array.isArray(found[0]) ? found[0] : found;
+    let top = stack[0];
+    while (top.length === 1 && Array.isArray(top[0])) top = top[0];
+    return top;
   }
 
-  function flatNumbers(found, answer) {
-    const written = leaves(found);
+  const nested = (typed) => (Array.isArray(typed) ? typed.map(nested) : sequenceText(typed));
+  const leaves = (value) => (Array.isArray(value) ? value.flatMap(leaves) : [value]);
+
+  /* mha.predictions._judge */
+  function judge(said, answer) {
+    if (!Array.isArray(answer)) {
+      if (Array.isArray(said)) throw new Unreadable();
+      return numeral(said) === answer;
+    }
+    if (!Array.isArray(said)) throw new Unreadable();
+    let flat = leaves(said);
     const wanted = leaves(answer);
-    const digits = wanted.every((a) => Number.isInteger(a) && a >= 0 && a <= 9);
-    if (digits && written.length !== wanted.length) {
-      const runs = written.map(String);
-      if (runs.every((run) => /^\d+$/.test(run))) {
-        return runs.flatMap((run) => Array.from(run, Number));
-      }
+    if (!flat.length) throw new Unreadable();
+    const oneDigit = wanted.every((a) => Number.isInteger(a) && a >= 0 && a <= 9);
+    const runs = flat.every((leaf) => /^[0-9]+$/.test(leaf)) && flat.join("");
+    if (flat.length !== wanted.length && oneDigit && runs && runs.length === wanted.length) {
+      flat = Array.from(runs); // runs of digits, read digit by digit
     }
-    try {
-      return written.map(number);
-    } catch (error) {
-      if (error instanceof Unreadable) return null;
-      throw error;
-    }
-  }
-
-  function readable(prediction, answer) {
-    try {
-      readAs(prediction, answer);
-      return true;
-    } catch (error) {
-      return false;
-    }
-  }
-
-  /* mha.predictions._same_kind: a sequence for a sequence, a single value for a value */
-  function sameKind(prediction, answer) {
-    if (Array.isArray(answer)) {
-      const several = typeof prediction === "string" && (prediction.match(TOKEN) || []).length > 1;
-      if (!(several || Array.isArray(prediction))) return false;
-    } else if (Array.isArray(prediction)) {
-      return false;
-    }
-    return readable(prediction, answer);
-  }
-
-  /* mha.predictions._read_as, for a number or a sequence of numbers */
-  function readAs(prediction, answer) {
-    if (typeof answer === "number") {
-      if (Array.isArray(prediction)) throw new Unreadable();
-      return number(prediction) === answer;
-    }
-    if (!Array.isArray(answer)) throw new Unreadable();
-    if (typeof prediction === "string") {
-      const numbers = leaves(answer).every((leaf) => typeof leaf === "number");
-      const found = items(prediction, numbers);
-      if (numbers) {
-        const written = flatNumbers(found, answer);
-        const wanted = leaves(answer);
-        if (written !== null && written.length === wanted.length) {
-          return written.every((x, i) => x === wanted[i]);
-        }
-      }
-      return readAs(found, answer);
-    }
-    if (!Array.isArray(prediction)) throw new Unreadable();
-    if (prediction.length !== answer.length) {
-      if (answer.length && prediction.length && prediction.every((p) => sameKind(p, answer[0]))) {
-        return false;
-      }
+    if (flat.length === wanted.length) return flat.every((leaf, i) => numeral(leaf) === wanted[i]);
+    if (said.length !== answer.length) {
+      const kind = answer.length ? Array.isArray(answer[0]) : false;
+      if (said.every((item) => Array.isArray(item) === kind)) return false;
       throw new Unreadable();
     }
-    for (let i = 0; i < answer.length; i++) {
-      if (!readAs(prediction[i], answer[i])) return false;
-    }
-    return true;
+    return said.every((item, i) => judge(item, answer[i]));
+  }
+
+  /* mha.predictions.read, for typed text and an answer of numbers */
+  function readAs(typed, answer) {
+    if (!Array.isArray(answer)) return numberText(typed) === answer;
+    return judge(nested(typed), answer);
   }
 
   /* mha.gqa.block_lists_match: two lists of block numbers, counted from 1 or from 0 */
-  function blockLists(prediction, answer) {
-    let spoken = prediction;
-    if (!/[[\]()]/.test(prediction)) {
-      const parts = prediction.trim().split(LIST_BREAK).filter(Boolean);
-      if (parts.length > 1) spoken = parts;
+  function blockLists(typed, answer) {
+    let said = typed;
+    if (!/[[\]()]/.test(typed)) {
+      const parts = typed.trim().split(LIST_BREAK).filter(Boolean);
+      if (parts.length > 1) said = parts;
     }
     const fromZero = answer.map((blocks) => blocks.map((block) => block - 1));
     const verdicts = [];
     for (const convention of [answer, fromZero]) {
       try {
-        verdicts.push(Boolean(readAs(spoken, convention)));
+        verdicts.push(readAs(said, convention));
       } catch (error) {
-        if (!(error instanceof Unreadable)) verdicts.push(false);
+        if (!(error instanceof Unreadable)) throw error;
       }
     }
     if (!verdicts.length) throw new Unreadable();
@@ -297,7 +133,8 @@
     try {
       return READERS[reader || "default"](text, answer) ? "right" : "wrong";
     } catch (error) {
-      return "unreadable";
+      if (error instanceof Unreadable) return "unreadable";
+      throw error;
     }
   }
 
@@ -311,8 +148,12 @@
       else if (ch === "\n") out += "\\n";
       else if (ch === "\r") out += "\\r";
       else if (ch === "\t") out += "\\t";
-      else if (ch < " " || ch === "\x7f") out += "\\x" + ch.charCodeAt(0).toString(16).padStart(2, "0");
-      else out += ch;
+      else if (ch === " " || !/[\p{C}\p{Z}]/u.test(ch)) out += ch;
+      else {
+        const code = ch.codePointAt(0); // not printable: escaped as Python escapes it
+        const [prefix, width] = code < 0x100 ? ["x", 2] : code < 0x10000 ? ["u", 4] : ["U", 8];
+        out += "\\" + prefix + code.toString(16).padStart(width, "0");
+      }
     }
     return quote + out + quote;
   }
@@ -320,17 +161,12 @@
   /* The verdict mha.reveal gives a typed prediction, word for word. */
   function verdictOf(text, data) {
     const outcome = readGuess(text, data.answer, data.reader);
-    const quoted = pythonRepr(text);
-    if (outcome === "unreadable") {
-      return {
-        outcome,
-        verdict:
-          `Your prediction, ${quoted}, cannot be read as this answer: ` +
-          `write it as ${data.format}.`,
-      };
-    }
-    const said = outcome === "right" ? "matches the answer" : "is not what the code computes";
-    return { outcome, verdict: `Your prediction, ${quoted}, ${said}.` };
+    const said = {
+      right: "matches the answer",
+      wrong: "is not what the code computes",
+      unreadable: `cannot be read as this answer: write it as ${data.format}`,
+    }[outcome];
+    return { outcome, verdict: `Your prediction, ${pythonRepr(text)}, ${said}.` };
   }
 
   /* --- The page: controls, storage, tally ----------------------------------------------- */
@@ -442,8 +278,11 @@
       input.autocomplete = "off";
       input.spellcheck = false;
       input.setAttribute("autocapitalize", "off");
-      const label = element("label", "", "Type your guess, as you would write it on paper");
+      const label = element("label", "", "Type your guess");
       label.htmlFor = input.id;
+      const form = element("p", "mha-guess-format", `Write it as ${data.format}.`);
+      form.id = `${input.id}-format`;
+      input.setAttribute("aria-describedby", form.id);
       const check = element("button", "mha-guess-check", "Check my guess");
       check.type = "button";
       const submit = () => {
@@ -466,7 +305,7 @@
           submit();
         }
       });
-      typed.append(label, input, check);
+      typed.append(label, form, input, check);
       group.append(typed);
       question.controls.push(check);
       question.input = input;

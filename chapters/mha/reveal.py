@@ -5,11 +5,11 @@ reader's prediction (only if one was recorded), then the explanation. In Jupyter
 book it is HTML that wraps to any width; in a terminal, or wherever HTML is not shown, it is
 plain text wrapped at ``TEXT_WIDTH`` characters.
 
-The verdict reads the prediction as a person grading it would (:func:`prediction_matches`):
-"(b)" and "option B" are the letter B, "No." answers a yes/no question, "8,388,608" and
-"four" are numbers, and the text of a choice means that choice. A prediction it cannot read
-is neither right nor wrong: the verdict says how to write it, naming the answer's type
-(and the choices, when the question offers some) without quoting the answer.
+The verdict reads the prediction with :mod:`mha.predictions`: a choice by its label ("B",
+True), a number or numbers as a Python value or as text in one small grammar ("8,388,608",
+"(2, 6, 4)"). A prediction it cannot read is neither right nor wrong: the verdict says how to
+write it, naming the answer's type (or the choices the question offers) without quoting the
+answer.
 
 Every coloured box the book shows (this answer, a measured finding, a check's verdict, a hint,
 a solution) is
@@ -380,7 +380,7 @@ def reveal(
     :func:`prediction_matches`, which also explains a prediction it cannot read);
     ``explanation`` says why the answer is what it is. With no prediction recorded there is no
     verdict: the answer speaks for itself. ``choices`` are the answers the question offers
-    (see :func:`prediction_matches`).
+    (see :func:`mha.predictions.read`); the answer must be one of them (else a ValueError).
 
     ``evidence`` is what the cell would otherwise print (a table, an error message; lines of
     at most ``TEXT_WIDTH`` characters, 44 to fit a phone): it is shown inside the closed box,
@@ -394,7 +394,7 @@ def reveal(
         if not figure_alt or not figure_alt.strip():
             raise ValueError("a figure in a reveal needs figure_alt: say what it shows")
         drawn = (_figure_png(figure), " ".join(figure_alt.split()))
-    choices = offered(choices)  # read once: an iterator is read both to judge and to explain
+    choices = offered(choices, answer)  # read once: an iterator is read twice below
     verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
     guess = guess_data(answer, matches, choices)
     _show(Revealed(answer, verdict, explanation, evidence, drawn, guess))

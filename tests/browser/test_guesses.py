@@ -1,10 +1,11 @@
 """A web reader commits a guess in the page, for every prediction (_static/guess.js).
 
 At 390 px with touch and at 1280 px every reveal of every chapter has, before its toggle, a group
-of controls named "Your guess": a button per choice, or a text box and "Check my guess". A guess
-gets Python's verdict word for word and opens the answer; the chapter's tally counts it; guesses
-stay in localStorage, never leave the browser, and clear. The page's reader reads the shared
-table of cases (tests/prediction_cases.json) as mha.predictions does.
+of controls named "Your guess": a button per choice, or a text box that says the format to write
+and "Check my guess". A guess gets Python's verdict word for word and opens the answer; the
+chapter's tally counts it; guesses stay in localStorage, never leave the browser, and clear. The
+page's reader reads the shared table of cases (tests/prediction_cases.json) as mha.predictions
+does.
 
 One browser, one page per width for the tour of the chapters, a few more for the rest.
 """
@@ -24,7 +25,14 @@ from .book_site import DESKTOP, PHONE, chapters, is_local, wait_for_transitions
 CASES = json.loads(
     (Path(__file__).parents[1] / "prediction_cases.json").read_text(encoding="utf-8")
 )["cases"]
-TYPED = [c for c in CASES if "choices" not in c and isinstance(c["prediction"], str)]
+#: What the page reads from its text box: text, for a number or numbers (not a choice).
+TYPED = [
+    c
+    for c in CASES
+    if isinstance(c["prediction"], str)
+    and "choices" not in c
+    and not isinstance(c["answer"], (bool, str))
+]
 READERS = {"block_lists": block_lists_match}
 GROUP = "fieldset.mha-guess"
 MIN_TAP_PX = 44
@@ -102,6 +110,11 @@ def group_problems(page, chapter, touch):
             check = group.get_by_role("button", name="Check my guess", exact=True)
             if box.count() != 1 or check.count() != 1:
                 problems.append(f"{where}: no labelled text box and 'Check my guess' button")
+            form = group.locator(".mha-guess-format")
+            if form.inner_text() != f"Write it as {data['format']}." or box.get_attribute(
+                "aria-describedby"
+            ) != form.get_attribute("id"):
+                problems.append(f"{where}: the box does not say the format to write")
         for control in group.locator("button, input").all():
             height = control.bounding_box()["height"]
             if touch and height < MIN_TAP_PX:
