@@ -6,7 +6,7 @@ import re
 import torch
 from torch import nn
 
-from mha.checks import (
+from mha.checks.core import (
     CheckResult,
     Exercise,
     Mistake,
@@ -15,11 +15,11 @@ from mha.checks import (
     evaluating,
     fill,
     first_mistake,
+    highlighted_python,
     kind_of,
     listed,
     never_raises,
 )
-from mha.checks.core import highlighted_python
 
 
 def test_a_result_reads_as_plain_text_and_as_an_escaped_coloured_box():
