@@ -19,16 +19,9 @@ from torch import nn
 
 import mha
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
-from mha.checks.two_dim import (
-    TWELVE_WIDE,
-    TWO_DIM,
-    check_twelve_wide_output,
-    check_two_dim_output,
-    diagnosis,
-    twelve_wide_output,
-    two_dim_output,
-)
-from mha.checks.wrapper_args import MISTAKES
+from mha.checks.arguments import MISTAKES, TWELVE_WIDE, TWO_DIM, diagnosis
+from mha.checks.twelve_wide import check_twelve_wide_output, twelve_wide_output
+from mha.checks.two_dim import check_two_dim_output, two_dim_output
 
 TWO, TWELVE = check_two_dim_output, check_twelve_wide_output
 

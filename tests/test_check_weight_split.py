@@ -781,7 +781,7 @@ MISTAKES = {
     ),
     "head count hard-coded": (
         [two_heads_in_view, three_heads_with_head_dim, FourHeadsInConstructor],
-        "written into the code",
+        "the count is in the code",
     ),
     "mask not sliced": (
         [mask_not_sliced, mask_rows_sliced_only],

@@ -8,12 +8,8 @@ mistakes as buggy references.
 
 from .core import CheckResult, Exercise, Note, describe_error, fill, never_raises
 from .reference import Recipe, same
-from .two_dim import (
-    check_twelve_wide_output,
-    check_two_dim_output,
-    twelve_wide_output,
-    two_dim_output,
-)
+from .twelve_wide import check_twelve_wide_output, twelve_wide_output
+from .two_dim import check_two_dim_output, two_dim_output
 from .weight_split import WeightSplitSkeleton, check_weight_split, weight_split
 from .wrapper import WrapperSkeleton, check_wrapper, sequential_wrapper
 

@@ -35,10 +35,8 @@ class HeadsRun:
     def __init__(self, module, x):
         self.module, self.x, self.heads = module, x, list(module.heads)
         self.received, self.order = [[] for _ in self.heads], []
-        hooks = [
-            head.register_forward_pre_hook(self._recorder(n), with_kwargs=True)
-            for n, head in enumerate(self.heads)
-        ]
+        hooks = [h.register_forward_pre_hook(self._recorder(n), with_kwargs=True)
+                 for n, h in enumerate(self.heads)]  # fmt: skip
         try:
             with torch.random.fork_rng(devices=[]), evaluating(module):
                 self.output = attempt(module, x)
@@ -76,10 +74,7 @@ class HeadsRun:
         n = next((n for n, ref in enumerate(self.refs, 1) if same(given, ref)), None)
         return f"head {n}'s output (shape {shape})" if n else f"another tensor, of shape {shape}"
 
-    @property
-    def calls(self):
-        """How many times each head ran, in list order."""
-        return [len(inputs) for inputs in self.received]
+    calls = property(lambda self: [len(inputs) for inputs in self.received])  # per head
 
     @property
     def sharing(self):
@@ -107,84 +102,47 @@ class HeadsRun:
     width = property(lambda self: self.output.shape[-1])
 
 
-def _join(join, **kwargs):
-    """A buggy reference: the heads' right outputs joined by ``join``."""
-    return lambda run: join(run.refs, **kwargs)
-
-
-def _interleave(outputs):
-    return torch.stack(outputs, dim=-1).flatten(-2)  # (b, num_tokens, d_out * num_heads)
-
-
 CAT = "torch.cat(..., dim=-1)"
 
+# fmt: off
 #: Joining the heads wrongly, most specific first.
 JOINS = (
-    Mistake(
-        "heads not given the same x",
-        "Head {fed[0]} was not given the wrapper's input x: it received {fed[1]}. The heads "
-        "work side by side, not as a pipeline: every head reads the same x.",
-        lambda run: run.fed is not None,
-    ),
-    Mistake(
-        "forward raises",
-        "Calling your wrapper on a batch of shape {x_shape} raised {error_text}.",
-        lambda run: run.error is not None,
-    ),
-    Mistake(
-        "returns None",
-        "Your forward returned None: did it forget to return its result?",
-        lambda run: run.output is None,
-    ),
-    Mistake(
-        "returns a list",
-        "Your forward returned {output_kind} of {output_length} tensors, not one tensor: the "
-        "heads' outputs still have to be joined into one context vector per token.",
-        lambda run: isinstance(run.output, (list, tuple)),
-    ),
-    Mistake(
-        "returns something else",
-        "Your forward returned {output_kind}, not a tensor of context vectors.",
-        lambda run: not isinstance(run.output, torch.Tensor),
-    ),
-    *(
-        Buggy(
-            "stacked instead of concatenated",
+    Mistake("heads not given the same x", "Head {fed[0]} was not given the wrapper's input x: it "
+            "received {fed[1]}. The heads work side by side, not as a pipeline: every head reads "
+            "the same x.",
+            lambda run: run.fed is not None),
+    Mistake("forward raises", "Calling your wrapper on a batch of shape {x_shape} raised "
+            "{error_text}.",
+            lambda run: run.error is not None),
+    Mistake("returns None", "Your forward returned None: did it forget to return its result?",
+            lambda run: run.output is None),
+    Mistake("returns a list", "Your forward returned {output_kind} of {output_length} tensors, not "
+            "one tensor: the heads' outputs still have to be joined into one context vector per "
+            "token.",
+            lambda run: isinstance(run.output, (list, tuple))),
+    Mistake("returns something else", "Your forward returned {output_kind}, not a tensor of "
+            "context vectors.",
+            lambda run: not isinstance(run.output, torch.Tensor)),
+    *(Buggy("stacked instead of concatenated",
             "You used torch.stack, which puts the heads on a new axis: the output has shape "
             f"{{output_shape}}. {CAT} joins them on the last axis, one vector per token.",
-            _join(torch.stack, dim=dim),
-        )
-        for dim in range(4)
-    ),
-    *(
-        Buggy(
-            "concatenated on the wrong axis",
-            f"You joined the heads' outputs along the {axis} (dim={dim}), so the output has "
-            f"shape {{output_shape}}: the other heads became extra {things}. Concatenate "
-            "along the last axis, dim=-1.",
-            _join(torch.cat, dim=dim),
-        )
-        for dim, axis, things in ((0, "batch axis", "sequences"), (1, "token axis", "tokens"))
-    ),
-    *(
-        Buggy(
-            "heads added instead of concatenated",
+            lambda run, d=d: torch.stack(run.refs, d)) for d in range(4)),
+    *(Buggy("concatenated on the wrong axis",
+            f"You joined the heads' outputs along the {axis} (dim={d}), so the output has shape "
+            f"{{output_shape}}: the other heads became extra {things}. Concatenate along the "
+            "last axis, dim=-1.",
+            lambda run, d=d: torch.cat(run.refs, d))
+      for d, axis, things in ((0, "batch axis", "sequences"), (1, "token axis", "tokens"))),
+    *(Buggy("heads added instead of concatenated",
             f"You {how} the heads' outputs: every coordinate blends all heads, and no head's "
             f"result can be read off. Place them side by side: {CAT}.",
-            lambda run, join=join: join(torch.stack(run.refs), 0),
-        )
-        for how, join in (("added", torch.sum), ("averaged", torch.mean))
-    ),
-    *(
-        Buggy(
-            "heads' columns reordered",
+            lambda run, join=join: join(torch.stack(run.refs), 0))
+      for how, join in (("added", torch.sum), ("averaged", torch.mean))),
+    *(Buggy("heads' columns reordered",
             f"Every head's values are in your output, but {how}: the columns are not in head "
             "order. Head 1's values come first, then head 2's, and so on.",
-            join,
-        )
-        for how, join in (
-            ("reversed", lambda run: torch.cat(run.refs[::-1], dim=-1)),
-            ("interleaved", lambda run: _interleave(run.refs)),
-        )
-    ),
+            lambda run, join=join: join(run.refs))
+      for how, join in (("reversed", lambda refs: torch.cat(refs[::-1], -1)),
+                        ("interleaved", lambda refs: torch.stack(refs, -1).flatten(-2)))),
 )
+# fmt: on

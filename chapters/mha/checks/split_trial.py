@@ -1,14 +1,9 @@
-"""One run of a reader's weight-split class on one configuration, and the facts it shows.
-
-:class:`SplitTrial` builds the class (the reader's random state untouched), calls it once in
-eval mode and answers what :mod:`.weight_split`'s catalogue asks: the right output and the
-buggy ones (:func:`.reference.split_attention` with a :class:`.reference.Recipe`, from the
-instance's own layers), where dropout acts in training mode (:mod:`.dropout`), and what the
-last torch function called before an error was (``seen.last``, :mod:`.class_answer`).
-"""
+"""One run of chapter 3's answer (a weight-split class) on one configuration: the right output
+and the buggy ones from the instance's own layers (:func:`.reference.split_attention`), where
+dropout acts in training mode (:mod:`.dropout`), and the facts the messages quote."""
 
 import itertools
-from dataclasses import dataclass, replace
+from collections import namedtuple
 from functools import cached_property
 
 import torch
@@ -16,31 +11,19 @@ import torch
 from .class_answer import name_of
 from .core import describe_error, evaluating, kind_of, listed
 from .dropout import dropout_place, dropout_story, training_outputs
+from .heads import attempt
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias "
+                             "dropout seed", defaults=(False, 0.0, 0))):  # fmt: skip
     """One way the check builds the reader's class and calls it."""
-
-    d_in: int
-    d_out: int
-    context_length: int
-    num_heads: int
-    num_tokens: int
-    qkv_bias: bool = False
-    dropout: float = 0.0
-    seed: int = 0
 
     head_dim = property(lambda c: c.d_out // c.num_heads)
     input_shape = property(lambda c: (2, c.num_tokens, c.d_in))
-
-    @property
-    def kwargs(self):
-        """The constructor's arguments; ``qkv_bias`` only when it is on, as a reader writes it."""
-        names = ("d_in", "d_out", "context_length", "dropout", "num_heads")
-        kwargs = {name: getattr(self, name) for name in names}
-        return {**kwargs, "qkv_bias": True} if self.qkv_bias else kwargs
+    kwargs = property(lambda c: dict(zip(("d_in", "d_out", "context_length", "dropout",
+                      "num_heads"), (c.d_in, c.d_out, c.context_length, c.dropout, c.num_heads)))
+                      | ({"qkv_bias": True} if c.qkv_bias else {}))  # fmt: skip
 
 
 #: Several heads and a full-length input first (most mistakes show there), then a shorter
@@ -126,11 +109,8 @@ class SplitTrial:
     def unusable_projections(self):
         """The projections the check cannot call on the input, e.g. missing or misnamed."""
         with evaluating(self.module):
-            return [
-                n
-                for n in PROJECTIONS
-                if isinstance(_try(getattr, self.module, n, self.x), Exception)
-            ]
+            outputs = {n: attempt(lambda n=n: getattr(self.module, n)(self.x)) for n in PROJECTIONS}
+        return [n for n, output in outputs.items() if isinstance(output, Exception)]
 
     @property
     def projection_width(self):
@@ -140,11 +120,8 @@ class SplitTrial:
     @property
     def shows_heads_unmerged(self):
         c = self.c
-        unmerged = (
-            (2, c.num_heads, c.num_tokens, c.head_dim),
-            (2, c.num_tokens, c.num_heads, c.head_dim),
-        )
-        return self.output_shape in unmerged
+        heads_first = (2, c.num_heads, c.num_tokens, c.head_dim)
+        return self.output_shape in {heads_first, (2, c.num_tokens, c.num_heads, c.head_dim)}
 
     @cached_property
     def hard_coded_head_count(self):
@@ -154,16 +131,15 @@ class SplitTrial:
             if self.matches(num_heads=k):  # right for k heads, with this instance's weights
                 return k
         for k in (k for k in range(2, 9) if k != c.num_heads):  # or only works with k heads
-            if SplitTrial(self.cls, replace(c, d_out=k * c.head_dim, num_heads=k), set()).passed:
+            if SplitTrial(self.cls, c._replace(d_out=k * c.head_dim, num_heads=k), set()).passed:
                 return k
         return None
 
     @property
     def works_on_full_length_input(self):
-        full = replace(self.c, num_tokens=self.c.context_length)
-        return (
-            self.c.num_tokens < self.c.context_length and SplitTrial(self.cls, full, set()).passed
-        )
+        c = self.c
+        full = c._replace(num_tokens=c.context_length)
+        return c.num_tokens < c.context_length and SplitTrial(self.cls, full, set()).passed
 
     @property
     def keys_transposed_on_heads(self):
@@ -183,19 +159,6 @@ class SplitTrial:
         return None
 
     @property
-    def torch_text(self):
-        """What PyTorch's attention does, and what to write here instead."""
-        what = "torch.nn.functional.scaled_dot_product_attention, PyTorch's fused kernel"
-        if "layer" in self.torch_attention:
-            what = "torch.nn.MultiheadAttention, PyTorch's own attention layer"
-        text = f"Your forward calls {what}, which does the scores, the mask, the softmax and the "
-        text += "mix itself: those steps are not yours. Chapter 5's practice uses it; here, write "
-        text += "them with @, masked_fill and torch.softmax."
-        if self.matches(CORRECT.but(mask="keep-mask to sdpa")):
-            text += " (For chapter 5: a bool attn_mask marks the keys to *keep*, not to hide.)"
-        return text
-
-    @property
     def largest_difference(self):
         difference = (self.output.double() - self.expected().double()).abs()
         return float(difference.nan_to_num(nan=torch.inf).max())
@@ -205,10 +168,3 @@ BELONGS = (
     "Dropout belongs on the attention weights, after the softmax: "
     "attn_weights = self.dropout(attn_weights)."
 )
-
-
-def _try(get, module, name, x):
-    try:
-        return get(module, name)(x)
-    except Exception as error:
-        return error

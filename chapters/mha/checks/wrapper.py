@@ -1,27 +1,15 @@
-"""Chapter 1's exercise: the wrapper's forward pass, written from a skeleton.
+"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`.
 
-The reader subclasses :class:`WrapperSkeleton` (the list of heads, a ``forward`` that raises)
-and writes ``forward``. :func:`check_wrapper` builds the class with three, two and one heads and
-checks what the chapter teaches: every head runs once on the same ``x``, in list order, and
-their outputs are joined on the last axis (:class:`.heads.HeadsRun`, :data:`.heads.JOINS`).
-"""
+:func:`check_wrapper` builds the reader's class with three, two and one heads: every head must
+run once on the same ``x``, in list order, their outputs joined on the last axis."""
 
 import torch
 from torch import nn
 
 from ..attention import CausalAttention
-from .class_answer import Skeleton, class_problem, delegation, name_of, watching
-from .core import (
-    CheckResult,
-    Exercise,
-    Mistake,
-    describe_error,
-    first_mistake,
-    listed,
-    never_raises,
-)
-from .heads import JOINS, HeadsRun, attempt, is_head
-from .reference import same
+from .class_answer import Skeleton, class_problem, delegation, watching
+from .core import CheckResult, Exercise, first_mistake, never_raises
+from .wrapper_trial import CONFIGS, MISTAKES, UNKNOWN, Trial
 
 
 class WrapperSkeleton(Skeleton):
@@ -31,138 +19,9 @@ class WrapperSkeleton(Skeleton):
         super().__init__()
         self.num_heads = num_heads
         self.heads = nn.ModuleList(
-            [
-                CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
-                for _ in range(num_heads)
-            ]
+            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+            for _ in range(num_heads)
         )
-
-
-#: (d_in, d_out, num_heads, num_tokens, seed): three heads first (chains, order and joins all
-#: show), then d_in = d_out (a chain runs without an error), then a single head.
-CONFIGS = ((3, 2, 3, 6, 1), (4, 4, 2, 5, 2), (5, 3, 1, 4, 3))
-
-
-class Trial:
-    """The reader's class built on one configuration and run once; the facts messages quote."""
-
-    def __init__(self, cls, config, book, seen):
-        d_in, d_out, num_heads, num_tokens, seed = config
-        self.call = f"{name_of(cls)}(d_in={d_in}, d_out={d_out}, context_length=6, "
-        self.call += f"dropout=0.0, num_heads={num_heads})"
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.module = attempt(
-                lambda: cls(
-                    d_in=d_in, d_out=d_out, context_length=6, dropout=0.0, num_heads=num_heads
-                )
-            )
-        x = torch.rand((2, num_tokens, d_in), generator=torch.Generator().manual_seed(500 + seed))
-        heads = getattr(self.module, "heads", None)
-        self.run, self.seen, book[:] = None, seen, []
-        if isinstance(heads, nn.ModuleList) and heads and all(is_head(h) for h in heads):
-            self.run = HeadsRun(self.module, x)
-        self.forwards = book.count("CausalAttention")  # head forwards, however they were called
-
-    def __getattr__(self, name):
-        if name.startswith("_") or name == "run":
-            raise AttributeError(name)
-        return getattr(self.run, name)
-
-    build_error = property(lambda t: describe_error(t.module))
-    skipped = property(lambda t: [str(n) for n, c in enumerate(t.calls, 1) if c == 0])
-    skipped_heads = property(
-        lambda t: "head" + "s" * (len(t.skipped) > 1) + " " + listed(t.skipped)
-    )
-    repeated = property(lambda t: next((n for n, c in enumerate(t.calls, 1) if c > 1), None))
-    times = property(lambda t: t.calls[t.repeated - 1])
-    run_order = property(lambda t: ", ".join(str(n + 1) for n in t.order))
-    num_heads = property(lambda t: len(t.calls))
-    no_head_called = property(lambda t: isinstance(t.output, torch.Tensor) and not any(t.calls))
-
-    @property
-    def own_attention(self):
-        """How a forward that calls no head got its output, in words."""
-        how = "computes each head's attention itself"
-        if self.seen & {"kernel", "layer"}:
-            how = "hands each head's queries, keys and values to torch.nn."
-            how += (
-                "MultiheadAttention"
-                if "layer" in self.seen
-                else "functional.scaled_dot_product_attention"
-            )
-        if same(self.output, self.right):
-            return f"It {how}, and its output does equal the heads' outputs side by side"
-        if not self.seen:
-            return "Its output is not the heads' outputs side by side either"
-        return f"It {how}, and its output is not the heads' outputs side by side"
-
-
-#: Known mistakes, most specific first: the first one recognised is the one the reader hears.
-MISTAKES = (
-    Mistake(
-        "constructor raises",
-        "Building your class as {call} raised {build_error}. Subclass WrapperSkeleton and leave "
-        "__init__ to it: the exercise is the forward pass.",
-        lambda t: isinstance(t.module, Exception),
-    ),
-    Mistake(
-        "no list of heads",
-        "Your instance has no list of heads in self.heads: subclass WrapperSkeleton, which "
-        "builds them, and write only forward.",
-        lambda t: t.run is None,
-    ),
-    Mistake(
-        "the list of heads called",
-        "Your forward calls the list of heads itself, and PyTorch raised {error_text}: an "
-        "nn.ModuleList holds the heads but computes nothing. Call each head in it on x.",
-        lambda t: isinstance(t.error, NotImplementedError) and "ModuleList" in str(t.error),
-    ),
-    Mistake(
-        "the starting code",
-        "Your forward still raises NotImplementedError: this is the starting code, and the "
-        "forward pass is yours to write. What should each head be given, and what becomes of "
-        "the heads' outputs? The first hint, just below the check, starts from there.",
-        lambda t: isinstance(t.error, NotImplementedError),
-    ),
-    JOINS[0],
-    Mistake(
-        "head.forward called",
-        "Your forward calls head.forward(x) instead of the head itself, which skips what calling "
-        "a module does (its hooks, which tools and this check use): call head(x).",
-        lambda t: t.no_head_called and t.forwards > 0,
-    ),
-    Mistake(
-        "no head called",
-        "Your forward never calls the heads in self.heads: not one head(x) ran. {own_attention}. "
-        "This practice is the wrapper itself: call head(x) for each head in self.heads.",
-        lambda t: t.no_head_called,
-    ),
-    Mistake(
-        "one head used for all",
-        "Head {repeated} ran {times} times and {skipped_heads} never ran: one head does the work "
-        "of all. Call every head in self.heads once.",
-        lambda t: t.repeated is not None and t.skipped,
-    ),
-    Mistake(
-        "shared weights",
-        "Two of your heads share one set of weights ({sharing}): keep the skeleton's __init__, "
-        "which builds one new CausalAttention per head.",
-        lambda t: t.sharing is not None,
-    ),
-    Mistake(
-        "a head skipped",
-        "With {num_heads} heads, {skipped_heads} never ran: every head must contribute.",
-        lambda t: t.error is None and 0 < len(t.skipped) < t.num_heads,
-    ),
-    Mistake(
-        "heads out of order",
-        "Your heads ran in the order {run_order}, not in list order: go through self.heads from "
-        "first to last, so that head 1's values come first.",
-        lambda t: t.order != sorted(t.order),
-    ),
-    *JOINS[1:],
-)
 
 
 @never_raises
@@ -177,17 +36,11 @@ def check_wrapper(cls):
             trial = Trial(cls, config, book, seen)
             if set(book) - {"CausalAttention"}:
                 return CheckResult(False, delegation(cls, book, "the loop over heads"))
-            mistake = first_mistake(MISTAKES, trial)
-            seen_with = f"\n(Seen with {trial.call}.)"
-            if mistake is None and not trial.joined():
-                return CheckResult(
-                    False,
-                    "Your output is not the heads' outputs side by side, "
-                    "and it matches none of the mistakes this check knows." + seen_with,
-                )
+            mistake = first_mistake(MISTAKES, trial) or (None if trial.joined() else UNKNOWN)
             if mistake is not None:
                 quiet = mistake.name in ("constructor raises", "the starting code")
-                return CheckResult(False, mistake.tell(trial) + ("" if quiet else seen_with))
+                seen_with = f"\n(Seen with {trial.call}.)" * (not quiet)
+                return CheckResult(False, mistake.tell(trial) + seen_with)
     return CheckResult(
         True,
         "With 1, 2 and 3 heads, every head reads the same x, the heads run in list order, and "
