@@ -12,15 +12,11 @@ The convention, shared by every exercise:
   in the spirit of Kaggle's learntools.
 """
 
-import builtins
 import contextlib
 import html
 import inspect
-import io
-import keyword
 import re
 import textwrap
-import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -163,68 +159,18 @@ def never_raises(check):
     return guarded
 
 
-#: Pygments' short CSS classes, which the book's theme (and Jupyter's) colours in light and dark.
-_KEYWORD_CLASSES = {"import": "kn", "from": "kn", "True": "kc", "False": "kc", "None": "kc"}
-_KEYWORD_CLASSES |= dict.fromkeys(("and", "or", "not", "in", "is"), "ow")
-_DEFINED_BY = {"def": "nf", "class": "nc"}
-_PUNCTUATION = set("()[]{},:;")
-
-
-def _token_class(token, previous):
-    """The Pygments class of one Python token, given the NAME or OP token before it."""
-    if token.type == tokenize.NAME:
-        if keyword.iskeyword(token.string):
-            return _KEYWORD_CLASSES.get(token.string, "k")
-        if previous in _DEFINED_BY:
-            return _DEFINED_BY[previous]
-        if token.string == "self":
-            return "bp"
-        return "nb" if hasattr(builtins, token.string) else "n"
-    if token.type == tokenize.OP:
-        return "p" if token.string in _PUNCTUATION else "o"
-    if token.type == tokenize.NUMBER:
-        return "mf" if any(c in token.string for c in ".eEjJ") else "mi"
-    if token.type == tokenize.STRING or "STRING" in tokenize.tok_name[token.type]:
-        return "s2"
-    if token.type == tokenize.COMMENT:
-        return "c1"
-    return None
-
-
 def highlighted_python(code):
-    """``code`` as the HTML of a highlighted code block: ``<div class="highlight"><pre>``, one
-    span per token with the CSS class Pygments gives it.
+    """``code`` as the HTML of a highlighted code block, ``<div class="highlight"><pre>``: one
+    span per token with Pygments' CSS classes, which the book's theme colours (in both of its
+    themes) and under which sphinx-copybutton puts a copy button. Pygments comes with IPython,
+    so it is there wherever a notebook shows this box."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
 
-    The book's theme colours those classes in both of its themes (with AA contrast), and
-    sphinx-copybutton gives every ``div.highlight pre`` a copy button. Built on the standard
-    library's tokenizer, so the package needs nothing more; code it cannot tokenize is shown as
-    plain text in the same block.
-    """
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        tokens = []
-    starts = [0]
-    for line in code.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-
-    def offset(row_col):
-        row, col = row_col
-        return min(starts[min(row, len(starts)) - 1] + col, len(code))
-
-    parts, done, previous = [], 0, None
-    for token in tokens:
-        start, end = offset(token.start), offset(token.end)
-        css = _token_class(token, previous)
-        if css is None or start < done or end <= start:
-            continue
-        parts.append(html.escape(code[done:start]))
-        parts.append(f'<span class="{css}">{html.escape(code[start:end])}</span>')
-        done = end
-        if token.type in (tokenize.NAME, tokenize.OP):
-            previous = token.string
-    parts.append(html.escape(code[done:]))
-    return f'<div class="highlight"><pre>{"".join(parts)}</pre></div>'
+    spans = highlight(code, PythonLexer(ensurenl=False), HtmlFormatter(nowrap=True))
+    spans = spans if code.endswith("\n") else spans.removesuffix("\n")
+    return f'<div class="highlight"><pre>{spans}</pre></div>'
 
 
 @dataclass(frozen=True)
