@@ -3,7 +3,6 @@ and the buggy ones from the instance's own layers (:func:`.reference.split_atten
 dropout acts in training mode (:mod:`.dropout`), and the facts the messages quote."""
 
 import itertools
-from collections import namedtuple
 from functools import cached_property
 
 import torch
@@ -14,29 +13,6 @@ from .dropout import dropout_place, dropout_story, training_outputs
 from .heads import attempt
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
-
-class Config(namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias "
-                             "dropout seed", defaults=(False, 0.0, 0))):  # fmt: skip
-    """One way the check builds the reader's class and calls it."""
-
-    head_dim = property(lambda c: c.d_out // c.num_heads)
-    input_shape = property(lambda c: (2, c.num_tokens, c.d_in))
-    kwargs = property(lambda c: dict(zip(("d_in", "d_out", "context_length", "dropout",
-                      "num_heads"), (c.d_in, c.d_out, c.context_length, c.dropout, c.num_heads)))
-                      | ({"qkv_bias": True} if c.qkv_bias else {}))  # fmt: skip
-
-
-#: Several heads and a full-length input first (most mistakes show there), then a shorter
-#: input than the mask, one head, d_in > d_out, head_dim 1, biases, and dropout.
-CONFIGS = (
-    Config(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
-    Config(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
-    Config(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
-    Config(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
-    Config(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
-    Config(d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6),
-    Config(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
-)
 WRONG_PROJECTIONS = [p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS]
 
 

@@ -9,13 +9,39 @@ training mode, where dropout must drop whole weights. A forward that uses PyTorc
 the book's own class is refused (:mod:`.class_answer`).
 """
 
+from collections import namedtuple
+
 import torch
 from torch import nn
 
 from .class_answer import Skeleton, class_problem, delegation, watching
 from .core import CheckResult, Exercise, first_mistake, never_raises
 from .split_mistakes import MISTAKES
-from .split_trial import CONFIGS, SplitTrial
+from .split_trial import SplitTrial
+
+
+class Config(namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias "
+                             "dropout seed", defaults=(False, 0.0, 0))):  # fmt: skip
+    """One way the check builds the reader's class and calls it."""
+
+    head_dim = property(lambda c: c.d_out // c.num_heads)
+    input_shape = property(lambda c: (2, c.num_tokens, c.d_in))
+    kwargs = property(lambda c: dict(zip(("d_in", "d_out", "context_length", "dropout",
+                      "num_heads"), (c.d_in, c.d_out, c.context_length, c.dropout, c.num_heads)))
+                      | ({"qkv_bias": True} if c.qkv_bias else {}))  # fmt: skip
+
+
+#: Several heads and a full-length input first (most mistakes show there), then a shorter
+#: input than the mask, one head, d_in > d_out, head_dim 1, biases, and dropout.
+CONFIGS = (
+    Config(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
+    Config(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
+    Config(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
+    Config(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
+    Config(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
+    Config(d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6),
+    Config(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
+)
 
 
 class WeightSplitSkeleton(Skeleton):
