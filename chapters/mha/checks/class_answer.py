@@ -78,6 +78,13 @@ def class_problem(cls, check, example, what, allowed=()):
     return None
 
 
+#: PyTorch's own attention, as the messages name it.
+TORCH_NAMES = {
+    "kernel": "torch.nn.functional.scaled_dot_product_attention, PyTorch's fused kernel",
+    "layer": "torch.nn.MultiheadAttention, PyTorch's own attention layer",
+}
+
+
 class Seen(set):
     """What of PyTorch's attention ran ("kernel", "layer", "grouped"), and the last torch
     function called with its tensors' shapes (``last``)."""

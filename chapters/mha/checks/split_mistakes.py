@@ -8,25 +8,12 @@ from .catalogue import Buggy
 from .core import Mistake
 from .reference import CORRECT
 
-
-def torch_text(t):
-    """What PyTorch's attention does, and what to write here instead."""
-    what = "torch.nn.functional.scaled_dot_product_attention, PyTorch's fused kernel"
-    if "layer" in t.torch_attention:
-        what = "torch.nn.MultiheadAttention, PyTorch's own attention layer"
-    text = f"Your forward calls {what}, which does the scores, the mask, the softmax and the "
-    text += "mix itself: those steps are not yours. Chapter 5's practice uses it; here, write "
-    text += "them with @, masked_fill and torch.softmax."
-    if t.matches(CORRECT.but(mask="keep-mask to sdpa")):
-        text += " (For chapter 5: a bool attn_mask marks the keys to *keep*, not to hide.)"
-    return text
-
-
-class TorchAttention(Mistake):
-    """The mistake of handing attention to PyTorch: its message depends on what was called."""
-
-    def tell(self, trial):
-        return torch_text(trial)
+# fmt: off
+TORCH = ("Your forward calls {torch_what}, which does the scores, the mask, the softmax and the "
+         "mix itself: those steps are not yours. Chapter 5's practice uses it; here, write them "
+         "with @, masked_fill and torch.softmax.")
+KEEP = " (For chapter 5: a bool attn_mask marks the keys to *keep*, not to hide.)"
+# fmt: on
 
 
 def buggy(name, message, *changes):
@@ -45,7 +32,9 @@ MISTAKES = (
             "W_query, W_key and W_value, and in which shape? The first hint, just below the check, "
             "starts from there.",
             lambda t: isinstance(t.error, NotImplementedError)),
-    TorchAttention("the fused kernel", "", lambda t: t.torch_attention),
+    Mistake("the fused kernel", TORCH + KEEP, lambda t: t.torch_attention
+            and t.matches(CORRECT.but(mask="keep-mask to sdpa"))),
+    Mistake("the fused kernel", TORCH, lambda t: t.torch_attention),
     # Right in eval mode, wrong in training mode:
     Mistake("forward raises in training mode", "Your forward works in eval mode, but in training "
             "mode (after module.train()) it raised {training_error_text}: "

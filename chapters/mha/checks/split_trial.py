@@ -7,7 +7,7 @@ from functools import cached_property
 
 import torch
 
-from .class_answer import name_of
+from .class_answer import TORCH_NAMES, name_of
 from .core import describe_error, evaluating, kind_of, listed
 from .dropout import dropout_place, dropout_story, training_outputs
 from .heads import attempt
@@ -56,6 +56,9 @@ class SplitTrial:
     expected_shape = property(lambda t: (2, t.c.num_tokens, t.c.d_out))
     output_shape = property(lambda t: tuple(getattr(t.output, "shape", ())) or None)
     names = property(lambda t: listed(t.unusable_projections))
+    torch_what = property(
+        lambda t: TORCH_NAMES["layer" if "layer" in t.torch_attention else "kernel"]
+    )
     dropout_text = property(lambda t: dropout_story(t.dropout_place, BELONGS))
 
     @cached_property
