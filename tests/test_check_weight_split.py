@@ -880,7 +880,7 @@ def test_each_known_mistake_is_rejected_and_named_as_itself_and_no_other(cls, mi
 
 
 def test_every_mistake_in_the_catalogue_is_tested():
-    from mha.checks.weight_split import MISTAKES as WEIGHT_SPLIT_MISTAKES
+    from mha.checks.split_mistakes import MISTAKES as WEIGHT_SPLIT_MISTAKES
 
     named = {m.name for m in WEIGHT_SPLIT_MISTAKES} - {"delegates to the book", "unexplained"}
     assert named == set(MISTAKES)
