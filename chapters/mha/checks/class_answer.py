@@ -1,8 +1,9 @@
 """Answers that are classes written from a skeleton (chapters 1 and 3), and their shortcuts.
 
 The reader subclasses a :class:`Skeleton` (the constructor given, a ``forward`` that raises) and
-writes ``forward``. :func:`class_problem` names an answer that is not such a class, the untouched
-skeleton and the book's own class (by identity); :func:`watching` records, while the check runs
+writes ``forward`` (the untouched skeleton raises NotImplementedError when the check runs it).
+:func:`class_problem` names an answer that is not such a class, or is the book's own class or
+``forward`` (by identity); :func:`watching` records, while the check runs
 the answer, the book's ``forward`` methods it calls (each replaced by a recorder for that time)
 and PyTorch's own attention (a :class:`~torch.overrides.TorchFunctionMode`). A determined reader
 can get round both; they catch the natural shortcuts, not tampering.
@@ -27,7 +28,7 @@ class Skeleton(torch.nn.Module):
         raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
-def book_classes(allowed=()):
+def book_classes():
     """The module classes of the book's modules loaded now that define their own ``forward``."""
     found = []
     for name, module in list(sys.modules.items()):
@@ -35,8 +36,7 @@ def book_classes(allowed=()):
             continue
         for value in list(vars(module).values()):
             is_module = isinstance(value, type) and issubclass(value, torch.nn.Module)
-            own = is_module and value.__module__ == name and "forward" in vars(value)
-            if own and value not in allowed:
+            if is_module and value.__module__ == name and "forward" in vars(value):
                 found.append(value)
     return found
 
@@ -49,9 +49,9 @@ def name_of(cls):
         return "your class"
 
 
-def class_problem(cls, check, example, what, allowed=()):
-    """What is wrong with ``cls`` before it runs, in words, or ``None``: not a module class,
-    the book's own class or forward, the skeleton's forward (``what`` is the reader's part)."""
+def class_problem(cls, check, example, what):
+    """What is wrong with ``cls`` before it runs, in words, or ``None``: not a module class, or
+    the book's own class or ``forward`` (``what`` names the reader's part of the work)."""
     name = name_of(cls) if isinstance(cls, type) else type(cls).__name__
     if cls is None:
         return f"{check} got None. Run the cell that defines your class, then {check}({example})."
@@ -64,7 +64,7 @@ def class_problem(cls, check, example, what, allowed=()):
         return f"{check} expects a class, but got {kind_of(cls)}. Pass the class by its name."
     if not issubclass(cls, torch.nn.Module):
         return f"{name} is a class, but not an nn.Module: subclass the chapter's skeleton."
-    for book in book_classes(allowed):
+    for book in book_classes():
         if cls is book:
             return (
                 f"{name} is the book's own class: its forward is the one this practice asks "
