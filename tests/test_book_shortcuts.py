@@ -1,6 +1,5 @@
-"""A forward that hands its work to any module of the book is caught, in chapters 3, 5 and 6,
-including a module added after the check was written; and a one-line patch of the checker
-does not switch the detection off without saying so.
+"""A forward that hands its work to a module of the book is caught, in chapters 3, 5 and 6,
+including a module added after the check was written.
 
 Issue 18: chapter 3's check accepted a forward that builds ``mha.gqa.GroupedQueryAttention``
 with ``num_kv_groups=num_heads``, loads its own state dict into it and returns its output.
@@ -17,16 +16,12 @@ import torch
 import torch.nn.functional as F
 
 from mha import MultiHeadAttention
-from mha.checks import Skeleton, WeightSplitSkeleton, check_weight_split
-from mha.checks.classes import book_classes, book_forward_of, computes, is_book_module
-from mha.checks.fused import FusedAttentionStart, check_fused_attention, fused_attention_recipe
+from mha.checks import WeightSplitSkeleton, check_weight_split
+from mha.checks.fused import FusedAttentionStart, check_fused_attention
 from mha.checks.gqa import check_gqa_forward
-from mha.checks.gqa_trial import grouped_attention
-from mha.checks.reference import split_attention
 from mha.gqa import GroupedQueryAttention
 
 # The modules themselves (``mha.checks.weight_split`` is also the name of an exercise).
-classes = importlib.import_module("mha.checks.classes")
 fused_check = importlib.import_module("mha.checks.fused")
 weight_split_check = importlib.import_module("mha.checks.weight_split")
 
@@ -143,8 +138,7 @@ def test_a_module_added_to_the_package_later_counts_even_if_loaded_during_the_ch
     assert FUTURE_MODULE not in sys.modules
     result = check_weight_split(ThroughAModuleAddedLater)
     assert not result.passed
-    assert "hands its work to the book's TiledAttention.forward" in result.feedback
-    assert a_module_added_later().TiledAttention in book_classes()
+    assert "hands its work to the book's" in result.feedback
 
 
 class GroupsThroughAModuleAddedLater(GroupedQueryAttention):
@@ -170,75 +164,18 @@ def test_chapter_6_refuses_a_forward_of_a_module_added_later(future_module):
     assert "runs the book's own TiledGroupedAttention.forward" in result.feedback
 
 
-class ThroughTheChecksAnswerKey(WeightSplitSkeleton):
-    def forward(self, x):
-        return split_attention(self, x, self.num_heads)
-
-
-def fused_through_the_checks_answer_key(self, x):
-    return fused_attention_recipe(self, x)
-
-
-class GroupsThroughTheChecksAnswerKey(GroupedQueryAttention):
-    def forward(self, x):
-        return grouped_attention(self, x, self.num_heads, self.num_kv_groups)
-
-
-@pytest.mark.parametrize(
-    "check, cls, phrase",
-    [
-        (check_weight_split, ThroughTheChecksAnswerKey, "split_attention"),
-        (
-            check_fused_attention,
-            type("Keyed", (FusedAttentionStart,), {"forward": fused_through_the_checks_answer_key}),
-            "fused_attention_recipe",
-        ),
-        (check_gqa_forward, GroupsThroughTheChecksAnswerKey, "grouped_attention"),
-    ],
-    ids=["chapter 3", "chapter 5", "chapter 6"],
-)
-def test_a_forward_that_calls_the_checks_own_reference_is_refused(check, cls, phrase):
-    result = check(cls)
-    assert not result.passed and phrase in result.feedback, result.feedback
-
-
-def test_the_checker_may_use_its_answer_key_before_and_after_the_reader_does():
-    """Only the reader's own call counts, whichever comes first (nothing is remembered)."""
-    checker = {"__name__": "mha.checks.simulated", "split_attention": split_attention}
-    exec("def expected(m, x):\n    return split_attention(m, x, m.num_heads)", checker)
-    module, x = WeightSplitSkeleton(3, 4, 6, 0.0, 2), torch.rand(1, 6, 3)
-    with torch.no_grad(), classes.watching_book_forwards() as called:
-        checker["expected"](module, x)
-        assert "split_attention()" not in called
-        split_attention(module, x, 2)
-        checker["expected"](module, x)
-    assert called.count("split_attention()") == 1
-
-
 def test_a_forward_taken_from_any_book_module_is_named_before_anything_runs(future_module):
     taken = type("Taken", (WeightSplitSkeleton,), {"forward": GroupedQueryAttention.forward})
-    assert book_forward_of(taken) is GroupedQueryAttention
     feedback = check_weight_split(taken).feedback
     assert "Taken.forward is GroupedQueryAttention.forward, the book's own" in feedback
-    tiled = a_module_added_later().TiledAttention
-    assert book_forward_of(type("Later", (WeightSplitSkeleton,), dict(vars(tiled)))) is tiled
-    assert book_forward_of(tiled, allowed=(tiled,)) is None
 
 
-def test_what_counts_as_the_books_work():
-    found = set(book_classes())
-    assert {MultiHeadAttention, GroupedQueryAttention} <= found
-    assert not {Skeleton, WeightSplitSkeleton, FusedAttentionStart} & found
-    assert is_book_module("mha.gqa") and is_book_module("mha")
-    assert not is_book_module("mha.checks.weight_split") and not is_book_module("mhax.gqa")
-    assert computes(MultiHeadAttention.forward) and not computes(Skeleton.forward)
-    assert not computes(FusedAttentionStart.forward)
-    # The solutions the checker shows are the reader's to use: they pass.
+def test_the_solutions_the_checker_shows_are_the_readers_to_use():
     assert check_weight_split(weight_split_check.weight_split.solution_code).passed
 
 
 def sdpa_forward(self, x):
-    """A correct forward of chapter 5 (kept here so the patch tests have a passing answer)."""
+    """A correct forward of chapter 5."""
     b, num_tokens, _ = x.shape
     qkv = self.qkv(x).view(b, num_tokens, 3, self.num_heads, self.head_dim)
     q, k, v = qkv.permute(2, 0, 3, 1, 4)

@@ -19,16 +19,9 @@ from torch import nn
 
 import mha
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
-from mha.checks import (
-    TWO_DIM_MISTAKES,
-    TwoDimAttempt,
-    check_twelve_wide_output,
-    check_two_dim_output,
-    first_mistake,
-    twelve_wide_output,
-    two_dim_output,
-)
-from mha.checks.two_dim import TWELVE_WIDE, TWO_DIM
+from mha.checks.arguments import MISTAKES, TWELVE_WIDE, TWO_DIM, diagnosis
+from mha.checks.twelve_wide import check_twelve_wide_output, twelve_wide_output
+from mha.checks.two_dim import check_two_dim_output, two_dim_output
 
 TWO, TWELVE = check_two_dim_output, check_twelve_wide_output
 
@@ -603,7 +596,7 @@ CASES = [
         "2 × 2 = 4",
     ),
     (TWO, "wrong width", lambda: build(d_out=3, qkv_bias=True, seed=5), "2 × 3 = 6"),
-    (TWO, "wrong width", lambda: build(d_out=4), "how many values must each head give?"),
+    (TWO, "wrong width", lambda: build(d_out=4), "How many values must each of the 2 heads give?"),
     (
         TWELVE,
         "an answer from earlier in the book",
@@ -676,10 +669,9 @@ CASES = [
 ]
 
 
-def diagnosis(check, answer):
+def named(check, answer):
     """The name of the first catalogued mistake ``check`` finds in ``answer``, or "correct"."""
-    target = TWO_DIM if check is TWO else TWELVE_WIDE
-    mistake = first_mistake(TWO_DIM_MISTAKES, TwoDimAttempt(answer, target))
+    mistake, _ = diagnosis(answer, TWO_DIM if check is TWO else TWELVE_WIDE)
     return mistake.name if mistake else "correct"
 
 
@@ -691,7 +683,7 @@ def diagnosis(check, answer):
 def test_the_check_gives_each_answer_its_verdict(check, verdict, answer, words):
     answer = answer()
     result = check(answer)
-    assert (result.passed, diagnosis(check, answer)) == (verdict == "correct", verdict)
+    assert (result.passed, named(check, answer)) == (verdict == "correct", verdict)
     for word in (words,) if isinstance(words, str) else words:
         assert word in result.feedback, result.feedback
     if not result.passed:  # asks, never tells: no failing feedback gives the answer away
@@ -703,7 +695,7 @@ def test_the_check_gives_each_answer_its_verdict(check, verdict, answer, words):
 
 def test_every_catalogued_mistake_has_two_cases():
     names = [verdict for _, verdict, _, _ in CASES]
-    assert {m.name for m in TWO_DIM_MISTAKES} | {"correct"} == set(names)
+    assert {m.name for m in MISTAKES} | {"correct"} == set(names)
     assert min(names.count(name) for name in set(names)) >= 2
 
 

@@ -1,12 +1,15 @@
-"""The self-check convention every exercise shares (mha.checks core)."""
+"""The check core every exercise shares: results, hints and solutions (mha.checks.core), and
+the catalogue runner (right, each buggy reference, unknown, raising answers, garbage)."""
 
 import html
 import re
 
+import pytest
 import torch
 from torch import nn
 
-from mha.checks import (
+from mha.checks.catalogue import Buggy, Catalogue, run_catalogue
+from mha.checks.core import (
     CheckResult,
     Exercise,
     Mistake,
@@ -15,11 +18,12 @@ from mha.checks import (
     evaluating,
     fill,
     first_mistake,
+    highlighted_python,
     kind_of,
     listed,
     never_raises,
 )
-from mha.checks.core import highlighted_python
+from mha.checks.reference import Recipe, attend
 
 
 def test_a_result_reads_as_plain_text_and_as_an_escaped_coloured_box():
@@ -140,11 +144,63 @@ def test_a_solution_is_highlighted_as_pygments_classes_and_keeps_its_text_exactl
         ("c1", "# &lt;why&gt;"),
         ("mf", "1.5"),
         ("ow", "and"),
-        ("s2", "&quot;s&quot;"),
+        ("s2", '"s"'),
     ]:
         assert f'<span class="{css}">{token}</span>' in html_code, css
     assert html.unescape(re.sub(r"<[^>]+>", "", html_code)) == code
 
 
-def test_code_that_does_not_tokenize_is_shown_as_plain_text_in_the_same_block():
-    assert highlighted_python("x = (1 <") == '<div class="highlight"><pre>x = (1 &lt;</pre></div>'
+def test_code_that_does_not_parse_keeps_its_text_exactly_in_the_same_block():
+    html_code = highlighted_python("x = (1 <")
+    assert html_code.startswith('<div class="highlight"><pre>') and html_code.endswith(
+        "</pre></div>"
+    )
+    assert html.unescape(re.sub(r"<[^>]+>", "", html_code)) == "x = (1 <"
+
+
+X = torch.rand(2, 5, 4, generator=torch.Generator().manual_seed(0))  # (b, num_tokens, head_dim)
+BUGS = {"no mask": dict(mask="none"), "not scaled": dict(scale="none")}
+ONE_HEAD = Catalogue(
+    configurations=(X, X[:, :3]),
+    right=lambda x: attend(x, x, x),
+    mistakes=tuple(
+        Buggy(name, f"named: {name}", lambda x, c=change: attend(x, x, x, Recipe().but(**c)))
+        for name, change in BUGS.items()
+    ),
+    praise="right",
+    unknown="unknown: {width}",
+    raised="raised {error}",
+)
+
+
+class Evidence:
+    width = 4
+
+
+@pytest.mark.parametrize(
+    ("answer", "passed", "words"),
+    [
+        (lambda x: attend(x, x, x), True, "right"),
+        (lambda x: attend(x.double(), x.double(), x.double()), True, "right"),
+        (lambda x: attend(x, x, x, Recipe(mask="none")), False, "named: no mask"),
+        (lambda x: attend(x, x, x, Recipe(scale="none")), False, "named: not scaled"),
+        (lambda x: attend(x, x, x, Recipe(scale=3.0)), False, "unknown: 4"),
+        (lambda x: 1 / 0, False, "raised ZeroDivisionError"),
+        (lambda x: None, False, "unknown: 4"),
+        (lambda x: torch.full_like(x, torch.nan), False, "unknown: 4"),
+    ],
+)
+def test_the_verdict_names_the_first_matching_reference(answer, passed, words):
+    result = run_catalogue(ONE_HEAD, answer, Evidence())
+    assert result.passed is passed and words in result.feedback
+
+
+def test_a_buggy_reference_that_fails_matches_nothing_and_missing_facts_read_as_a_question_mark():
+    broken = Catalogue((X,), lambda x: x, (Buggy("b", "never", lambda x: 1 / 0),), "ok", "? {nope}")
+    result = run_catalogue(broken, lambda x: x + 1)
+    assert (result.passed, result.feedback) == (False, "? ?")
+
+
+def test_a_dropout_hook_is_applied_to_the_attention_weights():
+    zeroed = attend(X, X, X, Recipe(dropout=torch.zeros_like))
+    assert torch.equal(zeroed, torch.zeros_like(X))

@@ -41,10 +41,11 @@ A sketch, for an exercise "write causal attention for one head"::
     def check_one_head(function):
         return run_catalogue(ONE_HEAD, lambda x: function(x, x, x))
 
-Mistakes that are not about the output (the answer is a class, not a module; it raises) stay
+Mistakes that are not about the output (the answer is a class, not a module; it raises) are
 :class:`.core.Mistake` entries. A :class:`Buggy` fits in the same catalogue, for
 :func:`.core.first_mistake`: there ``compute(evidence)`` and ``evidence.right`` are compared with
-``evidence.output``, as the two-dimensional output exercise's joins of heads are.
+``evidence.output``, as in chapter 2's joins of heads (:data:`.heads.JOINS`) and chapter 3's
+weight splits (:mod:`.split_mistakes`).
 """
 
 from collections.abc import Callable

@@ -31,15 +31,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from ..counting import QuietDispatchMode
+from .class_answer import Skeleton as Skeleton  # where it lived before class_answer
 from .core import Mistake, kind_of
-
-
-class Skeleton(torch.nn.Module):
-    """A practice's starting point: the constructor is given, ``forward`` is for the reader."""
-
-    def forward(self, x):
-        raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
-
 
 #: The book's package ("mha"): a forward of any of its modules, loaded now or added later, is
 #: the book's work, not the reader's.
@@ -370,33 +363,3 @@ class AnswerFacts:
     @property
     def kind(self):
         return kind_of(self.answer)
-
-
-def book_shortcut_message(cls, book, what):
-    """What to say when ``cls``'s forward is, or only calls, ``book``'s forward."""
-    name = getattr(cls, "__name__", "your class")
-    if not isinstance(book, type):
-        return (
-            f"{name}.forward is the book's {book.__qualname__}, not a forward of your own. "
-            f"Subclass the skeleton and write {what} in your own forward."
-        )
-    if book is cls:
-        return (
-            f"{name} is the book's own class: its forward is the one this practice asks you "
-            f"to write. Subclass the skeleton and write {what} yourself."
-        )
-    return (
-        f"{name}.forward is {book.__name__}.forward, the book's own: nothing in it is yours yet. "
-        f"Subclass the skeleton and write {what} in your own forward."
-    )
-
-
-def delegation_message(cls, called, what):
-    """What to say when ``cls``'s forward hands the work to the book modules in ``called``."""
-    name = getattr(cls, "__name__", "your class")
-    books = [book if book.endswith(")") else f"{book}.forward" for book in sorted(set(called))]
-    return (
-        f"{name}.forward hands its work to the book's {' and '.join(books)} (through "
-        "super().forward, or book code it calls), so it does not compute attention itself. "
-        f"Write {what} in your own forward, from the layers the skeleton gives you."
-    )

@@ -1,41 +1,31 @@
-"""Self-checks for the book's exercises.
+"""The check core: a check takes the reader's answer and returns a :class:`CheckResult` (a
+short coloured box in Jupyter), never raises (:func:`never_raises`) and names the mistake it
+found (:mod:`.catalogue`; :mod:`.facts`, re-exported here). An :class:`Exercise` has
+``check()``, ``hint()`` and ``solution()``, as Kaggle's learntools."""
 
-The convention, shared by every exercise:
-
-* a check is a function that takes the reader's answer and returns a :class:`CheckResult`
-  (``.passed``, ``.feedback``); in Jupyter it renders as a short coloured box;
-* a check never raises, whatever it is given, and names the mistake it found;
-* mistakes are recognised from a *catalogue*: each :class:`Mistake` knows how to spot itself
-  and what to tell the reader, so a new mistake is one new entry;
-* modules are run in eval mode under ``no_grad``, and their mode is restored afterwards;
-* each exercise is also an :class:`Exercise` with ``check()``, ``hint()`` and ``solution()``,
-  in the spirit of Kaggle's learntools.
-"""
-
-import builtins
-import contextlib
+import functools
 import html
 import inspect
-import io
-import keyword
 import re
 import textwrap
-import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
+from .facts import Mistake as Mistake
+from .facts import describe_error as describe_error
+from .facts import evaluating as evaluating
+from .facts import fill as fill
+from .facts import first_mistake as first_mistake
+from .facts import kind_of as kind_of
+from .facts import listed as listed
 
 #: The longest line a check prints: what a phone or the book's code column shows uncut.
 LINE_WIDTH = 79
 
 
 def wrapped(text):
-    """``text`` with every line folded at :data:`LINE_WIDTH` characters, its breaks kept.
-
-    A short parenthesised group, such as a shape ``(b, num_tokens, d_out)`` or a call
-    ``transpose(1, 2)``, is never split across lines.
-    """
+    """``text`` folded at :data:`LINE_WIDTH`, its breaks kept; a short parenthesised group
+    such as ``(b, num_tokens, d_out)`` is never split."""
 
     def keep(group):
         return group.group(0).replace(" ", "\0")
@@ -46,12 +36,8 @@ def wrapped(text):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of a check: did it pass, and what should the reader hear?
-
-    Its box is shown open: it answers the reader's own code. Where a page shows a check's
-    feedback on code the reader should first judge alone (a mistakes gallery, cells tagged
-    ``feedback``), ``make execute`` stores that box closed behind "Show the check's feedback".
-    """
+    """The outcome of a check, shown open (a mistakes gallery's boxes, cells tagged
+    ``feedback``, are stored closed by ``make execute``)."""
 
     passed: bool
     feedback: str
@@ -69,172 +55,36 @@ class CheckResult:
         return box_html(kind, mark, html.escape(self.feedback).replace("\n", "<br>"))
 
 
-@dataclass(frozen=True)
-class Mistake:
-    """One known mistake: how to recognise it, and what to tell the reader about it."""
-
-    name: str
-    message: str
-    detect: Callable[..., bool]
-
-    def found_in(self, *evidence):
-        """Whether ``detect`` recognises the mistake; a detector that fails recognises nothing."""
-        try:
-            return bool(self.detect(*evidence))
-        except Exception:
-            return False
-
-    def tell(self, evidence):
-        """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
-        return fill(self.message, evidence)
-
-
-def fill(message, evidence):
-    """``message``, each ``{fact}`` replaced by ``evidence.fact`` ("?" for one it cannot state).
-
-    Every checker words its messages this way, so a message names the facts it quotes and the
-    evidence object computes them only when a message needs them.
-    """
-
-    class Facts(dict):
-        def __missing__(self, key):
-            try:
-                return getattr(evidence, key)
-            except Exception:
-                return "?"
-
-    return message.format_map(Facts())
-
-
-def kind_of(value):
-    """What ``value`` is, in words: "None", "a list", "an int", "a torch.Size", "the function f"."""
-    if value is None:
-        return "None"
-    if inspect.isfunction(value) or inspect.ismethod(value):
-        return f"the function {value.__name__}"
-    package = type(value).__module__.split(".")[0]
-    name = type(value).__name__ if package == "builtins" else f"{package}.{type(value).__name__}"
-    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
-
-
-def listed(names):
-    """``a``, ``a and b``, ``a, b and c``."""
-    names = list(names)
-    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
-
-
-def first_mistake(catalogue, *evidence):
-    """The first mistake in ``catalogue`` recognised in ``evidence``, or ``None``."""
-    return next((mistake for mistake in catalogue if mistake.found_in(*evidence)), None)
-
-
-def describe_error(error):
-    """``TypeError: message``: what the reader needs from an exception, without a traceback."""
-    message = str(error).strip()
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
-
-
-@contextlib.contextmanager
-def evaluating(module):
-    """Run ``module`` in eval mode under ``no_grad``, then restore every submodule's mode."""
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
-        with torch.no_grad():
-            yield module
-    finally:
-        for m, training in modes:
-            m.training = training
-
-
 def never_raises(check):
     """Wrap a check so that an unexpected failure inside it becomes feedback, not a traceback."""
 
+    @functools.wraps(check)  # its name, its docstring, and __wrapped__: the check itself
     def guarded(*args, **kwargs):
         try:
             return check(*args, **kwargs)
         except Exception as error:  # a checker must never raise at the reader
-            reason = describe_error(error)
-            return CheckResult(False, f"The check itself could not run on this answer ({reason}).")
+            why = describe_error(error)
+            return CheckResult(False, f"The check itself could not run on this answer ({why}).")
 
-    guarded.__name__ = check.__name__
-    guarded.__doc__ = check.__doc__
-    guarded.__wrapped__ = check
     return guarded
 
 
-#: Pygments' short CSS classes, which the book's theme (and Jupyter's) colours in light and dark.
-_KEYWORD_CLASSES = {"import": "kn", "from": "kn", "True": "kc", "False": "kc", "None": "kc"}
-_KEYWORD_CLASSES |= dict.fromkeys(("and", "or", "not", "in", "is"), "ow")
-_DEFINED_BY = {"def": "nf", "class": "nc"}
-_PUNCTUATION = set("()[]{},:;")
-
-
-def _token_class(token, previous):
-    """The Pygments class of one Python token, given the NAME or OP token before it."""
-    if token.type == tokenize.NAME:
-        if keyword.iskeyword(token.string):
-            return _KEYWORD_CLASSES.get(token.string, "k")
-        if previous in _DEFINED_BY:
-            return _DEFINED_BY[previous]
-        if token.string == "self":
-            return "bp"
-        return "nb" if hasattr(builtins, token.string) else "n"
-    if token.type == tokenize.OP:
-        return "p" if token.string in _PUNCTUATION else "o"
-    if token.type == tokenize.NUMBER:
-        return "mf" if any(c in token.string for c in ".eEjJ") else "mi"
-    if token.type == tokenize.STRING or "STRING" in tokenize.tok_name[token.type]:
-        return "s2"
-    if token.type == tokenize.COMMENT:
-        return "c1"
-    return None
-
-
 def highlighted_python(code):
-    """``code`` as the HTML of a highlighted code block: ``<div class="highlight"><pre>``, one
-    span per token with the CSS class Pygments gives it.
+    """``code`` as a highlighted block, ``<div class="highlight"><pre>``: Pygments' classes,
+    which the book's theme colours and sphinx-copybutton finds (Pygments comes with IPython)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
 
-    The book's theme colours those classes in both of its themes (with AA contrast), and
-    sphinx-copybutton gives every ``div.highlight pre`` a copy button. Built on the standard
-    library's tokenizer, so the package needs nothing more; code it cannot tokenize is shown as
-    plain text in the same block.
-    """
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        tokens = []
-    starts = [0]
-    for line in code.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-
-    def offset(row_col):
-        row, col = row_col
-        return min(starts[min(row, len(starts)) - 1] + col, len(code))
-
-    parts, done, previous = [], 0, None
-    for token in tokens:
-        start, end = offset(token.start), offset(token.end)
-        css = _token_class(token, previous)
-        if css is None or start < done or end <= start:
-            continue
-        parts.append(html.escape(code[done:start]))
-        parts.append(f'<span class="{css}">{html.escape(code[start:end])}</span>')
-        done = end
-        if token.type in (tokenize.NAME, tokenize.OP):
-            previous = token.string
-    parts.append(html.escape(code[done:]))
-    return f'<div class="highlight"><pre>{"".join(parts)}</pre></div>'
+    spans = highlight(code, PythonLexer(ensurenl=False), HtmlFormatter(nowrap=True))
+    spans = spans if code.endswith("\n") else spans.removesuffix("\n")
+    return f'<div class="highlight"><pre>{spans}</pre></div>'
 
 
 @dataclass(frozen=True)
 class Note:
-    """A hint or a solution, shown as plain text or as a small HTML box, closed until the reader
-    opens it.
-
-    A solution (``code=True``) shows its code highlighted, as the book shows code, with a copy
-    button in the book (:func:`highlighted_python`).
-    """
+    """A hint or a solution (``code=True``: highlighted, with a copy button in the book), as
+    plain text or as a small HTML box closed until the reader opens it."""
 
     title: str
     text: str
@@ -265,12 +115,8 @@ class Note:
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``check(answer)``, ``hint(n)`` and ``solution()`` in one object.
-
-    ``solution_code`` is the one copy of the solution: either its text, or the class or function
-    that solves the exercise (then the solution shows its source, so the code the tests run is
-    the code the reader sees).
-    """
+    """``check(answer)``, ``hint(n)`` and ``solution()`` in one object. ``solution_code`` is
+    the solution's one copy: its text, or the class or function whose source the reader sees."""
 
     checker: Callable[..., CheckResult]
     hints: tuple

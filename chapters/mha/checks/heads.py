@@ -1,15 +1,16 @@
-"""What a wrapper of heads does with its input: the evidence chapters 1 and 2 check.
+"""A wrapper of heads run once on the check's input: the evidence chapters 1 and 2 judge.
 
-:class:`HeadsRun` runs a module that keeps its heads in ``.heads`` (in eval mode, under
-``no_grad``, its mode restored) on an input of the checker's own: once as a whole, with hooks
-that record what each head receives and in which order the heads run, and each head once on
-its own. Each head's correct output is computed independently from that head's own weights
-(:func:`.reference.head_output`), so the answer is compared with what *its* heads should give.
+:class:`HeadsRun` calls the module (eval mode, no gradients, its modes and the reader's random
+state restored) with a forward pre-hook on each head that records what the head is given; each
+head's right output is computed from that head's own weights (:func:`.reference.head_output`).
+:data:`JOINS` are the ways of putting the heads' outputs together wrongly that both chapters
+name: most are buggy references, computed from the heads' right outputs.
 """
 
 import torch
 
-from .core import describe_error, evaluating, kind_of
+from .catalogue import Buggy
+from .core import Mistake, describe_error, evaluating, kind_of
 from .reference import PROJECTIONS, head_output, same
 
 
@@ -20,18 +21,7 @@ def is_head(module):
     )
 
 
-def find_heads(module):
-    """``module.heads`` as a list, or ``None`` if it keeps no list of heads."""
-    try:
-        heads = getattr(module, "heads", None)
-        if isinstance(heads, (torch.nn.ModuleList, list, tuple)):
-            return list(heads)
-    except Exception:
-        pass
-    return None
-
-
-def _call(function, *args):
+def attempt(function, *args):
     """``function(*args)``, or the exception it raised."""
     try:
         return function(*args)
@@ -40,307 +30,119 @@ def _call(function, *args):
 
 
 class HeadsRun:
-    """Everything a check observes about a module with heads, run on ``x``, gathered once."""
+    """The module called once on ``x``: its output, what each head was given, in which order."""
 
     def __init__(self, module, x):
-        self.module, self.x = module, x
-        self.heads = find_heads(module) or []
-        self.output = self.error = None
-        self.received, self.order, self.own_outputs, self.references, self.leaks = (
-            [],
-            [],
-            [],
-            [],
-            [],
-        )
-        if self.heads and all(is_head(h) for h in self.heads):
-            with evaluating(module):
-                self._observe()
-
-    def _observe(self):
-        if self.d_in != self.x.shape[-1]:
-            return  # the heads cannot read the input at all; the catalogue says why
-        self.references = [_call(head_output, head, self.x) for head in self.heads]
-        if self.context_length is not None and self.context_length < self.x.shape[1]:
-            return  # the heads cannot take the input at all; the catalogue says why
-        generator = torch.Generator().manual_seed(99)
-        changed = self.x.clone()
-        b, _, d_in = self.x.shape
-        changed[:, -1] = torch.rand(b, d_in, generator=generator, dtype=self.x.dtype)
-        for head in self.heads:
-            before, after = _call(head, self.x), _call(head, changed)
-            self.own_outputs.append(before)
-            self.leaks.append(
-                isinstance(before, torch.Tensor)
-                and isinstance(after, torch.Tensor)
-                and before.shape == after.shape
-                and before.dim() == 3
-                and not same(before[:, :-1], after[:, :-1])
-            )
-        self._run_with_hooks()
-
-    def _run_with_hooks(self):
-        self.received = [[] for _ in self.heads]
-        handles = []
-
-        def recorder(position):
-            def record(module, args, kwargs):
-                self.order.append(position)
-                first = args[0] if args else next(iter(kwargs.values()), None)
-                self.received[position].append(first)
-
-            return record
-
+        self.module, self.x, self.heads = module, x, list(module.heads)
+        self.received, self.order = [[] for _ in self.heads], []
+        hooks = [h.register_forward_pre_hook(self._recorder(n), with_kwargs=True)
+                 for n, h in enumerate(self.heads)]  # fmt: skip
         try:
-            for position, head in enumerate(self.heads):
-                hook = head.register_forward_pre_hook(recorder(position), with_kwargs=True)
-                handles.append(hook)
-            self.output = self.module(self.x)
-        except Exception as error:
-            self.error = error
+            with torch.random.fork_rng(devices=[]), evaluating(module):
+                self.output = attempt(module, x)
+                self.refs = [attempt(head_output, head, x) for head in self.heads]
         finally:
-            for handle in handles:
-                handle.remove()
+            for hook in hooks:
+                hook.remove()
+        self.error = self.output if isinstance(self.output, Exception) else None
 
-    # -- facts the messages quote -------------------------------------------------------------
+    def _recorder(self, n):
+        def record(head, args, kwargs):
+            self.order.append(n)
+            self.received[n].append(args[0] if args else next(iter(kwargs.values()), None))
 
-    @property
-    def num_heads(self):
-        return len(self.heads)
-
-    @property
-    def head_width(self):
-        return self.heads[0].W_value.out_features
+        return record
 
     @property
-    def d_in(self):
-        return self.heads[0].W_query.in_features
+    def right(self):
+        """The heads' right outputs side by side."""
+        return torch.cat(self.refs, dim=-1)  # (b, num_tokens, num_heads * d_out)
 
     @property
-    def context_length(self):
-        lengths = [
-            head.mask.shape[0]
-            for head in self.heads
-            if isinstance(getattr(head, "mask", None), torch.Tensor) and head.mask.dim() == 2
-        ]
-        return min(lengths) if lengths else None
+    def fed(self):
+        """``(head number, what it was given)`` for the first head not given ``x``, or ``None``."""
+        for n, inputs in enumerate(self.received, start=1):
+            for given in inputs:
+                if not same(given, self.x):
+                    return n, self._describe(given)
+        return None
 
-    @property
-    def probe_shape(self):
-        return tuple(self.x.shape)
+    def _describe(self, given):
+        if not isinstance(given, torch.Tensor):
+            return kind_of(given)
+        shape = tuple(given.shape)
+        n = next((n for n, ref in enumerate(self.refs, 1) if same(given, ref)), None)
+        return f"head {n}'s output (shape {shape})" if n else f"another tensor, of shape {shape}"
 
-    @property
-    def error_text(self):
-        return describe_error(self.error)
-
-    @property
-    def output_shape(self):
-        return tuple(self.output.shape)
-
-    @property
-    def width(self):
-        return self.output.shape[-1]
-
-    @property
-    def output_kind(self):
-        return kind_of(self.output)
-
-    @property
-    def output_length(self):
-        return len(self.output)
-
-    @property
-    def concatenated(self):
-        """The correct output: the heads' correct outputs side by side."""
-        return torch.cat(self.references, dim=-1)  # (b, num_tokens, num_heads * d_out)
-
-    @property
-    def not_a_head(self):
-        position = next(p for p, head in enumerate(self.heads) if not is_head(head))
-        return f"Head {position + 1} is a {type(self.heads[position]).__name__}"
+    calls = property(lambda self: [len(inputs) for inputs in self.received])  # per head
 
     @property
     def sharing(self):
         """How two heads share one set of weights, in words, or ``None``."""
-        for first, second in zip(self.heads, self.heads[1:], strict=False):
+        for first, second in zip(self.heads, self.heads[1:]):
+            pairs = [(getattr(first, n).weight, getattr(second, n).weight) for n in PROJECTIONS]
             if first is second:
                 return "they are the same object, as [head] * num_heads makes"
-            pairs = [(getattr(first, n), getattr(second, n)) for n in PROJECTIONS]
-            if any(a.weight.data_ptr() == b.weight.data_ptr() for a, b in pairs):
+            if any(a.data_ptr() == b.data_ptr() for a, b in pairs):
                 return "they use the very same weight tensors"
-            if all(torch.equal(a.weight, b.weight) for a, b in pairs):
+            if all(torch.equal(a, b) for a, b in pairs):
                 return "one is a copy of the other"
         return None
 
-    @property
-    def wrongly_fed(self):
-        """``(head number, what it received)`` for the first head not given x."""
-        for position, inputs in enumerate(self.received):
-            for received in inputs:
-                if not same(received, self.x):
-                    return position + 1, self._describe_input(received)
-        return None
+    def joined(self):
+        """Every head was given ``x`` and the output is their outputs side by side."""
+        return self.error is None and self.fed is None and same(self.output, self.right)
 
-    def _describe_input(self, received):
-        if not isinstance(received, torch.Tensor):
-            return kind_of(received)
-        for position, output in enumerate(self.own_outputs):
-            if same(received, output):
-                return f"head {position + 1}'s output (shape {tuple(received.shape)})"
-        return f"another tensor, of shape {tuple(received.shape)}"
+    # Facts the messages quote.
+    x_shape = property(lambda self: tuple(self.x.shape))
+    error_text = property(lambda self: describe_error(self.error))
+    output_kind = property(lambda self: kind_of(self.output))
+    output_length = property(lambda self: len(self.output))
+    output_shape = property(lambda self: tuple(self.output.shape))
+    width = property(lambda self: self.output.shape[-1])
 
-    @property
-    def chained(self):
-        """Some head received another head's output."""
-        return self.wrongly_fed is not None and "output" in self.wrongly_fed[1]
 
-    @property
-    def fed_head(self):
-        return self.wrongly_fed[0]
+CAT = "torch.cat(..., dim=-1)"
 
-    @property
-    def fed_what(self):
-        return self.wrongly_fed[1]
-
-    @property
-    def calls(self):
-        """How many times each head ran, in list order."""
-        return [len(inputs) for inputs in self.received]
-
-    @property
-    def skipped(self):
-        """The numbers of the heads that never ran."""
-        return [n for n, count in enumerate(self.calls, start=1) if count == 0]
-
-    @property
-    def repeated(self):
-        """The number of the first head that ran more than once."""
-        return next((n for n, count in enumerate(self.calls, start=1) if count > 1), None)
-
-    @property
-    def run_order(self):
-        """The heads' numbers in the order they ran, e.g. ``3, 2, 1``."""
-        return ", ".join(str(position + 1) for position in self.order)
-
-    @property
-    def out_of_order(self):
-        return self.order != sorted(self.order)
-
-    @property
-    def leaking_head(self):
-        return self.leaks.index(True) + 1
-
-    def output_is_3d(self):
-        output = self.output
-        return (
-            isinstance(output, torch.Tensor)
-            and output.dim() == 3
-            and output.shape[:2] == self.x.shape[:2]
-        )
-
-    @property
-    def stack_axis(self):
-        stacks = ((d, _call(torch.stack, self.references, d)) for d in range(4))
-        return next((d for d, stacked in stacks if same(self.output, stacked)), None)
-
-    @property
-    def cat_axis(self):
-        joined = ((d, torch.cat(self.references, dim=d)) for d in (0, 1))
-        return next((d for d, cat in joined if same(self.output, cat)), None)
-
-    @property
-    def axis_name(self):
-        return ("batch axis", "token axis")[self.cat_axis]
-
-    @property
-    def axis_things(self):
-        return ("sequences", "tokens")[self.cat_axis]
-
-    @property
-    def combined(self):
-        stacked = torch.stack(self.references)  # (num_heads, b, num_tokens, d_out)
-        if same(self.output, stacked.sum(0)):
-            return "added"
-        if same(self.output, stacked.mean(0)):
-            return "averaged"
-        return None
-
-    @property
-    def reordered(self):
-        """How the output rearranges the heads' columns, in words, or ``None``."""
-        if not self.output_is_3d() or self.num_heads < 2 or same(self.output, self.concatenated):
-            return None
-        if same(self.output, torch.cat(self.references[::-1], dim=-1)):
-            return "reversed"
-        if same(self.output, torch.stack(self.references, dim=-1).flatten(-2)):
-            return "interleaved"
-        columns = self.concatenated.unbind(-1)
-        found = [
-            next((j for j, col in enumerate(columns) if same(out, col)), None)
-            for out in self.output.unbind(-1)
-        ]
-        if None not in found and sorted(found) == list(range(len(columns))):
-            return "shuffled"
-        return None
-
-    def output_mixes_heads(self):
-        """The output is an affine function of the concatenated heads, fitted exactly."""
-        if not self.output_is_3d() or same(self.output, self.concatenated):
-            return False
-        inputs = self.concatenated.flatten(0, 1).double()  # (b * num_tokens, width)
-        inputs = torch.cat([inputs, torch.ones(len(inputs), 1, dtype=inputs.dtype)], dim=1)
-        targets = self.output.flatten(0, 1).double()  # (b * num_tokens, output width)
-        if len(inputs) < 2 * inputs.shape[1]:
-            return False  # too few rows for the fit to mean anything
-        fit = torch.linalg.lstsq(inputs, targets).solution
-        residual = (inputs @ fit - targets).norm()
-        return bool(residual <= 1e-5 * (targets.norm() + 1e-12))
-
-    def heads_trim_their_output(self):
-        return any(
-            isinstance(own, torch.Tensor)
-            and own.dim() == 3
-            and own.shape[-1] < head.W_value.out_features
-            for own, head in zip(self.own_outputs, self.heads, strict=False)
-        )
-
-    def output_keeps_some_columns(self):
-        """The output is made of some (not all) of the columns the heads compute."""
-        if not (self.output_is_3d() and self.width < self.concatenated.shape[-1]):
-            return False
-        columns = self.concatenated.unbind(-1)
-        return all(any(same(out, col) for col in columns) for out in self.output.unbind(-1))
-
-    @property
-    def changed(self):
-        """``(head number, its own output)`` for the first head not computing causal attention."""
-        pairs = enumerate(zip(self.own_outputs, self.references, strict=False), start=1)
-        return next(((n, own) for n, (own, ref) in pairs if not same(own, ref)), None)
-
-    @property
-    def changed_head(self):
-        return self.changed[0]
-
-    @property
-    def changed_how(self):
-        own = self.changed[1]
-        if isinstance(own, Exception):
-            return f"run on its own, it raised {describe_error(own)}"
-        return (
-            "its output differs from the softmax of its own queries and keys, causally masked "
-            "and scaled by √d_out, applied to its own values (perhaps its scaling or its "
-            "softmax was changed)"
-        )
-
-    def is_joined_correctly(self):
-        """Every head ran once, in order, on x, and the output is their outputs side by side."""
-        try:
-            return (
-                self.error is None
-                and self.wrongly_fed is None
-                and self.calls == [1] * self.num_heads
-                and not self.out_of_order
-                and same(self.output, self.concatenated)
-            )
-        except Exception:
-            return False
+# fmt: off
+#: Joining the heads wrongly, most specific first.
+JOINS = (
+    Mistake("heads not given the same x", "Head {fed[0]} was not given the wrapper's input x: it "
+            "received {fed[1]}. The heads work side by side, not as a pipeline: every head reads "
+            "the same x.",
+            lambda run: run.fed is not None),
+    Mistake("forward raises", "Calling your wrapper on a batch of shape {x_shape} raised "
+            "{error_text}.",
+            lambda run: run.error is not None),
+    Mistake("returns None", "Your forward returned None: did it forget to return its result?",
+            lambda run: run.output is None),
+    Mistake("returns a list", "Your forward returned {output_kind} of {output_length} tensors, not "
+            "one tensor: the heads' outputs still have to be joined into one context vector per "
+            "token.",
+            lambda run: isinstance(run.output, (list, tuple))),
+    Mistake("returns something else", "Your forward returned {output_kind}, not a tensor of "
+            "context vectors.",
+            lambda run: not isinstance(run.output, torch.Tensor)),
+    *(Buggy("stacked instead of concatenated",
+            "You used torch.stack, which puts the heads on a new axis: the output has shape "
+            f"{{output_shape}}. {CAT} joins them on the last axis, one vector per token.",
+            lambda run, d=d: torch.stack(run.refs, d)) for d in range(4)),
+    *(Buggy("concatenated on the wrong axis",
+            f"You joined the heads' outputs along the {axis} (dim={d}), so the output has shape "
+            f"{{output_shape}}: the other heads became extra {things}. Concatenate along the "
+            "last axis, dim=-1.",
+            lambda run, d=d: torch.cat(run.refs, d))
+      for d, axis, things in ((0, "batch axis", "sequences"), (1, "token axis", "tokens"))),
+    *(Buggy("heads added instead of concatenated",
+            f"You {how} the heads' outputs: every coordinate blends all heads, and no head's "
+            f"result can be read off. Place them side by side: {CAT}.",
+            lambda run, join=join: join(torch.stack(run.refs), 0))
+      for how, join in (("added", torch.sum), ("averaged", torch.mean))),
+    *(Buggy("heads' columns reordered",
+            f"Every head's values are in your output, but {how}: the columns are not in head "
+            "order. Head 1's values come first, then head 2's, and so on.",
+            lambda run, join=join: join(run.refs))
+      for how, join in (("reversed", lambda refs: torch.cat(refs[::-1], -1)),
+                        ("interleaved", lambda refs: torch.stack(refs, -1).flatten(-2)))),
+)
+# fmt: on

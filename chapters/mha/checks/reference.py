@@ -1,15 +1,10 @@
-"""What attention computes, the right way and each known wrong way: the checkers' one reference.
+"""What attention computes, the right way and each known wrong way: the checks' one reference.
 
-Every checker compares the reader's output with a value computed here from the reader's *own*
-layers, so a module with any weights can be checked. A :class:`Recipe` describes one way of
-computing attention; its defaults are the correct way, and each mistake a checker knows changes
-one ingredient. The same code serves one head (3-D tensors) and weight splits (4-D tensors).
-
-:func:`same` is the one tolerance every check compares with; :mod:`.catalogue` runs an
-exercise's catalogue of buggy references against the reader's answer.
-
-The causal mask is built here, never read from the reader's ``mask`` buffer, so a float or a bool
-buffer (or none at all) makes no difference.
+A check compares the reader's output with a value computed here from the reader's *own* layers,
+so a module with any weights can be checked. A :class:`Recipe` is one way of computing attention:
+its defaults are right, and a buggy reference changes one ingredient. The same code serves one
+head (3-D tensors) and weight splits (4-D). :func:`same` is the one tolerance of every check.
+The causal mask is built here, never read from the reader's ``mask`` buffer.
 """
 
 from dataclasses import dataclass, replace

@@ -1,164 +1,149 @@
-"""One run of a reader's weight-split class on one configuration, and the facts it shows.
-
-:class:`SplitTrial` runs the class in eval mode, remembers the torch functions the forward
-calls (the last one tells where it raised) and the book's code it ran, runs it in training
-mode when the configuration has dropout, and answers what :mod:`.weight_split` asks.
-"""
+"""One run of chapter 3's answer (a weight-split class) on one configuration: the right output
+and the buggy ones from the instance's own layers (:func:`.reference.split_attention`), where
+dropout acts in training mode (:mod:`.dropout`), and the facts the messages quote."""
 
 import itertools
 from functools import cached_property
 
 import torch
 
-from .classes import delegation_message, torch_attention_message, watching_book_forwards
-from .config import Trial, TrialConfig
-from .core import evaluating, listed
-from .reference import CORRECT, PROJECTIONS, Recipe, split_attention
+from .class_answer import TORCH_NAMES, name_of
+from .core import describe_error, evaluating, kind_of, listed
+from .dropout import dropout_place, dropout_story, training_outputs
+from .heads import attempt
+from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 
-#: The configurations the check runs, in order. The first has several heads and a full-length
-#: input, so most mistakes show there; the others add a shorter input than the mask, one head,
-#: d_in larger than d_out, head_dim 1, biases in the projections, and dropout (off in eval mode).
-WEIGHT_SPLIT_CONFIGS = (
-    TrialConfig(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
-    TrialConfig(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
-    TrialConfig(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
-    TrialConfig(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
-    TrialConfig(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
-    TrialConfig(
-        d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6
-    ),
-    TrialConfig(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
-)
-
-#: Every way of taking the queries, keys and values from the three projections but the right one.
-WRONG_PROJECTIONS = tuple(p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS)
+WRONG_PROJECTIONS = [p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS]
 
 
-class _Calls(torch.overrides.TorchFunctionMode):
-    """Remembers the names of the torch functions called, and the last one's tensor shapes."""
+class SplitTrial:
+    """The reader's class built on ``c`` and called once in eval mode: what it built, returned
+    or raised (``stage``: "constructor" or "forward"), and the facts the messages quote."""
 
-    def __init__(self):
-        super().__init__()
-        self.name, self.shapes, self.names = None, [], set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.name = getattr(func, "__name__", "")
-        self.names.add(self.name)
-        self.shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
-        return func(*args, **(kwargs or {}))
-
-
-class SplitTrial(Trial):
-    """One run of the reader's class on one configuration: what it built, returned or raised."""
-
-    def watch(self, stack):
-        super().watch(stack)
-        self.failed = stack.enter_context(_Calls())  # the torch functions the call ran
-        self.book_calls = stack.enter_context(watching_book_forwards())
+    def __init__(self, cls, c, seen):
+        self.cls, self.c = cls, c
+        self.module = self.output = self.error = self.stage = self.training_error = None
+        self.call = f"{name_of(cls)}({', '.join(f'{k}={v!r}' for k, v in c.kwargs.items())})"
+        self.x = torch.randn(c.input_shape, generator=torch.Generator().manual_seed(1000 + c.seed))
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(c.seed)
+                self.module = cls(**c.kwargs)
+                with evaluating(self.module):
+                    self.output = self.module(self.x)
+        except Exception as error:
+            self.stage = "constructor" if self.module is None else "forward"
+            self.error, self.last = error, seen.last  # the torch function that failed
+        self.torch_attention = seen & {"kernel", "layer", "grouped"}
 
     def expected(self, recipe=CORRECT, num_heads=None):
-        """What ``recipe`` computes from this instance's own weights."""
+        """What ``recipe`` computes from this instance's own weights, in eval mode."""
         with evaluating(self.module):
-            heads = num_heads or self.config.num_heads
-            return split_attention(self.module, self.x, heads, recipe)
+            return split_attention(self.module, self.x, num_heads or self.c.num_heads, recipe)
 
     def matches(self, recipe=CORRECT, num_heads=None):
-        """Whether the reader's output is what ``recipe`` computes from this instance's weights."""
-        return self.gives(lambda *_: self.expected(recipe, num_heads))
+        try:
+            return self.error is None and same(self.output, self.expected(recipe, num_heads))
+        except Exception:
+            return False
 
-    def follows(self, *recipes):
-        return any(self.matches(recipe) for recipe in recipes)
+    right = property(lambda t: t.expected())
+    passed = property(lambda t: t.matches() and t.output_shape == t.expected_shape)
+    correct = property(lambda t: t.passed and not t.torch_attention and t.dropout_place is None)
+    error_text = property(lambda t: describe_error(t.error).rstrip("."))
+    training_error_text = property(lambda t: describe_error(t.training_error).rstrip("."))
+    kind = property(lambda t: kind_of(t.output))
+    expected_shape = property(lambda t: (2, t.c.num_tokens, t.c.d_out))
+    output_shape = property(lambda t: tuple(getattr(t.output, "shape", ())) or None)
+    names = property(lambda t: listed(t.unusable_projections))
+    torch_what = property(
+        lambda t: TORCH_NAMES["layer" if "layer" in t.torch_attention else "kernel"]
+    )
+    dropout_text = property(lambda t: dropout_story(t.dropout_place, BELONGS))
+
+    @cached_property
+    def dropout_place(self):
+        """Where dropout acts in training mode (:func:`.dropout.dropout_place`), or "raises";
+        ``None`` when it drops whole weights, or the configuration has no dropout."""
+        if not self.c.dropout or self.error is not None:
+            return None
+        try:
+            outputs = training_outputs(self.module, self.x)
+        except Exception as error:
+            self.training_error = error
+            return "raises"
+        if not all(getattr(o, "shape", None) == self.output.shape for o in outputs):
+            return "not a tensor"
+        return dropout_place(self.module, outputs, self.output, self.c.num_heads, self.c.dropout)
 
     @property
-    def passed(self):
-        """The output in eval mode is right."""
-        return self.matches() and tuple(self.output.shape) == self.expected_shape
+    def random_in_eval(self):
+        """A second call in eval mode, with another seed, gives another output."""
+        with evaluating(self.module), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.c.seed + 1)
+            again = self.module(self.x)
+            return not torch.allclose(again, self.output, rtol=0, atol=0, equal_nan=True)
 
     @property
-    def correct(self):
-        """Right in eval mode, written without torch's attention or the book's, with dropout in
-        training."""
-        return (
-            self.passed
-            and not self.torch_attention
-            and not self.book_calls
-            and self.dropout_place is None
-        )
-
-    @property
-    def delegation(self):
-        return delegation_message(self.cls, self.book_calls, "the weight split")
-
-    @property
-    def torch_attention_text(self):
-        """What torch's attention does, and what to write here instead."""
-        here = "write the steps with @, masked_fill and torch.softmax."
-        return torch_attention_message(self.torch_attention, here)
-
-    @property
-    def sdpa_mask_note(self):
-        """A word on the kernel's mask, when the reader gave it the causal mask itself."""
-        if not self.follows(CORRECT.but(mask="keep-mask to sdpa")):
-            return ""
-        return (
-            " (A note for chapter 5: for that function a bool attn_mask marks the keys to "
-            "*keep*, the opposite of masked_fill, so the causal mask given as attn_mask lets "
-            "each token see only later tokens.)"
-        )
+    def unusable_projections(self):
+        """The projections the check cannot call on the input, e.g. missing or misnamed."""
+        with evaluating(self.module):
+            outputs = {n: attempt(lambda n=n: getattr(self.module, n)(self.x)) for n in PROJECTIONS}
+        return [n for n, output in outputs.items() if isinstance(output, Exception)]
 
     @property
     def projection_width(self):
         with evaluating(self.module):
             return self.module.W_query(self.x).shape[-1]
 
+    @property
+    def shows_heads_unmerged(self):
+        c = self.c
+        heads_first = (2, c.num_heads, c.num_tokens, c.head_dim)
+        return self.output_shape in {heads_first, (2, c.num_tokens, c.num_heads, c.head_dim)}
+
     @cached_property
     def hard_coded_head_count(self):
         """The head count the class really uses, when it is not the one it was built with."""
-        config = self.config
-        d_out = config.d_out
-        others = [k for k in range(1, d_out + 1) if d_out % k == 0 and k != config.num_heads]
-        for k in others:  # the output is right for k heads, with this instance's weights
-            if self.matches(num_heads=k):
+        c = self.c
+        for k in (k for k in range(1, c.d_out + 1) if c.d_out % k == 0 and k != c.num_heads):
+            if self.matches(num_heads=k):  # right for k heads, with this instance's weights
                 return k
-        for k in range(2, 9):  # or the class only works when built with k heads
-            if k != config.num_heads and SplitTrial(self.cls, config.with_heads(k)).passed:
+        for k in (k for k in range(2, 9) if k != c.num_heads):  # or only works with k heads
+            if SplitTrial(self.cls, c._replace(d_out=k * c.head_dim, num_heads=k), set()).passed:
                 return k
         return None
 
     @property
     def works_on_full_length_input(self):
-        return self.config.num_tokens < self.config.context_length and (
-            SplitTrial(self.cls, self.config.full_length()).passed
-        )
+        c = self.c
+        full = c._replace(num_tokens=c.context_length)
+        return c.num_tokens < c.context_length and SplitTrial(self.cls, full, set()).passed
 
     @property
     def keys_transposed_on_heads(self):
         """The failing product multiplied (b, h, t, d) by (b, t, h, d): transpose(1, 2)."""
-        if self.stage != "forward" or "matmul" not in (self.failed.name or ""):
+        name, shapes = self.last
+        if self.stage != "forward" or "matmul" not in name or len(shapes) != 2:
             return False
-        if len(self.failed.shapes) != 2 or len(self.failed.shapes[0]) != 4:
-            return False
-        (b, h, t, d), other = self.failed.shapes
-        return other == (b, t, h, d)
-
-    @property
-    def view_not_contiguous(self):
-        return self.stage == "forward" and "view size is not compatible" in str(self.error)
+        return len(shapes[0]) == 4 and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
 
     @property
     def wrong_projection(self):
-        """``"keys come from W_query"``: what the output says about a misused projection."""
+        """``"the keys come from W_query"``: what the output says about a misused projection."""
         for used in WRONG_PROJECTIONS:
             if self.matches(Recipe(projections=used)):
-                roles = ("queries", "keys", "values")
-                wrong = [
-                    f"the {role} come from {name}"
-                    for role, name, right in zip(roles, used, PROJECTIONS, strict=False)
-                    if name != right
-                ]
-                return listed(wrong)
+                roles = zip(("queries", "keys", "values"), used, PROJECTIONS)
+                return listed(f"the {role} come from {u}" for role, u, r in roles if u != r)
         return None
 
     @property
-    def c(self):
-        return self.config
+    def largest_difference(self):
+        difference = (self.output.double() - self.expected().double()).abs()
+        return float(difference.nan_to_num(nan=torch.inf).max())
+
+
+BELONGS = (
+    "Dropout belongs on the attention weights, after the softmax: "
+    "attn_weights = self.dropout(attn_weights)."
+)

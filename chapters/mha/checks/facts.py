@@ -1,0 +1,87 @@
+"""Mistakes and the facts their messages quote: :class:`Mistake`, :func:`fill` and the words
+for values and errors; :func:`evaluating` runs a module as every check does."""
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One known mistake: how to recognise it, and what to tell the reader about it."""
+
+    name: str
+    message: str
+    detect: Callable[..., bool]
+
+    def found_in(self, *evidence):
+        """Whether ``detect`` recognises the mistake; a detector that fails recognises nothing."""
+        try:
+            return bool(self.detect(*evidence))
+        except Exception:
+            return False
+
+    def tell(self, evidence):
+        """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
+        return fill(self.message, evidence)
+
+
+def fill(message, evidence):
+    """``message``, each ``{fact}`` replaced by ``evidence.fact`` ("?" for one it cannot state).
+
+    Every checker words its messages this way, so a message names the facts it quotes and the
+    evidence object computes them only when a message needs them.
+    """
+
+    class Facts(dict):
+        def __missing__(self, key):
+            try:
+                return getattr(evidence, key)
+            except Exception:
+                return "?"
+
+    return message.format_map(Facts())
+
+
+def kind_of(value):
+    """What ``value`` is, in words: "None", "a list", "an int", "a torch.Size", "the function f"."""
+    if value is None:
+        return "None"
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return f"the function {value.__name__}"
+    package = type(value).__module__.split(".")[0]
+    name = type(value).__name__ if package == "builtins" else f"{package}.{type(value).__name__}"
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+def listed(names):
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
+
+
+def first_mistake(catalogue, *evidence):
+    """The first mistake in ``catalogue`` recognised in ``evidence``, or ``None``."""
+    return next((mistake for mistake in catalogue if mistake.found_in(*evidence)), None)
+
+
+def describe_error(error):
+    """``TypeError: message``: what the reader needs from an exception, without a traceback."""
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+@contextlib.contextmanager
+def evaluating(module):
+    """Run ``module`` in eval mode under ``no_grad``, then restore every submodule's mode."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        with torch.no_grad():
+            yield module
+    finally:
+        for m, training in modes:
+            m.training = training

@@ -1,0 +1,116 @@
+"""One run of chapter 1's answer (a wrapper class) on one configuration, and its mistakes.
+
+:class:`Trial` builds the class and runs it (:class:`.heads.HeadsRun`), counting the heads'
+forwards however they were called (the book's forwards are recorded while the check runs:
+:func:`.class_answer.watching`); :data:`MISTAKES` names what went wrong, most specific first.
+"""
+
+import torch
+from torch import nn
+
+from .class_answer import name_of
+from .core import Mistake, describe_error, listed
+from .heads import JOINS, HeadsRun, attempt, is_head
+from .reference import same
+
+#: (d_in, d_out, num_heads, num_tokens, seed): three heads first (chains, order and joins all
+#: show), then d_in = d_out (a chain runs without an error), then a single head.
+CONFIGS = ((3, 2, 3, 6, 1), (4, 4, 2, 5, 2), (5, 3, 1, 4, 3))
+
+
+class Trial:
+    """The reader's class built on one configuration and run once; the facts messages quote."""
+
+    def __init__(self, cls, config, book, seen):
+        d_in, d_out, num_heads, num_tokens, seed = config
+        kwargs = dict(d_in=d_in, d_out=d_out, context_length=6, dropout=0.0, num_heads=num_heads)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.module = attempt(lambda: cls(**kwargs))
+        self.call = f"{name_of(cls)}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+        x = torch.rand((2, num_tokens, d_in), generator=torch.Generator().manual_seed(500 + seed))
+        heads = getattr(self.module, "heads", None)
+        self.run, self.seen, book[:] = None, seen, []
+        seen.clear()
+        if isinstance(heads, nn.ModuleList) and heads and all(is_head(h) for h in heads):
+            self.run = HeadsRun(self.module, x)
+        self.forwards = book.count("CausalAttention")  # head forwards, however they were called
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name == "run":
+            raise AttributeError(name)
+        return getattr(self.run, name)
+
+    build_error = property(lambda t: describe_error(t.module))
+    skipped = property(lambda t: [str(n) for n, c in enumerate(t.calls, 1) if c == 0])
+    skipped_heads = property(
+        lambda t: "head" + "s" * (len(t.skipped) > 1) + " " + listed(t.skipped)
+    )
+    repeated = property(lambda t: next((n for n, c in enumerate(t.calls, 1) if c > 1), None))
+    times = property(lambda t: t.calls[t.repeated - 1])
+    run_order = property(lambda t: ", ".join(str(n + 1) for n in t.order))
+    num_heads = property(lambda t: len(t.calls))
+    no_head_called = property(lambda t: isinstance(t.output, torch.Tensor) and not any(t.calls))
+
+    @property
+    def own_attention(self):
+        """How a forward that calls no head got its output, in words."""
+        torch_one = (
+            "MultiheadAttention"
+            if "layer" in self.seen
+            else "functional.scaled_dot_product_attention"
+        )
+        how = "computes each head's attention itself"
+        if self.seen & {"kernel", "layer"}:
+            how = f"hands each head's queries, keys and values to torch.nn.{torch_one}"
+        if same(self.output, self.right):
+            return f"It {how}, and its output does equal the heads' outputs side by side"
+        if not self.seen:
+            return "Its output is not the heads' outputs side by side either"
+        return f"It {how}, and its output is not the heads' outputs side by side"
+
+
+# fmt: off
+#: Known mistakes, most specific first: the first one recognised is the one the reader hears.
+MISTAKES = (
+    Mistake("constructor raises", "Building your class as {call} raised {build_error}. Subclass "
+            "WrapperSkeleton and leave __init__ to it: the exercise is the forward pass.",
+            lambda t: isinstance(t.module, Exception)),
+    Mistake("no list of heads", "Your instance has no list of heads in self.heads: subclass "
+            "WrapperSkeleton, which builds them, and write only forward.",
+            lambda t: t.run is None),
+    Mistake("the list of heads called", "Your forward calls the list of heads itself, and PyTorch "
+            "raised {error_text}: an nn.ModuleList holds the heads but computes nothing. Call each "
+            "head in it on x.",
+            lambda t: isinstance(t.error, NotImplementedError) and "ModuleList" in str(t.error)),
+    Mistake("the starting code", "Your forward still raises NotImplementedError: this is the "
+            "starting code, and the forward pass is yours to write. What should each head be "
+            "given, and what becomes of the heads' outputs? The first hint, just below the check, "
+            "starts from there.",
+            lambda t: isinstance(t.error, NotImplementedError)),
+    JOINS[0],
+    Mistake("head.forward called", "Your forward calls head.forward(x) instead of the head itself, "
+            "which skips what calling a module does (its hooks, which tools and this check use): "
+            "call head(x).",
+            lambda t: t.no_head_called and t.forwards > 0),
+    Mistake("no head called", "Your forward never calls the heads in self.heads: not one head(x) "
+            "ran. {own_attention}. This practice is the wrapper itself: call head(x) for each head "
+            "in self.heads.",
+            lambda t: t.no_head_called),
+    Mistake("one head used for all", "Head {repeated} ran {times} times and {skipped_heads} never "
+            "ran: one head does the work of all. Call every head in self.heads once.",
+            lambda t: t.repeated is not None and t.skipped),
+    Mistake("shared weights", "Two of your heads share one set of weights ({sharing}): keep the "
+            "skeleton's __init__, which builds one new CausalAttention per head.",
+            lambda t: t.sharing is not None),
+    Mistake("a head skipped", "With {num_heads} heads, {skipped_heads} never ran: every head must "
+            "contribute.",
+            lambda t: t.error is None and 0 < len(t.skipped) < t.num_heads),
+    Mistake("heads out of order", "Your heads ran in the order {run_order}, not in list order: go "
+            "through self.heads from first to last, so that head 1's values come first.",
+            lambda t: t.order != sorted(t.order)),
+    *JOINS[1:],
+)
+UNKNOWN = Mistake("unknown", "Your output is not the heads' outputs side by side, and it matches "
+                  "none of the mistakes this check knows.", lambda t: True)
+# fmt: on
