@@ -184,6 +184,7 @@ def solution_class():
     exec(gqa_forward.solution_code, namespace)
     return namespace["MyGroupedQueryAttention"]
 
+
 def cycled_groups(self, x):
     queries, keys, values = split(self, x)
     keys, values = cycle(self, keys), cycle(self, values)
@@ -596,7 +597,6 @@ class NotAModule:
     pass
 
 
-
 def dropout_at(where, how=lambda self, t: self.dropout(t)):
     """The solution's pass with ``how`` (dropout) applied at ``where`` instead of the weights."""
 
@@ -626,7 +626,9 @@ def pasted():
     import tempfile
     from pathlib import Path
 
-    body = textwrap.indent(textwrap.dedent(inspect.getsource(GroupedQueryAttention.forward)), "    ")
+    body = textwrap.indent(
+        textwrap.dedent(inspect.getsource(GroupedQueryAttention.forward)), "    "
+    )
     path = Path(tempfile.mkdtemp()) / "pasted.py"
     path.write_text(
         "import torch\nfrom mha import GroupedQueryAttention\n\n\n"
@@ -645,9 +647,18 @@ CASES = [
     # correct styles
     (FromScratch, True, "matches the reference"),
     (solution_class(), True, "matches the reference"),
-    *((F_(f), True, "matches the reference") for f in (
-        repeat_interleave_both, expand_and_reshape, queries_grouped_instead, einsum_groups,
-        repeated_before_the_transpose, functional_dropout, dropout_at("weights"))),
+    *(
+        (F_(f), True, "matches the reference")
+        for f in (
+            repeat_interleave_both,
+            expand_and_reshape,
+            queries_grouped_instead,
+            einsum_groups,
+            repeated_before_the_transpose,
+            functional_dropout,
+            dropout_at("weights"),
+        )
+    ),
     # what a mistake computes
     (F_(cycled_groups), False, "repeat_interleave(group_size, dim=1)"),
     (F_(cycled_by_expanding_the_wrong_axis), False, "h % num_kv_groups"),

@@ -21,7 +21,7 @@ dropped = lambda t, p: t * KEPT(t) / (1 - float(p)) if p else t  # noqa: E731  #
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
     """``F.scaled_dot_product_attention``, its dropout that of :func:`dropped`."""
     if not dropout_p:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale, **kwargs)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=is_causal, scale=scale, **kwargs)  # noqa: E501
     scores = q @ k.mT * (scale or q.shape[-1] ** -0.5)  # (..., num_tokens, num_tokens)
     keep = ~torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1) if is_causal else attn_mask
     if keep is not None:
