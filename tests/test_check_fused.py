@@ -339,7 +339,7 @@ CASES = [
     (R(scaled_twice), False, "scaled twice"),
     (R(no_out_proj), False, "never applies self.out_proj"),
     (R(returns_tuple), False, "returned a tuple, not a tensor"),
-    (R(heads_unmerged), False, "should be (b, num_tokens, d_out)"),
+    (R(heads_unmerged), False, "not a tensor of shape (b, num_tokens, d_out)"),
     # a forward that raises
     (R(starting_code), False, "fused_attention.hint(1), just below the check"),
     (R(unsliced_mask), False, "must be cut to the input's length"),
@@ -367,12 +367,12 @@ CASES = [
     (FusedMultiHeadAttention, False, "one of the book's own modules"),
     (Subclass, False, "one of the book's own modules"),
     (MultiHeadAttention, False, "one of the book's own modules"),
-    (AssignsTheBooksForward, False, "the book's own forward, taken from another class"),
+    (AssignsTheBooksForward, False, "is the book's FusedMultiHeadAttention.forward"),
     (FusedAttentionStart, False, "What are the steps from x to the output?"),
     (EmptySubclass, False, "fused_attention.hint(1) gives a first nudge"),
     # not a class of the reader's own
     (None, False, "got None"),
-    (FusedAttentionStart(4, 4, 4, 0.0, 2), False, "You passed an instance of FusedAttentionStart"),
+    (FusedAttentionStart(4, 4, 4, 0.0, 2), False, "an instance of FusedAttentionStart"),
     (print, False, "expects a class"),
     (int, False, "is a class, but not an nn.Module"),
     (torch.nn.Linear, False, "does not start from FusedAttentionStart"),

@@ -676,7 +676,7 @@ CASES = [
     (F_(out_proj_forgotten), False, "self.out_proj(context)"),
     (F_(heads_not_merged), False, "still separate"),
     (F_(returns_a_list), False, "returned a list, not a tensor"),
-    (F_(last_token_only), False, "should be (b, num_tokens, d_out)"),
+    (F_(last_token_only), False, "not a tensor of shape (b, num_tokens, d_out), here"),
     # a forward that raises, read from the call that failed
     (F_(values_not_expanded), False, "the values were not"),
     (F_(values_not_expanded_with_matmul), False, "the values were not"),
@@ -701,7 +701,7 @@ CASES = [
     (F_(dropout_at("context")), False, "on the merged context"),
     (F_(dropout_at("output")), False, "after out_proj"),
     (F_(dropout_at("scores")), False, "nan"),
-    (F_(dropout_at("weights", noise)), False, "That is noise, not dropout"),
+    (F_(dropout_at("weights", noise)), False, "noise, not dropout. Dropout belongs on"),
     # PyTorch's own attention
     (F_(sdpa_enable_gqa), False, "enable_gqa=True"),
     (F_(sdpa_with_expanded_keys_and_a_mask), False, "scaled_dot_product_attention"),
@@ -714,7 +714,7 @@ CASES = [
     (F_(torch_layer_fast_path), False, "torch.nn.MultiheadAttention"),
     (F_(functional_multi_head_attention), False, "multi_head_attention_forward"),
     # the book's own work, and the starting code
-    (GroupedQueryAttention, False, "This is the book's own GroupedQueryAttention"),
+    (GroupedQueryAttention, False, "GroupedQueryAttention is one of the book's own modules"),
     (EmptySubclass, False, "EmptySubclass does not define forward"),
     (CallsSuper, False, "runs the book's own GroupedQueryAttention.forward"),
     (CallsTheBooksForwardByName, False, "runs the book's own GroupedQueryAttention.forward"),
@@ -726,13 +726,13 @@ CASES = [
     (Skeleton, False, "still raises NotImplementedError, as the starting code does"),
     # not a grouped-query class
     (None, False, "got None"),
-    (GroupedQueryAttention(4, 4, 4, 0.0, 2, 1), False, "instance of GroupedQueryAttention"),
+    (GroupedQueryAttention(4, 4, 4, 0.0, 2, 1), False, "an instance of GroupedQueryAttention"),
     (repeat_interleave_both, False, "expects a class, but got the function repeat_interleave"),
     (NotAModule, False, "NotAModule is a class, but not an nn.Module"),
-    (NoForward, False, "NoForward does not define forward"),
+    (NoForward, False, "NoForward has no forward method at all"),
     (MultiHeadSubclass, False, "Building your class as MultiHeadSubclass(d_in=5"),
     (FullWidthKeys, False, "Your W_key maps d_in=5 to 12 columns"),
-    (NoProjections, False, "could not use your instance's W_query, W_key and W_value"),
+    (NoProjections, False, "could not use your instance's W_query, W_key, W_value"),
 ]
 
 

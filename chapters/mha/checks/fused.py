@@ -2,9 +2,8 @@
 
 The reader subclasses ``FusedAttentionStart`` and writes ``forward`` with
 ``F.scaled_dot_product_attention``. Each known wrong output is a buggy reference, :func:`fused`
-with one ingredient changed; a ``view`` of a ``chunk`` slice is read from the call that failed;
-the book's modules and torch's attention layer are refused; the kernel's result must be used,
-and in training mode dropout must act inside it, on whole attention weights.
+with one ingredient changed; the kernel's result must be used, and dropout must act inside it.
+:mod:`.runs` runs the check.
 """
 
 import textwrap
@@ -13,21 +12,18 @@ import torch
 from torch import nn
 
 from ..attention import MultiHeadAttention, MultiHeadAttentionWrapper
+from ..gqa import GroupedQueryAttention
 from ..variants import (
     FusedMultiHeadAttention,
     MultiHeadAttentionCombinedQKV,
     TorchMultiheadAttentionAdapter,
 )
-from .core import CheckResult, Exercise, never_raises
-from .shortcuts import check_class, dropped, judge, not_a_class, sdpa
+from .core import Exercise, never_raises
+from .runs import Practice, check_practice
+from .shortcuts import dropped, sdpa
 
-BOOK_MODULES = (
-    FusedMultiHeadAttention,
-    MultiHeadAttentionCombinedQKV,
-    MultiHeadAttention,
-    MultiHeadAttentionWrapper,
-    TorchMultiheadAttentionAdapter,
-)
+BOOK_MODULES = (FusedMultiHeadAttention, MultiHeadAttentionCombinedQKV, MultiHeadAttention,
+                MultiHeadAttentionWrapper, TorchMultiheadAttentionAdapter, GroupedQueryAttention)  # fmt: skip
 
 
 class FusedAttentionStart(nn.Module):
@@ -56,10 +52,10 @@ class FusedAttentionStart(nn.Module):
         raise NotImplementedError("This is the starting point: write forward in your own class.")
 
 
-KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads")
 # fmt: off
-CONFIGS = tuple((dict(zip(KEYS, c), **{"qkv_bias": True} if bias else {}), tokens, seed)
-                for seed, (*c, bias, tokens) in enumerate((  # KEYS..., qkv_bias, num_tokens
+KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads")
+CONFIGS = tuple((dict(zip(KEYS, row[:5]), **{"qkv_bias": True} if row[5] else {}), row[6], seed)
+                for seed, row in enumerate((  # KEYS..., qkv_bias, num_tokens
                     (6, 8, 6, 0.0, 2, False, 6), (5, 12, 8, 0.0, 3, True, 5),
                     (4, 4, 4, 0.0, 1, False, 4), (8, 8, 7, 0.5, 4, False, 7)), 1))
 
@@ -67,143 +63,88 @@ CONFIGS = tuple((dict(zip(KEYS, c), **{"qkv_bias": True} if bias else {}), token
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
           drop=None):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
-    b, T, _ = r.x.shape
-    H, p = r.kwargs["num_heads"], r.kwargs["dropout"]
-    hd, at = r.kwargs["d_out"] // H, lambda place, t: dropped(t, p) if p and drop == place else t
-    qkv = r.module.qkv(r.x)  # (b, T, 3 * d_out)
+    (b, T, _), H = r.x.shape, r.kwargs["num_heads"]
+    hd, qkv = r.kwargs["d_out"] // H, r.module.qkv(r.x)  # (b, T, 3 * d_out)
+
+    def at(place, t):
+        return dropped(t, r.p) if drop == place else t
+
     parts = qkv.view(b, T, 3, H, hd).unbind(2) if order == "3, heads" else qkv.view(b, T, H, 3, hd).unbind(3)  # noqa: E501
     q, k, v = {"transposed": [t.transpose(1, 2) for t in parts], "not": parts,  # (b, H, T, hd)
                "viewed": [t.reshape(b, H, T, hd) for t in parts]}[heads]
     future = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).triu(1)
     keep = {"causal": ~future, "none": None, "inverted": future}[mask]
-    context = sdpa(q, k, at("values", v), keep, p if drop == "weights" else 0.0, scale=hd**-power)
-    context = context.transpose(1, 2) if heads != "not" and back else context
-    context = at("context", at("heads", context).reshape(b, T, -1))  # (b, T, d_out)
+    context = sdpa(q, k, at("values", v), keep, r.p * (drop == "weights"), scale=hd**-power)
+    context = at("heads", context).transpose(1, 2) if heads != "not" and back else context
+    context = at("context", context.reshape(b, T, -1))  # (b, T, d_out)
     return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
 
 
-EVAL = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "In evaluation mode your forward still drops attention weights: the "
-     "kernel applies dropout_p whenever it is above 0, so pass self.dropout_p only while "
-     "self.training, and 0.0 otherwise."),
+EARLY = (  # asked before the output: (what holds, what to say)
+    (lambda f: f["raised"] and f["T"] < f["ctx"] and f"({f['ctx']})" in f["raised"], "On {T} tokens,"
+     " fewer than context_length={ctx}, your forward raised {error}. A mask taken from self.mask "
+     "must be cut to the input's length first."),
+    (lambda f: f["op"] == "view" and f["strides"][0][-2:-1] == (3 * f["d_out"],), "Your forward "
+     "raised {error}. chunk(3, dim=-1) cuts self.qkv(x) into slices whose rows lie 3 * d_out apart "
+     "in memory, so view can only split their last axis: view each to (b, num_tokens, num_heads, "
+     "head_dim), then transpose(1, 2)."))
+MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
+    (dict(drop="weights"), "In evaluation mode your forward still drops attention weights: pass "
+     "self.dropout_p only while self.training, and 0.0 otherwise."),
     (dict(mask="none"), "Every token also attends to the tokens after it: there is no causal "
      "mask. scaled_dot_product_attention applies one only when asked."),
-    (dict(mask="inverted"), "Your mask is the wrong way round. In scaled_dot_product_attention a "
-     "boolean attn_mask is True where attention is *allowed*, the opposite of masked_fill."),
-    (dict(heads="not"), "The kernel got queries of shape (b, num_tokens, num_heads, head_dim): it "
-     "takes the third axis for tokens, so your tokens attend across heads. Give it "
-     "(b, num_heads, num_tokens, head_dim)."),
+    (dict(mask="inverted"), "Your mask is the wrong way round: a boolean attn_mask is True where "
+     "attention is *allowed*, the opposite of masked_fill."),
+    (dict(heads="not"), "The kernel got queries of shape (b, num_tokens, num_heads, head_dim), so "
+     "your tokens attend across heads. Give it (b, num_heads, num_tokens, head_dim)."),
     (dict(heads="viewed"), "Your heads are viewed straight to (b, num_heads, num_tokens, "
-     "head_dim), which mixes tokens and heads. View to (b, num_tokens, num_heads, head_dim) "
-     "first, then move the heads axis."),
-    (dict(back=False), "The kernel's output is (b, num_heads, num_tokens, head_dim); reshaping it "
-     "straight to (b, num_tokens, d_out) puts one head's rows where other tokens belong. Move "
-     "the heads back after the tokens first."),
-    (dict(order="heads, 3"), "Your split of self.qkv(x) assumes each head's query, key and value "
-     "sit side by side. The last axis holds all queries, then all keys, then all values: view "
-     "it as (b, num_tokens, 3, num_heads, head_dim)."),
+     "head_dim), which mixes tokens and heads: view, then move the heads axis."),
+    (dict(back=False), "The kernel's output is (b, num_heads, num_tokens, head_dim): Move the heads"
+     " back after the tokens before reshaping to (b, num_tokens, d_out)."),
+    (dict(order="heads, 3"), "self.qkv(x)'s last axis holds all queries, then all keys, then all "
+     "values: view it as (b, num_tokens, 3, num_heads, head_dim)."),
     (dict(power=1.0), "The scores are scaled twice: scaled_dot_product_attention already divides "
-     "them by √head_dim, so do not scale the queries (or pass scale) yourself."),
-    (dict(out=False), "Your forward never applies self.out_proj: after merging the heads, the "
-     "output projection is part of the forward pass."),
-    "split self.qkv(x) into queries, keys and values; heads before tokens; a causal kernel call; "
-    "heads back after tokens; out_proj.")
+     "them by √head_dim."),
+    (dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
+    "split self.qkv(x); heads before tokens; a causal kernel call; heads back; out_proj.")
 # fmt: on
-BELONGS = (
-    "Dropout belongs inside the kernel, on its attention weights: pass dropout_p=self.dropout_p "
-    "while self.training (0.0 otherwise), and drop nothing yourself."
-)
-START = (
-    "Your forward still raises NotImplementedError: this is the starting code, and the forward "
-    "pass is yours to write. What does the kernel need from self.qkv(x), and in which shape? "
-    "fused_attention.hint(1), just below the check, starts from there."
-)
-PRAISE = (
-    f"Your forward matches the book's modules in all {len(CONFIGS)} configurations (one to four "
-    "heads, biases, inputs shorter than context_length), comes from the fused kernel's result, "
-    "and in training drops whole attention weights inside the kernel."
-)
+STEPWISE = "Your output is right, but your forward computes the attention step by step: hand it "
+STEPWISE += "to torch.nn.functional.scaled_dot_product_attention."
+UNUSED = "Your forward calls scaled_dot_product_attention but does not use what it returns: when "
+UNUSED += "the check changed the kernel's result, your output stayed the same."
+LAYER = "Your forward runs torch.nn.MultiheadAttention (or multi_head_attention_forward), which "
+LAYER += "brings its own projections and heads: call scaled_dot_product_attention yourself."
 
 
-def _after_match(r):
+def after_match(r):
     """Once the outputs are right: the kernel did the work, and its result was used."""
-    if not r.watch.kernel:
-        return (
-            "Your output is right, but your forward computes the attention step by step. The "
-            "exercise is to hand scores, mask, softmax and weighted sum to "
-            "torch.nn.functional.scaled_dot_product_attention."
-        )
-    if torch.equal(r.again(bump=1.0), r.output):
-        return (
-            "Your forward calls scaled_dot_product_attention but does not use what it returns: "
-            "when the check changed the kernel's result, your output stayed the same. Send the "
-            "kernel's output on to the merge of the heads and self.out_proj."
-        )
-    return None
+    unused = r.watch.kernel and torch.equal(r.again(bump=1.0), r.output)
+    return STEPWISE if not r.watch.kernel else UNUSED if unused else None
 
 
-def _verdict(r):
-    """The message for the first thing wrong in the run ``r``, or None."""
-    T, ctx, d_out = r.tokens, r.kwargs["context_length"], r.kwargs["d_out"]
-    name, _, strides = r.watch.failed or ("", [], [])
-    if r.stage == "constructor":
-        return r.basics("FusedAttentionStart")
-    if r.calls:
-        return (
-            f"Your forward hands the work to the book's {r.calls[0]}. Write the steps "
-            "yourself, from self.qkv(x) to self.out_proj."
-        )
-    if isinstance(r.error, NotImplementedError) and r.stage == "forward":
-        return START
-    if r.watch.layer:
-        return (
-            "Your forward runs torch.nn.MultiheadAttention (or multi_head_attention_forward, "
-            "the function behind it), PyTorch's own layer: it brings its own projections, split "
-            "and merge of heads, the steps this practice asks you to write. Split self.qkv(x) "
-            "into heads yourself and call torch.nn.functional.scaled_dot_product_attention."
-        )
-    if r.stage == "forward" and T < ctx and f"({T})" in r.error_text and f"({ctx})" in r.error_text:
-        return (
-            f"On {T} tokens, fewer than context_length={ctx}, your forward raised "
-            f"{r.error_text}. A mask taken from self.mask must be cut to the input's length first."
-        )
-    if r.stage == "forward" and name == "view" and strides and strides[0][-2:-1] == (3 * d_out,):
-        return (
-            f"Your forward raised {r.error_text}. chunk(3, dim=-1) cuts self.qkv(x) into slices "
-            "of shape (b, num_tokens, d_out) whose rows still lie 3 * d_out apart in memory, so "
-            "view can only split their last axis: view each to (b, num_tokens, num_heads, "
-            "head_dim), then transpose(1, 2)."
-        )
-    facts = dict(p=r.kwargs["dropout"])
-    return r.basics("FusedAttentionStart") or judge(r, fused, EVAL, facts, BELONGS, _after_match)
-
-
-def _not_mine(cls):
-    """What to say when ``cls`` is no class of the reader's own, or None."""
-    name, write = getattr(cls, "__name__", ""), "subclass FusedAttentionStart and write forward."
-    if wrong := not_a_class(cls, "fused_attention.check", "MyFusedAttention", "FusedAttentionStart"):
-        return wrong
-    if issubclass(cls, BOOK_MODULES):
-        return f"{name} is one of the book's own modules, or built on one. Write your own: {write}"
-    if not issubclass(cls, FusedAttentionStart):
-        return f"{name} does not start from FusedAttentionStart, so the check cannot know its layers: {write}"  # noqa: E501
-    if any(cls.forward is book.forward for book in BOOK_MODULES):
-        return f"{name}.forward is the book's own forward, taken from another class: {write}"
-    if cls.forward is FusedAttentionStart.forward:
-        return (
-            f"{name} has no forward of its own yet: the starting code's only raises. What are the "
-            "steps from x to the output? fused_attention.hint(1) gives a first nudge."
-        )
-    return None
+FUSED = Practice(
+    check="fused_attention.check", start=FusedAttentionStart, book=BOOK_MODULES, own=True,
+    configs=CONFIGS, early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
+    torch=lambda watch: watch.layer and LAYER, quiet=True,
+    starting="Your forward still raises NotImplementedError: this is the starting code, and the "
+    "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
+    "shape? fused_attention.hint(1), just below the check, starts from there.",
+    inherited="{name} has no forward of its own yet: the starting code's only raises. What are "
+    "the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
+    delegates="Your forward hands the work to the book's {}: write the steps yourself.",
+    belongs="Dropout belongs inside the kernel, on its attention weights: pass "
+    "dropout_p=self.dropout_p while self.training (0.0 otherwise), and drop nothing yourself.",
+    praise=f"Your forward matches the book's modules in all {len(CONFIGS)} configurations (one to "
+    "four heads, biases, inputs shorter than context_length), comes from the fused kernel's "
+    "result, and in training drops whole attention weights inside the kernel.",
+)  # fmt: skip
 
 
 @never_raises
 def check_fused_attention(cls):
     """Check a class whose forward uses ``F.scaled_dot_product_attention``: build it in several
     configurations and compare it with references computed from the instance's own weights."""
-    if wrong := _not_mine(cls):
-        return CheckResult(False, wrong)
-    return check_class(cls, CONFIGS, _verdict, quiet=(START,)) or CheckResult(True, PRAISE)
+    return check_practice(FUSED, cls)
 
 
 fused_attention = Exercise(

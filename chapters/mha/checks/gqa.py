@@ -1,35 +1,36 @@
 """Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers.
 
 Each known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a
-forward that raises is read from the call that failed (:class:`.shortcuts.Watch`); the book's
-own forward and PyTorch's attention are refused; in training mode dropout drops whole weights.
+forward that raises is read from the call that failed; the book's forwards and PyTorch's
+attention are refused. :mod:`.runs` runs the check.
 """
 
-import ast
-import inspect
 import textwrap
 
-import torch
-
-from ..gqa import GroupedQueryAttention as Book
-from .core import CheckResult, Exercise, never_raises
+from ..gqa import GroupedQueryAttention
+from .core import Exercise, never_raises
 from .reference import Recipe, attend
-from .shortcuts import check_class, dropped, judge, not_a_class
+from .runs import Practice, check_practice
+from .shortcuts import dropped
 
-KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups")
 # fmt: off
-CONFIGS = tuple((dict(zip(KEYS, c), **{"qkv_bias": True} if bias else {}), tokens, seed)
-                for seed, (*c, bias, tokens) in enumerate((  # KEYS..., qkv_bias, num_tokens
+KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups")
+CONFIGS = tuple((dict(zip(KEYS, row[:6]), **{"qkv_bias": True} if row[6] else {}), row[7], seed)
+                for seed, row in enumerate((  # KEYS..., qkv_bias, num_tokens
                     (5, 12, 6, 0.0, 6, 2, False, 6), (6, 8, 8, 0.25, 4, 2, True, 5),
                     (3, 8, 5, 0.0, 4, 1, False, 5), (4, 6, 7, 0.0, 3, 3, False, 4),
-                    (10, 8, 4, 0.0, 8, 4, False, 4)), 1))
+                    (10, 8, 4, 0.0, 8, 4, False, 4)), 1))  # 6 heads in 2 groups first
 
 
 def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
             softmax_dim=-1, back=True, out=True, drop=None):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
-    H, G, p = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["dropout"]
-    hd, at = r.kwargs["d_out"] // H, lambda place, t: dropped(t, p) if p and drop == place else t
+    H, G = r.kwargs["num_heads"], r.kwargs["num_kv_groups"]
+    hd = r.kwargs["d_out"] // H
+
+    def at(place, t):
+        return dropped(t, r.p) if drop == place else t
+
     q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
                for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
@@ -43,158 +44,106 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
     return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
 
 
-STEPS = ("split into num_heads and num_kv_groups blocks; repeat_interleave(group_size, dim=1); "
-         "mask with -inf; divide by √head_dim; softmax over the last axis; merge; out_proj.")
-MIXED = ("Keys and values are mapped to the heads in two different ways, one with repeat_interleave"
-         " and one with repeat: a head scores one group's keys but mixes another group's values. "
-         "Use repeat_interleave(self.group_size, dim=1) for both.")
-AFTER = ("The causal mask is applied after the softmax: zeroed weights leave rows that do not sum "
-         "to 1, -inf gives nan. Mask the scores with -inf before the softmax.")
-AXIS = ("The softmax runs over the wrong axis. Each query's weights over the keys must sum to 1: "
-        "torch.softmax(..., dim=-1) on scores of shape (b, num_heads, num_tokens, num_tokens).")
-EVAL = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "In eval mode your forward still drops attention weights: dropout is "
-     "active. Use the module's layer, self.dropout(attn_weights), which is off in eval mode."),
-    (dict(keys="repeat", values="repeat"), "Your heads read the wrong blocks, cycled 0, 1, 0, 1, "
-     "... as repeat(1, group_size, 1, 1) cycles them: head h reads block h % num_kv_groups. Each "
-     "block serves group_size consecutive heads, 0, 0, 1, 1, ...: repeat_interleave(group_size, "
-     "dim=1) gives that. (Here {H} heads share {G} blocks.)"),
+def facts(f):
+    """The run's facts, and the groups': their count and size, the keys' width, missing layers."""
+    G, m, kv = f["num_kv_groups"], f["module"], f["num_kv_groups"] * f["hd"]
+    missing = ", ".join(n for n in ("W_query", "W_key", "W_value") if not hasattr(m, n))
+    width = getattr(getattr(m, "W_key", None), "out_features", kv)
+    return f | dict(G=G, n=f["H"] // G, kv=kv, missing=missing, width=width)
+
+
+def has(f, *sizes):
+    """Whether the call that failed met exactly these head-axis sizes."""
+    return bool(f["raised"]) and f["heads"] == set(sizes)
+
+
+EARLY = (  # asked in order before the output: (what holds, what to say)
+    (lambda f: f["missing"], "The check could not use your instance's {missing}: keep W_query, "
+     "W_key and W_value."),
+    (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
+     "per head: keys and values have one block per group, here {kv} columns."),
+    (lambda f: f["raised"] and f["T"] < f["ctx"] and f"({f['ctx']})" in f["raised"], "On {T} "
+     "tokens your forward raised {error}: slice the mask, self.mask[:num_tokens, :num_tokens]."),
+    (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
+     "Your forward raised {error}: repeated on the token axis, keys or values have {n} × {T} "
+     "tokens. Repeat on the block axis, dim=1 of (b, num_kv_groups, num_tokens, head_dim)."),
+    (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
+     " {error}: W_key gives num_kv_groups={G} blocks, not num_heads={H}: view the keys and values"
+     " with self.num_kv_groups."),
+    (lambda f: f["G"] ** 2 != f["H"] and has(f, f["H"], f["G"] ** 2), "Your forward raised "
+     "{error}: each block was repeated num_kv_groups = {G} times, not group_size = num_heads // "
+     "num_kv_groups = {n} times (self.group_size)."),
+    (lambda f: has(f, f["H"], f["G"]) and f["shapes"][0][-1] == f["T"], "Your forward raised "
+     "{error}: the keys were expanded to one block per head, but the values were not."),
+    (lambda f: has(f, f["H"], f["G"]), "Your forward raised {error}: the queries have "
+     "num_heads={H} blocks, the keys only num_kv_groups={G}. Repeat each key and value block "
+     "once per head of its group."),
+    (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])),
+     "Your forward returned shape {shape}: the heads are still separate. Merge them."))
+MIXED = ("Keys and values are mapped to heads by repeat_interleave and by repeat: a head scores one"
+         " group's keys but mixes another group's values. Use repeat_interleave for both.")
+AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
+AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
+MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
+    (dict(drop="weights"), "In eval mode your forward still drops weights: use the module's "
+     "layer, self.dropout(attn_weights), which is off in eval mode."),
+    (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, cycled as "
+     "repeat(1, group_size, 1, 1) does; its block is h // group_size: "
+     "repeat_interleave(group_size, dim=1). ({H} heads share {G} blocks.)"),
     (dict(keys="repeat"), MIXED), (dict(values="repeat"), MIXED),
-    (dict(scale="kv_width"), "The scores are scaled by √(num_kv_groups × head_dim) = √{kv}, W_key's "
-     "whole width. Each head's dot products have head_dim = {hd} terms: divide by "
-     "self.head_dim ** 0.5."),
-    (dict(scale="d_out"), "The scores are scaled by √d_out = √{d_out}, but each head's dot products"
-     " have only head_dim = {hd} terms. Divide by self.head_dim ** 0.5."),
-    (dict(scale="group_size"), "The scores are scaled by √group_size = √{n}. Sharing keys does not "
-     "change a head's dot products: divide by self.head_dim ** 0.5."),
-    (dict(scale="none"), "The scores are not scaled. Divide them by √head_dim "
-     "(self.head_dim ** 0.5) before the softmax."),
-    (dict(mask="none"), "There is no causal mask: every token also attends to the tokens after it. "
-     "attn_scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf) before the softmax."),
-    (dict(mask="0 before softmax"), "The future positions are filled with 0 instead of -inf: a "
-     "score of 0 still gets weight after the softmax (e⁰ = 1)."),
+    (dict(scale="kv_width"), "The scores are scaled by √(num_kv_groups × head_dim) = √{kv}; a "
+     "head's dot products have head_dim = {hd} terms: divide by self.head_dim ** 0.5."),
+    (dict(scale="d_out"), "The scores are scaled by √d_out = √{d_out}; a head's dot products have "
+     "head_dim = {hd} terms: divide by self.head_dim ** 0.5."),
+    (dict(scale="group_size"), "The scores are scaled by √group_size = √{n}, but sharing keys does "
+     "not change a head's dot products: divide by self.head_dim ** 0.5."),
+    (dict(scale="none"), "The scores are not scaled: divide them by self.head_dim ** 0.5."),
+    (dict(mask="none"), "There is no causal mask: every token attends to later tokens too. Fill "
+     "self.mask[:num_tokens, :num_tokens] with -torch.inf."),
+    (dict(mask="0 before softmax"), "The future is filled with 0 instead of -inf: a score of 0 "
+     "still gets weight after the softmax (e⁰ = 1)."),
     (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
-    *((dict(softmax_dim=dim), AXIS) for dim in (-2, 1, 0)),
-    (dict(back=False), "The heads were merged straight from (b, num_heads, num_tokens, head_dim): "
-     "bring them back behind the tokens with .transpose(1, 2) first, then reshape."),
-    (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."), STEPS)
-BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(attn_weights)."
+    (dict(softmax_dim=-2), AXIS), (dict(softmax_dim=1), AXIS), (dict(softmax_dim=0), AXIS),
+    (dict(back=False), "The heads were merged from (b, num_heads, num_tokens, head_dim): bring "
+     "them behind the tokens with .transpose(1, 2) first."),
+    (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
+    "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
 # fmt: on
-BOOK = "GroupedQueryAttention"
-PRAISE = (f"In eval mode your forward matches the reference from each instance's own layers in all "
-          f"{len(CONFIGS)} configurations (one group, several, as many as heads; biases; inputs "
-          "shorter than context_length), and in training mode it drops whole attention weights.")
-START = (
-    "Your forward still raises NotImplementedError, as the starting code does: replace the raise "
-    "line with the pass itself. The first hint, just below the check, shows where to start."
-)
-
-
-def _source(function):
-    try:
-        return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(function))))
-    except (OSError, TypeError, SyntaxError):
-        return None
-
-
-def _raised(r, f):
-    """What a forward that raised on this run most likely did, read from the call that failed."""
-    name, shapes, _ = r.watch.failed or ("", [], [])
-    text, T = str(r.error), f["T"]
-    heads = {s[1] for s in shapes if len(s) == 4}  # the head axes of the tensors that met
-    if T < f["ctx"] and f"({T})" in text and f"({f['ctx']})" in text:
-        return "Your forward works on {ctx} tokens, but on {T} it raised {error}: the mask is " \
-            "context_length × context_length; slice it, self.mask[:num_tokens, :num_tokens]."
-    if f["n"] > 1 and any(f["n"] * T in s[-2:] for s in shapes):
-        return "Your forward raised {error}: keys or values repeated on the token axis give " \
-            "{n} × {T} tokens. Repeat on the block axis: dim=1 of (b, num_kv_groups, T, head_dim)."
-    if name in ("view", "reshape") and f"size {2 * T * f['kv']}" in text:
-        return "Your forward raised {error}: W_key and W_value give num_kv_groups={G} blocks, " \
-            "not num_heads={H}: view the keys and values with self.num_kv_groups."
-    if heads == {f["H"], f["G"] ** 2} and f["G"] ** 2 != f["H"]:
-        return "Your forward raised {error}: each block was repeated num_kv_groups = {G} times. " \
-            "Repeat it group_size = num_heads // num_kv_groups = {n} times: self.group_size."
-    if heads == {f["H"], f["G"]} and shapes[0][-2:] == (T, T):
-        return "Your forward raised {error}. The keys were expanded to one block per head, but " \
-            "the values were not: expand them as the keys, repeat_interleave(self.group_size, dim=1)."
-    if heads == {f["H"], f["G"]}:
-        return "Your forward raised {error}. The queries have num_heads={H} blocks, the keys only "\
-            "num_kv_groups={G}: repeat each key and value block once per head of its group, " \
-            ".repeat_interleave(self.group_size, dim=1) on both."
-    return None
-
 
 
 def torch_attention(watch):
-    """What PyTorch's attention does, and what to write here instead."""
-    what = ("runs torch.nn.MultiheadAttention (or torch.nn.functional.multi_head_attention_forward, "
-            "the function behind it), PyTorch's own attention layer" if watch.layer else
-            "calls torch.nn.functional.scaled_dot_product_attention, PyTorch's fused kernel"
-            + (", and with enable_gqa=True it gives each group's keys and values to its heads"
-               if watch.grouped else ""))
-    return (f"Your forward {what}: it computes the scores, mask, softmax, dropout and mix of "
-            "values, so the steps this practice asks for are not yours. Chapter 5's practice "
-            "hands attention to that kernel. Here, repeat each group's keys and values for its "
-            "heads yourself, then write chapter 3's steps with @, masked_fill and torch.softmax.")
+    """What to say when the forward hands attention to PyTorch's own, or None."""
+    sdpa = "calls torch.nn.functional.scaled_dot_product_attention" + ", enable_gqa=True," * watch.grouped
+    what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)" if watch.layer else sdpa
+    return (watch.layer or watch.kernel) and (
+        f"Your forward {what}: PyTorch's attention computes the scores, mask, softmax, dropout "
+        "and mix of values, so those steps are not yours. Chapter 5's practice hands attention "
+        "to that kernel; here, repeat each group's keys and values yourself, then write chapter "
+        "3's steps with @, masked_fill and torch.softmax."
+    )
 
 
-def _verdict(r):
-    """The message for the first thing wrong in the run ``r``, or None."""
-    kw = r.kwargs
-    H, G, T = kw["num_heads"], kw["num_kv_groups"], r.tokens
-    hd = kw["d_out"] // H
-    f = dict(H=H, G=G, hd=hd, n=H // G, kv=G * hd, T=T, ctx=kw["context_length"],
-             d_out=kw["d_out"], p=kw["dropout"], error=r.error_text)
-    if r.stage == "constructor":
-        return r.basics("GroupedQueryAttention")
-    if r.calls:
-        return (f"Your forward runs the book's own {r.calls[0]}, so its output is the book's, not "
-                "yours. Write the pass from the module's own layers (self.W_query, self.W_key, "
-                "self.W_value, self.out_proj).")
-    if isinstance(r.error, NotImplementedError) and r.stage == "forward":
-        return START
-    if r.watch.layer or r.watch.kernel:
-        return torch_attention(r.watch)
-    missing = [n for n in ("W_query", "W_key", "W_value") if not hasattr(r.module, n)]
-    if missing:
-        return (f"The check could not use your instance's {' and '.join(filter(None, (', '.join(missing[:-1]), missing[-1])))}: it computes the "
-                "expected output from W_query, W_key and W_value; keep those layers and names.")
-    if (width := r.module.W_key.weight.shape[0]) != G * hd:
-        return (f"Your W_key maps d_in={kw['d_in']} to {width} columns, one block per head. Keys "
-                "and values have one block per group: num_kv_groups * head_dim columns, here "
-                f"{G * hd}. Keep the constructor of GroupedQueryAttention.")
-    if r.stage == "forward":
-        return (_raised(r, f) or r.basics("")).format(**f)
-    if getattr(r.output, "shape", None) in ((2, H, T, hd), (2, T, H, hd)):
-        return (f"Your forward returned shape {tuple(r.output.shape)}: the heads are still "
-                "separate. Transpose back to (b, num_tokens, num_heads, head_dim), then merge.")
-    return r.basics("") or judge(r, grouped, EVAL, f, BELONGS)
-
-
-def _not_mine(cls):
-    """What to say when ``cls`` is no class of the reader's own, or None."""
-    name = getattr(cls, "__name__", "")
-    if wrong := not_a_class(cls, "check_gqa_forward", "MyGroupedQueryAttention", BOOK):
-        return wrong
-    if cls is Book:
-        return (f"This is the book's own {BOOK}, so there is nothing of yours to check. Define "
-                f"class MyGroupedQueryAttention({BOOK}): and write its forward yourself.")
-    if cls.forward in (Book.forward, torch.nn.Module.forward):
-        return f"{name} does not define forward, so it runs the book's {BOOK}.forward or none " \
-            "at all. Write def forward(self, x): inside the class, with the steps of the pass."
-    if _source(cls.forward) == _source(Book.forward):
-        return (f"{name}.forward is the book's {BOOK}.forward, line for line. Write the pass "
-                f"yourself, in your own subclass of {BOOK}; the hints help if you are stuck.")
-    return None
+GQA = Practice(
+    check="check_gqa_forward", start=GroupedQueryAttention, book=(GroupedQueryAttention,), own=False,
+    configs=CONFIGS, facts=facts, early=EARLY, reference=grouped, mistakes=MISTAKES,
+    starting="Your forward still raises NotImplementedError, as the starting code does: replace "
+    "the raise line with the pass itself. The first hint, just below the check, shows where to "
+    "start.",
+    inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
+    delegates="Your forward runs the book's own {}: write the pass from the module's own layers.",
+    torch=torch_attention,
+    belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
+    praise=f"In eval mode your forward matches the reference from each instance's own layers in "
+    f"all {len(CONFIGS)} configurations (one group, several, as many as heads; biases; inputs "
+    "shorter than context_length), and in training mode it drops whole attention weights.",
+)  # fmt: skip
 
 
 @never_raises
 def check_gqa_forward(cls):
     """Check a grouped-query attention class: build it in several configurations and compare its
     output with references computed from each instance's own layers."""
-    if wrong := _not_mine(cls):
-        return CheckResult(False, wrong)
-    return check_class(cls, CONFIGS, _verdict) or CheckResult(True, PRAISE)
+    return check_practice(GQA, cls)
 
 
 gqa_forward = Exercise(
