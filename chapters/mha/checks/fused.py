@@ -20,7 +20,7 @@ from ..variants import (
 )
 from .core import Exercise, never_raises
 from .runs import Practice, check_practice
-from .shortcuts import dropped, sdpa
+from .shortcuts import dropped, sdpa, torch_message
 
 BOOK_MODULES = (FusedMultiHeadAttention, MultiHeadAttentionCombinedQKV, MultiHeadAttention,
                 MultiHeadAttentionWrapper, TorchMultiheadAttentionAdapter, GroupedQueryAttention)  # fmt: skip
@@ -81,13 +81,10 @@ def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", pow
 
 
 EARLY = (  # asked before the output: (what holds, what to say)
-    (lambda f: f["raised"] and f["T"] < f["ctx"] and f"({f['ctx']})" in f["raised"], "On {T} tokens,"
-     " fewer than context_length={ctx}, your forward raised {error}. A mask taken from self.mask "
-     "must be cut to the input's length first."),
     (lambda f: f["op"] == "view" and f["strides"][0][-2:-1] == (3 * f["d_out"],), "Your forward "
      "raised {error}. chunk(3, dim=-1) cuts self.qkv(x) into slices whose rows lie 3 * d_out apart "
      "in memory, so view can only split their last axis: view each to (b, num_tokens, num_heads, "
-     "head_dim), then transpose(1, 2)."))
+     "head_dim), then transpose(1, 2)."),)
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop="weights"), "In evaluation mode your forward still drops attention weights: pass "
      "self.dropout_p only while self.training, and 0.0 otherwise."),
@@ -110,10 +107,9 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
 # fmt: on
 STEPWISE = "Your output is right, but your forward computes the attention step by step: hand it "
 STEPWISE += "to torch.nn.functional.scaled_dot_product_attention."
+LAYER = "Split self.qkv(x) into heads and call scaled_dot_product_attention yourself."
 UNUSED = "Your forward calls scaled_dot_product_attention but does not use what it returns: when "
 UNUSED += "the check changed the kernel's result, your output stayed the same."
-LAYER = "Your forward runs torch.nn.MultiheadAttention (or multi_head_attention_forward), which "
-LAYER += "brings its own projections and heads: call scaled_dot_product_attention yourself."
 
 
 def after_match(r):
@@ -125,7 +121,7 @@ def after_match(r):
 FUSED = Practice(
     check="fused_attention.check", start=FusedAttentionStart, book=BOOK_MODULES, own=True,
     configs=CONFIGS, early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
-    torch=lambda watch: watch.layer and LAYER, quiet=True,
+    torch=lambda watch: torch_message(watch, LAYER, kernel=False), quiet=True,
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
     "shape? fused_attention.hint(1), just below the check, starts from there.",

@@ -11,7 +11,7 @@ from ..gqa import GroupedQueryAttention
 from .core import Exercise, never_raises
 from .reference import Recipe, attend
 from .runs import Practice, check_practice
-from .shortcuts import dropped
+from .shortcuts import dropped, torch_message
 
 # fmt: off
 KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups")
@@ -62,8 +62,6 @@ EARLY = (  # asked in order before the output: (what holds, what to say)
      "W_key and W_value."),
     (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
      "per head: keys and values have one block per group, here {kv} columns."),
-    (lambda f: f["raised"] and f["T"] < f["ctx"] and f"({f['ctx']})" in f["raised"], "On {T} "
-     "tokens your forward raised {error}: slice the mask, self.mask[:num_tokens, :num_tokens]."),
     (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
      "Your forward raised {error}: repeated on the token axis, keys or values have {n} × {T} "
      "tokens. Repeat on the block axis, dim=1 of (b, num_kv_groups, num_tokens, head_dim)."),
@@ -77,12 +75,12 @@ EARLY = (  # asked in order before the output: (what holds, what to say)
      "{error}: the keys were expanded to one block per head, but the values were not."),
     (lambda f: has(f, f["H"], f["G"]), "Your forward raised {error}: the queries have "
      "num_heads={H} blocks, the keys only num_kv_groups={G}. Repeat each key and value block "
-     "once per head of its group."),
-    (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])),
-     "Your forward returned shape {shape}: the heads are still separate. Merge them."))
+     "once per head of its group."))
 MIXED = ("Keys and values are mapped to heads by repeat_interleave and by repeat: a head scores one"
          " group's keys but mixes another group's values. Use repeat_interleave for both.")
 AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
+SCALE = "The scores are scaled by {}, but a head's dot products have head_dim = {{hd}} terms: "
+SCALE += "divide by self.head_dim ** 0.5."
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop="weights"), "In eval mode your forward still drops weights: use the module's "
@@ -91,12 +89,9 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "repeat(1, group_size, 1, 1) does; its block is h // group_size: "
      "repeat_interleave(group_size, dim=1). ({H} heads share {G} blocks.)"),
     (dict(keys="repeat"), MIXED), (dict(values="repeat"), MIXED),
-    (dict(scale="kv_width"), "The scores are scaled by √(num_kv_groups × head_dim) = √{kv}; a "
-     "head's dot products have head_dim = {hd} terms: divide by self.head_dim ** 0.5."),
-    (dict(scale="d_out"), "The scores are scaled by √d_out = √{d_out}; a head's dot products have "
-     "head_dim = {hd} terms: divide by self.head_dim ** 0.5."),
-    (dict(scale="group_size"), "The scores are scaled by √group_size = √{n}, but sharing keys does "
-     "not change a head's dot products: divide by self.head_dim ** 0.5."),
+    (dict(scale="kv_width"), SCALE.format("√(num_kv_groups × head_dim) = √{kv}")),
+    (dict(scale="d_out"), SCALE.format("√d_out = √{d_out}")),
+    (dict(scale="group_size"), SCALE.format("√group_size = √{n}: sharing keys changes no product")),
     (dict(scale="none"), "The scores are not scaled: divide them by self.head_dim ** 0.5."),
     (dict(mask="none"), "There is no causal mask: every token attends to later tokens too. Fill "
      "self.mask[:num_tokens, :num_tokens] with -torch.inf."),
@@ -111,16 +106,8 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
 # fmt: on
 
 
-def torch_attention(watch):
-    """What to say when the forward hands attention to PyTorch's own, or None."""
-    sdpa = "calls torch.nn.functional.scaled_dot_product_attention" + ", enable_gqa=True," * watch.grouped
-    what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)" if watch.layer else sdpa
-    return (watch.layer or watch.kernel) and (
-        f"Your forward {what}: PyTorch's attention computes the scores, mask, softmax, dropout "
-        "and mix of values, so those steps are not yours. Chapter 5's practice hands attention "
-        "to that kernel; here, repeat each group's keys and values yourself, then write chapter "
-        "3's steps with @, masked_fill and torch.softmax."
-    )
+TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys "
+         "and values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
 
 
 GQA = Practice(
@@ -131,7 +118,7 @@ GQA = Practice(
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
     delegates="Your forward runs the book's own {}: write the pass from the module's own layers.",
-    torch=torch_attention,
+    torch=lambda watch: torch_message(watch, TORCH),
     belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
     praise=f"In eval mode your forward matches the reference from each instance's own layers in "
     f"all {len(CONFIGS)} configurations (one group, several, as many as heads; biases; inputs "

@@ -42,38 +42,53 @@ class Run:
 
     def facts(self):
         """What messages quote: the sizes, the output's shape, the call that failed in forward."""
-        name, shapes, strides = self.watch.failed or ("", [], [])
-        H, raised = self.kwargs["num_heads"], self.stage == "forward" and str(self.error)
-        return dict(self.kwargs, H=H, hd=self.kwargs["d_out"] // H, T=self.tokens, p=self.p,
-                    ctx=self.kwargs["context_length"], error=self.error_text, raised=raised, module=self.module,
-                    op=name, shapes=shapes, strides=strides, shape=tuple(getattr(self.output,
-                    "shape", ())), heads={s[1] for s in shapes if len(s) == 4})  # fmt: skip
+        op, shapes, strides = self.watch.failed or ("", [], [])
+        kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
+        H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
+        return dict(kw, H=H, hd=kw["d_out"] // H, T=T, ctx=ctx, p=self.p, module=self.module,
+                    error=self.error_text, raised=raised, op=op, shapes=shapes, strides=strides,
+                    heads={s[1] for s in shapes if len(s) == 4}, want=(2, T, kw["d_out"]),
+                    shape=tuple(getattr(self.output, "shape", ())), call=self.call,
+                    unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
-    def trouble(self, start):
-        """What to say when the constructor or forward raised, or returned a wrong output."""
-        shape, want = getattr(self.output, "shape", None), (2, self.tokens, self.kwargs["d_out"])
-        what = f"shape {tuple(shape or ())}" if shape else f"a {type(self.output).__name__}"
-        return (f"Building your class as {self.call} raised {self.error_text}. Keep the "
-                f"constructor of {start}: subclass it and write only forward."
-                if self.stage == "constructor" else
-                f"Your forward raised {self.error_text} on an input {tuple(self.x.shape)}."
-                if self.stage == "forward" else f"Your class returned {what}, not a tensor of "
-                f"shape (b, num_tokens, d_out), here {want}." if shape != want else None)  # fmt: skip
+
+TROUBLE = (  # what raised or came out wrong, before the output's values: (what holds, what to say)
+    (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
+     " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
+    (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
+    (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])), "Your "
+     "forward returned shape {shape}: the heads are still separate. Merge them: {want}."),
+    (lambda f: f["shape"] != f["want"], "Your class returned {kind}, not a tensor of shape "
+     "(b, num_tokens, d_out), here {want}."))  # fmt: skip
+PLACES = (  # where a training-mode output drops, as a buggy reference, and what to say
+    (None, "Your output is right in eval mode, but in training mode it is the same: no dropout, "
+     "although the module was built with dropout={p}."),
+    ("values", "In training mode dropout acts on the values, not on whole attention weights."),
+    ("heads", "In training mode dropout acts on each head's context: on the merged context."),
+    ("context", "In training mode dropout acts on the merged context, after the weights."),
+    ("output", "In training mode single numbers of your output are dropped: after out_proj."))  # fmt: skip
+NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
+NOISE = "In training mode your output changes, but not as dropout does: noise, not dropout."
+SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
+BUILD = "Building your class as {call} raised {error}. Keep the constructor of {start}: subclass "
+BUILD += "it and write only forward."
+UNKNOWN = "Your output has the right shape but not the right values (largest difference {gap:.3g})"
+UNKNOWN += ", and no usual mistake explains it. Check each step: "
 
 
 @dataclass(frozen=True)
 class Practice:
     """One class practice. The reader starts from ``start`` (must subclass it when ``own``);
-    ``book`` lists the book's modules. A run is asked, in order: ``torch(watch)`` and ``early``
-    (``(holds(facts), message)``), whether it is ``reference(run)``, else which of ``mistakes``
-    (``(changes, message)``, then the steps) it follows; then ``after(run)``, then dropout."""
+    ``book`` lists the book's modules. A run is asked, in order: ``torch(watch)``, ``early``
+    (``(holds(facts), message)`` pairs), :data:`TROUBLE`; whether it is ``reference(run)``, else
+    which of ``mistakes`` (``(changes, message)``, then the steps) it follows; ``after(run)``;
+    dropout in training."""
 
     check: str
     start: type
     book: tuple
     own: bool
     configs: tuple  # (constructor's kwargs, num_tokens, seed)
-    early: tuple
     reference: Callable  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple
     starting: str  # when the forward raises NotImplementedError, as the starting code does
@@ -82,24 +97,10 @@ class Practice:
     torch: Callable  # what to say about the torch attention a watch saw, if anything
     belongs: str  # where dropout belongs
     praise: str
+    early: tuple = ()
     facts: Callable = lambda facts: facts  # the exercise's own facts added
     after: Callable = lambda run: None
     quiet: bool = False  # the starting code told without the configuration
-
-
-PLACES = (  # where a training-mode output drops, as a buggy reference, and what to say
-    (None, "Your output is right in eval mode, but in training mode it is the same: no dropout, "
-     "although the module was built with dropout={p}."),
-    ("values", "In training mode dropout acts on the values, not on whole attention weights."),
-    ("heads", "In training mode dropout acts on each head's context: on the merged context."),
-    ("context", "In training mode dropout acts on the merged context, after the weights."),
-    ("output", "In training mode single numbers of your output are dropped: after out_proj."),
-)  # fmt: skip
-NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
-NOISE = "In training mode your output changes, but not as dropout does: noise, not dropout."
-SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
-UNKNOWN = "Your output has the right shape but not the right values (largest difference {gap:.3g})"
-UNKNOWN += ", and no usual mistake explains it. Check each step: "
 
 
 def _first(pairs, holds):
@@ -115,17 +116,16 @@ def _follows(output, p, run, changes):
 
 def verdict(p, run):
     """What to say about ``run``, or None when it is right in every way ``p`` asks."""
+    facts = run.facts() | dict(start=p.start.__name__, kind=f"a {type(run.output).__name__}")
     if run.stage == "constructor":
-        return run.trouble(p.start.__name__)
+        return BUILD.format(**facts)
     if run.calls:
         return p.delegates.format(run.calls[0])
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
-    facts = p.facts(run.facts())
-    if text := p.torch(run.watch) or _first(p.early, lambda holds: holds(facts)):
+    facts = p.facts(facts)
+    if text := p.torch(run.watch) or _first(p.early + TROUBLE, lambda holds: holds(facts)):
         return text.format(**facts)
-    if text := run.trouble(p.start.__name__):
-        return text
     with torch.no_grad():
         right = p.reference(run)
         if not same(run.output, right):

@@ -91,6 +91,19 @@ def book_calls():
             setattr(module, name, value)
 
 
+def torch_message(watch, here, kernel=True):
+    """What to say when a forward hands attention to PyTorch's layer (or, with ``kernel``, to
+    its fused kernel), or None."""
+    what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
+    if not watch.layer:
+        grouped = ", with enable_gqa=True," if watch.grouped else ""
+        what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
+    if watch.layer or kernel and watch.kernel:
+        return (f"Your forward {what}: PyTorch's attention computes the scores, mask, softmax, "
+                f"dropout and mix of values, so those steps are not yours. {here}")
+    return None
+
+
 def _code(forward):
     """The code of ``forward`` without its layout and comments, or None."""
     try:
