@@ -38,9 +38,7 @@ class FusedAttentionStart(nn.Module):
         super().__init__()
         if d_out % num_heads:
             raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}.")
-        self.d_in = d_in
-        self.d_out = d_out
-        self.num_heads = num_heads
+        self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
         self.head_dim = d_out // num_heads
         self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
@@ -53,11 +51,8 @@ class FusedAttentionStart(nn.Module):
 
 
 # fmt: off
-KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads")
-CONFIGS = tuple((dict(zip(KEYS, row[:5]), **{"qkv_bias": True} if row[5] else {}), row[6], seed)
-                for seed, row in enumerate((  # KEYS..., qkv_bias, num_tokens
-                    (6, 8, 6, 0.0, 2, False, 6), (5, 12, 8, 0.0, 3, True, 5),
-                    (4, 4, 4, 0.0, 1, False, 4), (8, 8, 7, 0.5, 4, False, 7)), 1))
+ROWS = ((6, 8, 6, 0.0, 2, False, 6), (5, 12, 8, 0.0, 3, True, 5), (4, 4, 4, 0.0, 1, False, 4),
+        (8, 8, 7, 0.5, 4, False, 7))  # d_in, d_out, context_length, dropout, heads, bias, tokens
 
 
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
@@ -66,9 +61,7 @@ def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", pow
     (b, T, _), H = r.x.shape, r.kwargs["num_heads"]
     hd, qkv = r.kwargs["d_out"] // H, r.module.qkv(r.x)  # (b, T, 3 * d_out)
 
-    def at(place, t):
-        return dropped(t, r.p) if drop == place else t
-
+    at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     parts = qkv.view(b, T, 3, H, hd).unbind(2) if order == "3, heads" else qkv.view(b, T, H, 3, hd).unbind(3)  # noqa: E501
     q, k, v = {"transposed": [t.transpose(1, 2) for t in parts], "not": parts,  # (b, H, T, hd)
                "viewed": [t.reshape(b, H, T, hd) for t in parts]}[heads]
@@ -120,7 +113,8 @@ def after_match(r):
 
 FUSED = Practice(
     check="fused_attention.check", start=FusedAttentionStart, book=BOOK_MODULES, own=True,
-    configs=CONFIGS, early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
+    keys=("d_in", "d_out", "context_length", "dropout", "num_heads"), rows=ROWS,
+    layers=("qkv", "out_proj"), early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
     torch=lambda watch: torch_message(watch, LAYER, kernel=False), quiet=True,
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
@@ -130,7 +124,7 @@ FUSED = Practice(
     delegates="Your forward hands the work to the book's {}: write the steps yourself.",
     belongs="Dropout belongs inside the kernel, on its attention weights: pass "
     "dropout_p=self.dropout_p while self.training (0.0 otherwise), and drop nothing yourself.",
-    praise=f"Your forward matches the book's modules in all {len(CONFIGS)} configurations (one to "
+    praise=f"Your forward matches the book's modules in all {len(ROWS)} configurations (one to "
     "four heads, biases, inputs shorter than context_length), comes from the fused kernel's "
     "result, and in training drops whole attention weights inside the kernel.",
 )  # fmt: skip

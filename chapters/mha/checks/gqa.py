@@ -1,8 +1,7 @@
 """Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers.
 
 Each known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a
-forward that raises is read from the call that failed; the book's forwards and PyTorch's
-attention are refused. :mod:`.runs` runs the check.
+forward that raises is read from the call that failed (``EARLY``). :mod:`.runs` runs the check.
 """
 
 import textwrap
@@ -14,23 +13,15 @@ from .runs import Practice, check_practice
 from .shortcuts import dropped, torch_message
 
 # fmt: off
-KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups")
-CONFIGS = tuple((dict(zip(KEYS, row[:6]), **{"qkv_bias": True} if row[6] else {}), row[7], seed)
-                for seed, row in enumerate((  # KEYS..., qkv_bias, num_tokens
-                    (5, 12, 6, 0.0, 6, 2, False, 6), (6, 8, 8, 0.25, 4, 2, True, 5),
-                    (3, 8, 5, 0.0, 4, 1, False, 5), (4, 6, 7, 0.0, 3, 3, False, 4),
-                    (10, 8, 4, 0.0, 8, 4, False, 4)), 1))  # 6 heads in 2 groups first
+ROWS = ((5, 12, 6, 0.0, 6, 2, False, 6), (6, 8, 8, 0.25, 4, 2, True, 5), (3, 8, 5, 0.0, 4, 1, False, 5),
+        (4, 6, 7, 0.0, 3, 3, False, 4), (10, 8, 4, 0.0, 8, 4, False, 4))  # 6 heads, 2 groups first
 
 
 def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
             softmax_dim=-1, back=True, out=True, drop=None):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
-    H, G = r.kwargs["num_heads"], r.kwargs["num_kv_groups"]
-    hd = r.kwargs["d_out"] // H
-
-    def at(place, t):
-        return dropped(t, r.p) if drop == place else t
-
+    H, G, hd = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["d_out"] // r.kwargs["num_heads"]  # noqa: E501
+    at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
                for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
@@ -45,21 +36,13 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
 
 
 def facts(f):
-    """The run's facts, and the groups': their count and size, the keys' width, missing layers."""
-    G, m, kv = f["num_kv_groups"], f["module"], f["num_kv_groups"] * f["hd"]
-    missing = ", ".join(n for n in ("W_query", "W_key", "W_value") if not hasattr(m, n))
-    width = getattr(getattr(m, "W_key", None), "out_features", kv)
-    return f | dict(G=G, n=f["H"] // G, kv=kv, missing=missing, width=width)
+    """The groups' facts: their count, their size, the keys' width, W_key's width."""
+    G, kv = f["num_kv_groups"], f["num_kv_groups"] * f["hd"]
+    width = getattr(getattr(f["module"], "W_key", None), "out_features", kv)
+    return f | dict(G=G, n=f["H"] // G, kv=kv, width=width, meet=f["raised"] and f["heads"])
 
 
-def has(f, *sizes):
-    """Whether the call that failed met exactly these head-axis sizes."""
-    return bool(f["raised"]) and f["heads"] == set(sizes)
-
-
-EARLY = (  # asked in order before the output: (what holds, what to say)
-    (lambda f: f["missing"], "The check could not use your instance's {missing}: keep W_query, "
-     "W_key and W_value."),
+EARLY = (  # before the output, what the forward built or the call that failed shows
     (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
      "per head: keys and values have one block per group, here {kv} columns."),
     (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
@@ -68,19 +51,19 @@ EARLY = (  # asked in order before the output: (what holds, what to say)
     (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
      " {error}: W_key gives num_kv_groups={G} blocks, not num_heads={H}: view the keys and values"
      " with self.num_kv_groups."),
-    (lambda f: f["G"] ** 2 != f["H"] and has(f, f["H"], f["G"] ** 2), "Your forward raised "
+    (lambda f: f["G"] ** 2 != f["H"] and f["meet"] == {f["H"], f["G"] ** 2}, "Your forward raised "
      "{error}: each block was repeated num_kv_groups = {G} times, not group_size = num_heads // "
      "num_kv_groups = {n} times (self.group_size)."),
-    (lambda f: has(f, f["H"], f["G"]) and f["shapes"][0][-1] == f["T"], "Your forward raised "
-     "{error}: the keys were expanded to one block per head, but the values were not."),
-    (lambda f: has(f, f["H"], f["G"]), "Your forward raised {error}: the queries have "
+    (lambda f: f["meet"] == {f["H"], f["G"]} and f["shapes"][0][-1] == f["T"], "Your forward "
+     "raised {error}: the keys were expanded to one block per head, but the values were not."),
+    (lambda f: f["meet"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have "
      "num_heads={H} blocks, the keys only num_kv_groups={G}. Repeat each key and value block "
      "once per head of its group."))
 MIXED = ("Keys and values are mapped to heads by repeat_interleave and by repeat: a head scores one"
          " group's keys but mixes another group's values. Use repeat_interleave for both.")
-AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
 SCALE = "The scores are scaled by {}, but a head's dot products have head_dim = {{hd}} terms: "
 SCALE += "divide by self.head_dim ** 0.5."
+AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop="weights"), "In eval mode your forward still drops weights: use the module's "
@@ -103,27 +86,23 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "them behind the tokens with .transpose(1, 2) first."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
-# fmt: on
-
-
-TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys "
-         "and values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
-
-
+TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys and "
+         "values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
 GQA = Practice(
     check="check_gqa_forward", start=GroupedQueryAttention, book=(GroupedQueryAttention,), own=False,
-    configs=CONFIGS, facts=facts, early=EARLY, reference=grouped, mistakes=MISTAKES,
+    keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
+    layers=("W_query", "W_key", "W_value", "out_proj"), facts=facts, early=EARLY,
+    reference=grouped, mistakes=MISTAKES, torch=lambda watch: torch_message(watch, TORCH),
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
     delegates="Your forward runs the book's own {}: write the pass from the module's own layers.",
-    torch=lambda watch: torch_message(watch, TORCH),
     belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
     praise=f"In eval mode your forward matches the reference from each instance's own layers in "
-    f"all {len(CONFIGS)} configurations (one group, several, as many as heads; biases; inputs "
-    "shorter than context_length), and in training mode it drops whole attention weights.",
-)  # fmt: skip
+    f"all {len(ROWS)} configurations (one group, several, as many as heads; biases; inputs "
+    "shorter than context_length), and in training mode it drops whole attention weights.")
+# fmt: on
 
 
 @never_raises

@@ -53,6 +53,7 @@ class Run:
 
 
 TROUBLE = (  # what raised or came out wrong, before the output's values: (what holds, what to say)
+    (lambda f: f["missing"], "The check could not use your instance's {missing}: keep them."),
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
@@ -88,7 +89,9 @@ class Practice:
     start: type
     book: tuple
     own: bool
-    configs: tuple  # (constructor's kwargs, num_tokens, seed)
+    keys: tuple  # the constructor's arguments, by name
+    rows: tuple  # configurations: the arguments' values, then qkv_bias, then num_tokens
+    layers: tuple  # the layers the reference reads
     reference: Callable  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple
     starting: str  # when the forward raises NotImplementedError, as the starting code does
@@ -123,7 +126,7 @@ def verdict(p, run):
         return p.delegates.format(run.calls[0])
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
-    facts = p.facts(facts)
+    facts = p.facts(facts | dict(missing=", ".join(n for n in p.layers if not hasattr(run.module, n))))
     if text := p.torch(run.watch) or _first(p.early + TROUBLE, lambda holds: holds(facts)):
         return text.format(**facts)
     with torch.no_grad():
@@ -148,7 +151,8 @@ def check_practice(p, cls):
     configuration (not when the constructor raised, nor the starting code when ``p.quiet``)."""
     if text := refusal(cls, p.check, p.start, p.book, p.own, p.inherited):
         return CheckResult(False, text)
-    for run in (Run(cls, *config) for config in p.configs):
+    for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
+        run = Run(cls, dict(zip(p.keys, values), **({"qkv_bias": True} if bias else {})), tokens, seed)
         if text := verdict(p, run):
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
             return CheckResult(False, text + ("" if quiet else f"\n(Seen with {run.call}.)"))
