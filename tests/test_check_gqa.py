@@ -617,6 +617,13 @@ def noise(self, t):
     return t + 0.05 * torch.randn_like(t) if self.training else t
 
 
+class BadInit(GroupedQueryAttention):
+    def __init__(self, *args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    forward = repeat_interleave_both
+
+
 def raises_strangely(self, x):
     raise KeyError("surprise")
 
@@ -730,7 +737,8 @@ CASES = [
     (repeat_interleave_both, False, "expects a class, but got the function repeat_interleave"),
     (NotAModule, False, "NotAModule is a class, but not an nn.Module"),
     (NoForward, False, "NoForward has no forward method at all"),
-    (MultiHeadSubclass, False, "Building your class as MultiHeadSubclass(d_in=5"),
+    (MultiHeadSubclass, False, "MultiHeadSubclass is one of the book's own modules"),
+    (BadInit, False, "Building your class as BadInit(d_in=5, d_out=12"),
     (FullWidthKeys, False, "Your W_key maps d_in=5 to 12 columns"),
     (NoProjections, False, "could not use your instance's W_query, W_key, W_value"),
 ]

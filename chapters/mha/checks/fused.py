@@ -11,28 +11,14 @@ import textwrap
 import torch
 from torch import nn
 
-from ..attention import MultiHeadAttention, MultiHeadAttentionWrapper
-from ..gqa import GroupedQueryAttention
-from ..variants import (
-    FusedMultiHeadAttention,
-    MultiHeadAttentionCombinedQKV,
-    TorchMultiheadAttentionAdapter,
-)
 from .core import Exercise, never_raises
 from .runs import Practice, check_practice
 from .shortcuts import dropped, sdpa, torch_message
 
-BOOK_MODULES = (FusedMultiHeadAttention, MultiHeadAttentionCombinedQKV, MultiHeadAttention,
-                MultiHeadAttentionWrapper, TorchMultiheadAttentionAdapter, GroupedQueryAttention)  # fmt: skip
-
-
 class FusedAttentionStart(nn.Module):
     """The exercise's starting point: the layers are built, ``forward`` is for the reader.
-
-    ``qkv`` projects to queries, keys and values at once: its output's last axis holds all
-    queries, then all keys, then all values, each ``d_out`` wide and split into heads of
-    ``head_dim``. ``mask`` is ``True`` above the diagonal, where a token would see the future.
-    """
+    ``qkv(x)``'s last axis holds all queries, then all keys, then all values, each ``d_out``
+    wide; ``mask`` is ``True`` above the diagonal, where a token would see the future."""
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
@@ -112,7 +98,7 @@ def after_match(r):
 
 
 FUSED = Practice(
-    check="fused_attention.check", start=FusedAttentionStart, book=BOOK_MODULES, own=True,
+    check="fused_attention.check", start=FusedAttentionStart, own=True,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads"), rows=ROWS,
     layers=("qkv", "out_proj"), early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
     torch=lambda watch: torch_message(watch, LAYER, kernel=False), quiet=True,

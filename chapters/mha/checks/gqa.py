@@ -89,7 +89,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
 TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys and "
          "values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
 GQA = Practice(
-    check="check_gqa_forward", start=GroupedQueryAttention, book=(GroupedQueryAttention,), own=False,
+    check="check_gqa_forward", start=GroupedQueryAttention, own=False,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
     layers=("W_query", "W_key", "W_value", "out_proj"), facts=facts, early=EARLY,
     reference=grouped, mistakes=MISTAKES, torch=lambda watch: torch_message(watch, TORCH),

@@ -79,15 +79,13 @@ UNKNOWN += ", and no usual mistake explains it. Check each step: "
 
 @dataclass(frozen=True)
 class Practice:
-    """One class practice. The reader starts from ``start`` (must subclass it when ``own``);
-    ``book`` lists the book's modules. A run is asked, in order: ``torch(watch)``, ``early``
+    """One class practice. The reader starts from ``start`` (must subclass it when ``own``). A run is asked, in order: ``torch(watch)``, ``early``
     (``(holds(facts), message)`` pairs), :data:`TROUBLE`; whether it is ``reference(run)``, else
     which of ``mistakes`` (``(changes, message)``, then the steps) it follows; ``after(run)``;
     dropout in training."""
 
     check: str
     start: type
-    book: tuple
     own: bool
     keys: tuple  # the constructor's arguments, by name
     rows: tuple  # configurations: the arguments' values, then qkv_bias, then num_tokens
@@ -149,7 +147,7 @@ def verdict(p, run):
 def check_practice(p, cls):
     """The verdict on the reader's ``cls``: a refusal, or the first failing run's, with its
     configuration (not when the constructor raised, nor the starting code when ``p.quiet``)."""
-    if text := refusal(cls, p.check, p.start, p.book, p.own, p.inherited):
+    if text := refusal(cls, p.check, p.start, p.own, p.inherited):
         return CheckResult(False, text)
     for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
         run = Run(cls, dict(zip(p.keys, values), **({"qkv_bias": True} if bias else {})), tokens, seed)

@@ -112,10 +112,20 @@ def _code(forward):
         return None
 
 
-def refusal(cls, check, start, book, own, inherited):
+def book_modules():
+    """The module classes with a forward that the book's own modules (not its checks) define."""
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("mha.") and m]
+    return tuple({value for module in modules for value in list(vars(module).values())
+                  if isinstance(value, type) and issubclass(value, torch.nn.Module)
+                  and "forward" in vars(value) and value.__module__.startswith("mha.")
+                  and not value.__module__.startswith("mha.checks")})  # fmt: skip
+
+
+def refusal(cls, check, start, own, inherited):
     """What to say when ``cls`` is no class of the reader's own for ``check``, or None: not a
-    module class, one of the ``book``'s, not built on ``start`` (when ``own``), the starting
-    code (``inherited``), or a book forward taken, missing or pasted."""
+    module class, one of the book's, not built on ``start`` (when ``own``), the starting code
+    (``inherited``), or a book forward taken, missing or pasted."""
+    book = book_modules()
     name, write = getattr(cls, "__name__", type(cls).__name__), f"subclass {start.__name__}"
     if not isinstance(cls, type):
         kind = "None" if cls is None else f"an instance of {name}"
