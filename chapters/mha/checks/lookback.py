@@ -1,11 +1,8 @@
-"""Chapter 4's exercise: split a model of width 24 so it learns three offsets.
+"""Chapter 4's exercise: split a model of width 24 so it learns three offsets, 1, 3 and 6 back.
 
-The variant of the chapter's task looks back 1, 3 and 6 tokens. The reader
-builds a ``LookbackModel`` for it, keeping ``d_model=24``, with the number
-of heads that gives every offset a head of its own and keeps each head as
-wide as possible: three heads of width 8. The check reads the configuration,
-names the mistake when there is one, and otherwise trains a fresh, seeded
-copy to show that it learns every offset.
+The answer is three heads of width 8: one per offset, each as wide as it can be. The check names
+the first mistake of the answer or its configuration, else trains a fresh seeded copy and says
+where each head looks.
 """
 
 import textwrap
@@ -17,9 +14,7 @@ from ..tasks import LookbackModel, LookbackTask, read_heads
 from ..train import train
 from .core import CheckResult, Exercise, never_raises
 
-#: The exercise's task and the width the reader must keep; the chapter's own task, to recognise
-#: a model copied from above; how the check trains the reader's configuration, and what counts
-#: as learning an offset.
+#: The exercise's task and width; the chapter's task (a model copied from above); the training.
 VARIANT, WIDTH, CHAPTER_TASK = LookbackTask(offsets=(1, 3, 6)), 24, LookbackTask()
 STEPS, SEED, LEARNED = 200, 0, 0.95
 BUILD = "LookbackModel(variant, d_model=24, num_heads=...)"
@@ -31,41 +26,29 @@ NOT_A_MODEL = (
      f"{BUILD}, with the number of heads you choose."),
     (lambda a: a is LookbackModel, "You passed the class LookbackModel itself. Call it to build "
      f"a model: my_model = {BUILD}."),
-    (lambda a: isinstance(a, int) and not isinstance(a, bool), "You passed the number {a!r}. The "
-     "check wants the model built with it: my_model = LookbackModel(variant, d_model=24, "
-     "num_heads={a!r})."),
-    (lambda a: isinstance(a, MultiHeadAttention), "You passed a MultiHeadAttention. LookbackModel "
-     "builds one inside, between the embeddings and the readouts: pass the whole model, "
-     f"my_model = {BUILD}."),
+    (lambda a: isinstance(a, int) and not isinstance(a, bool), "You passed the number {a!r}: "
+     "build the model with it, my_model = LookbackModel(variant, d_model=24, num_heads={a!r})."),
+    (lambda a: isinstance(a, MultiHeadAttention), "You passed a MultiHeadAttention: pass the "
+     f"whole model, which builds one inside, my_model = {BUILD}."),
     (lambda a: not isinstance(a, LookbackModel), "The check expects a LookbackModel, but got "
      f"{{kind}}. Build one: my_model = {BUILD}."))
 #: (what is wrong with the model's configuration, what to tell the reader).
 MODEL = (
-    (lambda m: m.task == CHAPTER_TASK, "Your model is built for the chapter's task, which looks "
-     f"back {CHAPTER_TASK.offsets}. The exercise is the variant, which looks back "
-     f"{VARIANT.offsets}: pass variant as the first argument."),
+    (lambda m: m.task == CHAPTER_TASK, f"Your model is built for the chapter's task, which looks "
+     f"back {CHAPTER_TASK.offsets}: pass variant, which looks back {VARIANT.offsets}."),
     (lambda m: m.task != VARIANT, "Your model is built for a task that looks back {offsets_seen} "
-     "(or differs from the variant in another setting, such as the order of its offsets, which "
-     "decides which readout answers which). Build it for the variant itself, which looks back "
-     f"{VARIANT.offsets}: pass variant as the first argument."),
+     "or differs from the variant in another setting: pass variant as the first argument."),
     (lambda m: m.attention.d_out != WIDTH, "Your model is {d_model} wide. Keep d_model=24: the "
-     "question is how to split one fixed width (and so one fixed parameter count) into heads, "
-     "not how wide a model has to be."),
-    (lambda m: m.attention.num_heads == 1, "One head of width 24 has one attention pattern. To "
-     "serve three offsets it has to spread its weight over three positions, and its output then "
-     "mixes their tokens, so no readout can tell which token came from where. Give every offset "
-     "a head of its own."),
+     "question is how to split one fixed width into heads."),
+    (lambda m: m.attention.num_heads == 1, "One head of width 24 has one attention pattern: to "
+     "serve three offsets its output mixes their tokens. Give every offset a head of its own."),
     (lambda m: m.attention.num_heads < len(VARIANT.offsets), "{num_heads} heads for {offsets} "
-     "offsets: at least one head has to cover two positions, and its output mixes their tokens. "
-     "Give every offset a head of its own."),
+     "offsets: a head has to cover two positions. Give every offset a head of its own."),
     (lambda m: m.attention.num_heads == len(CHAPTER_TASK.offsets), "4 heads was the answer for "
-     "the chapter's four offsets. The variant has three: with 4 heads of width 6, two heads end "
-     "up serving the same offset, and every head is narrower than it needs to be. How many "
-     "patterns does the variant need, and what does that leave for the width of each head?"),
+     "the chapter's four offsets. How many patterns does the variant need, and what does that "
+     "leave for the width of each head?"),
     (lambda m: m.attention.num_heads > len(VARIANT.offsets), "{num_heads} heads of width "
-     "{head_dim} for {offsets} offsets: more heads than offsets. It may well train, but the "
-     "heads are narrower than they need to be, and some serve the same offset. The exercise asks "
-     "for the widest heads that still give every offset a head of its own."))
+     "{head_dim} for {offsets} offsets: more heads than offsets, narrower than they need be."))
 # fmt: on
 
 
