@@ -15,6 +15,7 @@ from .core import Exercise, never_raises
 from .runs import Practice, check_practice
 from .shortcuts import dropped, sdpa, torch_message
 
+
 class FusedAttentionStart(nn.Module):
     """The exercise's starting point: the layers are built, ``forward`` is for the reader.
     ``qkv(x)``'s last axis holds all queries, then all keys, then all values, each ``d_out``

@@ -40,19 +40,21 @@ class Run:
             stack.enter_context(Watch(bump)) if seed is None else torch.manual_seed(seed)
             return self.module.train(seed is not None)(self.x)
 
-    def facts(self):
-        """What messages quote: the sizes, the output's shape, the call that failed in forward."""
+    def facts(self, layers):
+        """What messages quote: sizes, ``layers`` missing, the output, the call that failed."""
         op, shapes, strides = self.watch.failed or ("", [], [])
+        missing = ", ".join(name for name in layers if not hasattr(self.module, name))
         kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
         H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
         return dict(kw, H=H, hd=kw["d_out"] // H, T=T, ctx=ctx, p=self.p, module=self.module,
                     error=self.error_text, raised=raised, op=op, shapes=shapes, strides=strides,
                     heads={s[1] for s in shapes if len(s) == 4}, want=(2, T, kw["d_out"]),
-                    shape=tuple(getattr(self.output, "shape", ())), call=self.call,
+                    shape=tuple(getattr(self.output, "shape", ())), call=self.call, missing=missing,
+                    kind=f"a {type(self.output).__name__}",
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
 
-TROUBLE = (  # what raised or came out wrong, before the output's values: (what holds, what to say)
+TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (lambda f: f["missing"], "The check could not use your instance's {missing}: keep them."),
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
@@ -67,7 +69,8 @@ PLACES = (  # where a training-mode output drops, as a buggy reference, and what
     ("values", "In training mode dropout acts on the values, not on whole attention weights."),
     ("heads", "In training mode dropout acts on each head's context: on the merged context."),
     ("context", "In training mode dropout acts on the merged context, after the weights."),
-    ("output", "In training mode single numbers of your output are dropped: after out_proj."))  # fmt: skip
+    ("output", "In training mode single numbers of your output are dropped: after out_proj."),
+)  # fmt: skip
 NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
 NOISE = "In training mode your output changes, but not as dropout does: noise, not dropout."
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
@@ -79,10 +82,10 @@ UNKNOWN += ", and no usual mistake explains it. Check each step: "
 
 @dataclass(frozen=True)
 class Practice:
-    """One class practice. The reader starts from ``start`` (must subclass it when ``own``). A run is asked, in order: ``torch(watch)``, ``early``
-    (``(holds(facts), message)`` pairs), :data:`TROUBLE`; whether it is ``reference(run)``, else
-    which of ``mistakes`` (``(changes, message)``, then the steps) it follows; ``after(run)``;
-    dropout in training."""
+    """A class practice: the reader starts from ``start`` (subclasses it, when ``own``). A run is
+    asked in order: ``torch(watch)``, ``early`` (``(holds(facts), message)`` pairs), :data:`TROUBLE`;
+    is it ``reference(run)``, or which of ``mistakes`` (``(changes, message)``, then the steps)
+    does it follow; ``after(run)``; dropout in training."""
 
     check: str
     start: type
@@ -117,14 +120,14 @@ def _follows(output, p, run, changes):
 
 def verdict(p, run):
     """What to say about ``run``, or None when it is right in every way ``p`` asks."""
-    facts = run.facts() | dict(start=p.start.__name__, kind=f"a {type(run.output).__name__}")
+    facts = run.facts(p.layers) | dict(start=p.start.__name__)
     if run.stage == "constructor":
         return BUILD.format(**facts)
     if run.calls:
         return p.delegates.format(run.calls[0])
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
-    facts = p.facts(facts | dict(missing=", ".join(n for n in p.layers if not hasattr(run.module, n))))
+    facts = p.facts(facts)
     if text := p.torch(run.watch) or _first(p.early + TROUBLE, lambda holds: holds(facts)):
         return text.format(**facts)
     with torch.no_grad():
@@ -134,7 +137,7 @@ def verdict(p, run):
             found = _first(p.mistakes[:-1], lambda changes: _follows(run.output, p, run, changes))
             return (found or UNKNOWN + p.mistakes[-1]).format(gap=gap, **facts)
         if run.stage == "training":
-            return f"Your output is right in eval mode; in training mode it raised {run.error_text}."
+            return f"Your output is right in eval mode; in training it raised {run.error_text}."
         if text := p.after(run):
             return text
         if same(run.trained, p.reference(run, drop="weights")):
@@ -150,7 +153,8 @@ def check_practice(p, cls):
     if text := refusal(cls, p.check, p.start, p.own, p.inherited):
         return CheckResult(False, text)
     for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
-        run = Run(cls, dict(zip(p.keys, values), **({"qkv_bias": True} if bias else {})), tokens, seed)
+        kwargs = dict(zip(p.keys, values), **({"qkv_bias": True} if bias else {}))
+        run = Run(cls, kwargs, tokens, seed)
         if text := verdict(p, run):
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
             return CheckResult(False, text + ("" if quiet else f"\n(Seen with {run.call}.)"))

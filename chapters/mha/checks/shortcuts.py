@@ -99,8 +99,10 @@ def torch_message(watch, here, kernel=True):
         grouped = ", with enable_gqa=True," if watch.grouped else ""
         what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
     if watch.layer or kernel and watch.kernel:
-        return (f"Your forward {what}: PyTorch's attention computes the scores, mask, softmax, "
-                f"dropout and mix of values, so those steps are not yours. {here}")
+        return (
+            f"Your forward {what}: PyTorch's attention computes the scores, mask, softmax, "
+            f"dropout and mix of values, so those steps are not yours. {here}"
+        )
     return None
 
 
@@ -130,13 +132,17 @@ def refusal(cls, check, start, own, inherited):
     if not isinstance(cls, type):
         kind = "None" if cls is None else f"an instance of {name}"
         kind = kind if cls is None or isinstance(cls, torch.nn.Module) else f"the function {name}"
-        return (f"{check} expects a class, but got {kind}. Run the cell that defines your class, "
-                f"then pass the class itself, by its name.")
+        return (
+            f"{check} expects a class, but got {kind}. Run the cell that defines your class, "
+            f"then pass the class itself, by its name."
+        )
     forwards = {b.forward: b.__name__ for b in book}
     if not issubclass(cls, torch.nn.Module):
         return f"{name} is a class, but not an nn.Module: {write} and write forward."
     if cls in book or issubclass(cls, book) and not issubclass(cls, start):
-        return f"{name} is one of the book's own modules, or built on one: {write} and write forward."
+        return (
+            f"{name} is one of the book's own modules, or built on one: {write} and write forward."
+        )
     if own and not issubclass(cls, start):
         return f"{name} does not start from {start.__name__}, so the check cannot know its layers."
     if cls.forward is start.forward:
