@@ -31,10 +31,10 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **
         return KERNEL(q, k, v, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
     scores = q @ k.mT * (scale or q.shape[-1] ** -0.5)  # (..., num_tokens, num_tokens)
     keep = ~torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1) if is_causal else attn_mask
-    if keep is not None and keep.dtype == torch.bool:
+    if keep is not None and keep.is_floating_point():  # a float mask is added
+        scores = scores + keep
+    elif keep is not None:  # a boolean mask keeps where it is True
         scores = scores.masked_fill(~keep, -torch.inf)
-    elif keep is not None:
-        scores = scores + keep  # a float mask is added
     return dropped(torch.softmax(scores, -1), dropout_p) @ v  # (..., num_tokens, head_dim)
 
 
@@ -44,9 +44,8 @@ def _dropout(t, p=0.5, training=True, inplace=False):
 
 class Watch(TorchFunctionMode):
     """While on, dropout is :func:`dropped` and the kernel :func:`sdpa` plus ``bump``. Records
-    torch's attention (``kernel``, ``grouped``: with ``enable_gqa``; ``layer``:
-    ``nn.MultiheadAttention``) and ``failed``: the name, shapes and strides of the first call
-    that raised."""
+    torch's attention (``kernel``; ``grouped``, with enable_gqa; ``layer``) and ``failed``: the
+    name, shapes and strides of the first call that raised."""
 
     def __init__(self, bump=0.0):
         super().__init__()
@@ -71,9 +70,8 @@ class Watch(TorchFunctionMode):
 
 @contextlib.contextmanager
 def book_calls():
-    """Record the book's forwards that run, by qualified name: each calls one of :data:`GUARDS`,
-    so a recorder in their place sees every route (``super()``, a saved reference, a module
-    built inside)."""
+    """Record the book's forwards that run: each calls one of :data:`GUARDS`, so a recorder in
+    their place sees every route (``super()``, a saved reference, a module built inside)."""
     calls, patched = [], []
 
     def recorder(guard):
@@ -99,10 +97,7 @@ def torch_message(watch, here, kernel=True):
         grouped = ", with enable_gqa=True," if watch.grouped else ""
         what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
     if watch.layer or kernel and watch.kernel:
-        return (
-            f"Your forward {what}: PyTorch's attention computes the scores, mask, softmax, "
-            f"dropout and mix of values, so those steps are not yours. {here}"
-        )
+        return f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
     return None
 
 
@@ -127,29 +122,24 @@ def refusal(cls, check, start, own, inherited):
     """What to say when ``cls`` is no class of the reader's own for ``check``, or None: not a
     module class, one of the book's, not built on ``start`` (when ``own``), the starting code
     (``inherited``), or a book forward taken, missing or pasted."""
-    book = book_modules()
-    name, write = getattr(cls, "__name__", type(cls).__name__), f"subclass {start.__name__}"
+    book, name = book_modules(), getattr(cls, "__name__", type(cls).__name__)
     if not isinstance(cls, type):
-        kind = "None" if cls is None else f"an instance of {name}"
-        kind = kind if cls is None or isinstance(cls, torch.nn.Module) else f"the function {name}"
-        return (
-            f"{check} expects a class, but got {kind}. Run the cell that defines your class, "
-            f"then pass the class itself, by its name."
-        )
+        kind = "None" if cls is None else f"the function {name}"
+        kind = f"an instance of {name}" if isinstance(cls, torch.nn.Module) else kind
+        return f"{check} expects a class, but got {kind}: pass your class itself, by its name."
     forwards = {b.forward: b.__name__ for b in book}
-    if not issubclass(cls, torch.nn.Module):
-        return f"{name} is a class, but not an nn.Module: {write} and write forward."
-    if cls in book or issubclass(cls, book) and not issubclass(cls, start):
-        return (
-            f"{name} is one of the book's own modules, or built on one: {write} and write forward."
-        )
-    if own and not issubclass(cls, start):
-        return f"{name} does not start from {start.__name__}, so the check cannot know its layers."
-    if cls.forward is start.forward:
-        return inherited.format(name=name)
-    if cls.forward in forwards:
-        return f"{name}.forward is the book's {forwards[cls.forward]}.forward: write your own."
-    if cls.forward is torch.nn.Module.forward:
-        return f"{name} has no forward method at all: write def forward(self, x): inside it."
-    pasted = [b for f, b in forwards.items() if _code(f) == _code(cls.forward)]
-    return f"{name}.forward is the book's {pasted[0]}.forward, line for line." if pasted else None
+    pasted = [b for f, b in forwards.items() if _code(f) == _code(getattr(cls, "forward", None))]
+    return (
+        f"{name} is a class, but not an nn.Module: subclass {start.__name__}."
+        if not issubclass(cls, torch.nn.Module) else
+        f"{name} is one of the book's own modules, or built on one: subclass {start.__name__}."
+        if cls in book or issubclass(cls, book) and not issubclass(cls, start) else
+        f"{name} does not start from {start.__name__}, so the check cannot know its layers."
+        if own and not issubclass(cls, start) else inherited.format(name=name)
+        if cls.forward is start.forward else
+        f"{name}.forward is the book's {forwards[cls.forward]}.forward: write your own."
+        if cls.forward in forwards else
+        f"{name} has no forward method at all: write def forward(self, x): inside it."
+        if cls.forward is torch.nn.Module.forward else
+        f"{name}.forward is the book's {pasted[0]}.forward, line for line." if pasted else None
+    )  # fmt: skip
