@@ -35,13 +35,6 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
     return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
 
 
-def facts(f):
-    """The groups' facts: their count, their size, the keys' width, W_key's width."""
-    G, kv = f["num_kv_groups"], f["num_kv_groups"] * f["hd"]
-    width = getattr(getattr(f["module"], "W_key", None), "out_features", kv)
-    return f | dict(G=G, n=f["H"] // G, kv=kv, width=width, meet=f["raised"] and f["heads"])
-
-
 EARLY = (  # before the output, what the forward built or the call that failed shows
     (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
      "per head: keys and values have one block per group, here {kv} columns."),
@@ -51,12 +44,12 @@ EARLY = (  # before the output, what the forward built or the call that failed s
     (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
      " {error}: W_key gives num_kv_groups={G} blocks, not num_heads={H}: view the keys and values"
      " with self.num_kv_groups."),
-    (lambda f: f["G"] ** 2 != f["H"] and f["meet"] == {f["H"], f["G"] ** 2}, "Your forward raised "
+    (lambda f: f["G"] ** 2 != f["H"] and f["heads"] == {f["H"], f["G"] ** 2}, "Your forward raised "
      "{error}: each block was repeated num_kv_groups = {G} times, not group_size = num_heads // "
      "num_kv_groups = {n} times (self.group_size)."),
-    (lambda f: f["meet"] == {f["H"], f["G"]} and f["shapes"][0][-1] == f["T"], "Your forward "
+    (lambda f: f["heads"] == {f["H"], f["G"]} and f["shapes"][0][-1] == f["T"], "Your forward "
      "raised {error}: the keys were expanded to one block per head, but the values were not."),
-    (lambda f: f["meet"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have "
+    (lambda f: f["heads"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have "
      "num_heads={H} blocks, the keys only num_kv_groups={G}. Repeat each key and value block "
      "once per head of its group."))
 MIXED = ("Keys and values are mapped to heads by repeat_interleave and by repeat: a head scores one"
@@ -91,7 +84,7 @@ TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each
 GQA = Practice(
     check="check_gqa_forward", start=GroupedQueryAttention, own=False,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    layers=("W_query", "W_key", "W_value", "out_proj"), facts=facts, early=EARLY,
+    layers=("W_query", "W_key", "W_value", "out_proj"), early=EARLY,
     reference=grouped, mistakes=MISTAKES, torch=lambda watch: torch_message(watch, TORCH),
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "

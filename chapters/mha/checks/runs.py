@@ -1,6 +1,5 @@
-"""Chapters 5 and 6's class practices, checked alike: the reader's class is built and run on each
-configuration under a :class:`.shortcuts.Watch`, then judged against buggy references, in eval
-mode and then in training mode. A :class:`Practice` is one exercise's data."""
+"""Chapters 5 and 6's class practices, checked alike (a :class:`Practice` is one's data): the class
+is run on each configuration, watched, and its outputs compared with buggy references."""
 
 import contextlib
 from collections.abc import Callable
@@ -41,20 +40,24 @@ class Run:
             return self.module.train(seed is not None)(self.x)
 
     def facts(self, layers):
-        """What messages quote: sizes, ``layers`` missing, the output, the call that failed."""
+        """What messages quote: sizes, the ``layers`` missing, the output, the call that failed."""
         op, shapes, strides = self.watch.failed or ("", [], [])
-        missing = ", ".join(name for name in layers if not hasattr(self.module, name))
         kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
-        H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
-        return dict(kw, H=H, hd=kw["d_out"] // H, T=T, ctx=ctx, p=self.p, module=self.module,
-                    error=self.error_text, raised=raised, op=op, shapes=shapes, strides=strides,
-                    heads={s[1] for s in shapes if len(s) == 4}, want=(2, T, kw["d_out"]),
-                    shape=tuple(getattr(self.output, "shape", ())), call=self.call, missing=missing,
+        H, T, ctx, keys = kw["num_heads"], self.tokens, kw["context_length"], self.module
+        G, hd, keys = kw.get("num_kv_groups", H), kw["d_out"] // H, getattr(keys, "W_key", None)
+        return dict(kw, H=H, G=G, n=H // G, hd=hd, kv=G * hd, T=T, ctx=ctx, p=self.p, op=op,
+                    error=self.error_text, raised=raised, shapes=shapes, strides=strides,
+                    heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
+                    shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
+                    missing=", ".join(n for n in layers if not hasattr(self.module, n)),
+                    width=getattr(keys, "out_features", G * hd),
                     kind=f"a {type(self.output).__name__}",
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
 
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
+    (lambda f: f["stage"] == "constructor", "Building your class as {call} raised {error}. Keep "
+     "the constructor of {start}: subclass it and write only forward."),
     (lambda f: f["missing"], "The check could not use your instance's {missing}: keep them."),
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
@@ -63,19 +66,16 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
      "forward returned shape {shape}: the heads are still separate. Merge them: {want}."),
     (lambda f: f["shape"] != f["want"], "Your class returned {kind}, not a tensor of shape "
      "(b, num_tokens, d_out), here {want}."))  # fmt: skip
+CONTEXT = "In training mode dropout acts on the merged context, not on the weights."
 PLACES = (  # where a training-mode output drops, as a buggy reference, and what to say
-    (None, "Your output is right in eval mode, but in training mode it is the same: no dropout, "
-     "although the module was built with dropout={p}."),
+    (None, "In training mode your output is the eval one: no dropout, although dropout={p}."),
     ("values", "In training mode dropout acts on the values, not on whole attention weights."),
-    ("heads", "In training mode dropout acts on each head's context: on the merged context."),
-    ("context", "In training mode dropout acts on the merged context, after the weights."),
+    ("heads", CONTEXT), ("context", CONTEXT),
     ("output", "In training mode single numbers of your output are dropped: after out_proj."),
 )  # fmt: skip
 NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
 NOISE = "In training mode your output changes, but not as dropout does: noise, not dropout."
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
-BUILD = "Building your class as {call} raised {error}. Keep the constructor of {start}: subclass "
-BUILD += "it and write only forward."
 UNKNOWN = "Your output has the right shape but not the right values (largest difference {gap:.3g})"
 UNKNOWN += ", and no usual mistake explains it. Check each step: "
 
@@ -83,8 +83,8 @@ UNKNOWN += ", and no usual mistake explains it. Check each step: "
 @dataclass(frozen=True)
 class Practice:
     """A class practice: the reader starts from ``start`` (subclasses it, when ``own``). A run is
-    asked in order: ``torch(watch)``, ``early`` (``(holds(facts), message)`` pairs), :data:`TROUBLE`;
-    is it ``reference(run)``, or which of ``mistakes`` (``(changes, message)``, then the steps)
+    asked in order: ``torch(watch)``, ``early`` (``(holds(facts), message)``), :data:`TROUBLE`; is
+    it ``reference(run)``, else which of ``mistakes`` (``(changes, message)``, then the steps)
     does it follow; ``after(run)``; dropout in training."""
 
     check: str
@@ -102,7 +102,6 @@ class Practice:
     belongs: str  # where dropout belongs
     praise: str
     early: tuple = ()
-    facts: Callable = lambda facts: facts  # the exercise's own facts added
     after: Callable = lambda run: None
     quiet: bool = False  # the starting code told without the configuration
 
@@ -120,14 +119,11 @@ def _follows(output, p, run, changes):
 
 def verdict(p, run):
     """What to say about ``run``, or None when it is right in every way ``p`` asks."""
-    facts = run.facts(p.layers) | dict(start=p.start.__name__)
-    if run.stage == "constructor":
-        return BUILD.format(**facts)
+    facts = run.facts(p.layers) | dict(start=p.start.__name__, stage=run.stage)
     if run.calls:
         return p.delegates.format(run.calls[0])
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
-    facts = p.facts(facts)
     if text := p.torch(run.watch) or _first(p.early + TROUBLE, lambda holds: holds(facts)):
         return text.format(**facts)
     with torch.no_grad():
@@ -153,9 +149,8 @@ def check_practice(p, cls):
     if text := refusal(cls, p.check, p.start, p.own, p.inherited):
         return CheckResult(False, text)
     for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
-        kwargs = dict(zip(p.keys, values), **({"qkv_bias": True} if bias else {}))
-        run = Run(cls, kwargs, tokens, seed)
-        if text := verdict(p, run):
+        kwargs = dict(zip(p.keys, values), **{"qkv_bias": True} if bias else {})
+        if text := verdict(p, run := Run(cls, kwargs, tokens, seed)):
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
             return CheckResult(False, text + ("" if quiet else f"\n(Seen with {run.call}.)"))
     return CheckResult(True, p.praise)
