@@ -38,8 +38,8 @@ class FusedAttentionStart(nn.Module):
 
 
 # fmt: off
-ROWS = ((6, 8, 6, 0.0, 2, False, 6), (5, 12, 8, 0.0, 3, True, 5), (4, 4, 4, 0.0, 1, False, 4),
-        (8, 8, 7, 0.5, 4, False, 7))  # d_in, d_out, context_length, dropout, heads, bias, tokens
+ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
+        (8, 8, 7, 0.5, 4, 0, 7))  # d_in, d_out, context_length, dropout, heads, qkv_bias, tokens
 
 
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
@@ -99,7 +99,7 @@ def after_match(r):
 
 
 FUSED = Practice(
-    check="fused_attention.check", start=FusedAttentionStart, own=True,
+    start=FusedAttentionStart, own=True,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads"), rows=ROWS,
     layers=("qkv", "out_proj"), early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
     torch=lambda watch: torch_message(watch, LAYER, kernel=False), quiet=True,

@@ -13,8 +13,8 @@ from .runs import Practice, check_practice
 from .shortcuts import dropped, torch_message
 
 # fmt: off
-ROWS = ((5, 12, 6, 0.0, 6, 2, False, 6), (6, 8, 8, 0.25, 4, 2, True, 5), (3, 8, 5, 0.0, 4, 1, False, 5),
-        (4, 6, 7, 0.0, 3, 3, False, 4), (10, 8, 4, 0.0, 8, 4, False, 4))  # 6 heads, 2 groups first
+ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
+        (4, 6, 7, 0.0, 3, 3, 0, 4), (10, 8, 4, 0.0, 8, 4, 0, 4))  # 6 heads, 2 groups first
 
 
 def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
@@ -82,7 +82,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
 TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys and "
          "values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
 GQA = Practice(
-    check="check_gqa_forward", start=GroupedQueryAttention, own=False,
+    start=GroupedQueryAttention, own=False,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
     layers=("W_query", "W_key", "W_value", "out_proj"), early=EARLY,
     reference=grouped, mistakes=MISTAKES, torch=lambda watch: torch_message(watch, TORCH),

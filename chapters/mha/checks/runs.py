@@ -50,8 +50,7 @@ class Run:
                     heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
                     shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
                     missing=", ".join(n for n in layers if not hasattr(self.module, n)),
-                    width=getattr(keys, "out_features", G * hd),
-                    kind=f"a {type(self.output).__name__}",
+                    width=getattr(keys, "out_features", G * hd), output=self.output,
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
 
@@ -64,8 +63,8 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
     (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])), "Your "
      "forward returned shape {shape}: the heads are still separate. Merge them: {want}."),
-    (lambda f: f["shape"] != f["want"], "Your class returned {kind}, not a tensor of shape "
-     "(b, num_tokens, d_out), here {want}."))  # fmt: skip
+    (lambda f: f["shape"] != f["want"], "Your class returned a {output.__class__.__name__}, not a "
+     "tensor of shape (b, num_tokens, d_out), here {want}."))  # fmt: skip
 CONTEXT = "In training mode dropout acts on the merged context, not on the weights."
 PLACES = (  # where a training-mode output drops, as a buggy reference, and what to say
     (None, "In training mode your output is the eval one: no dropout, although dropout={p}."),
@@ -82,16 +81,15 @@ UNKNOWN += ", and no usual mistake explains it. Check each step: "
 
 @dataclass(frozen=True)
 class Practice:
-    """A class practice: the reader starts from ``start`` (subclasses it, when ``own``). A run is
-    asked in order: ``torch(watch)``, ``early`` (``(holds(facts), message)``), :data:`TROUBLE`; is
-    it ``reference(run)``, else which of ``mistakes`` (``(changes, message)``, then the steps)
-    does it follow; ``after(run)``; dropout in training."""
+    """A class practice, started from ``start`` (subclassed, when ``own``). A run is asked in order:
+    ``torch(watch)``, ``early`` and :data:`TROUBLE` (``(holds(facts), message)``), is it
+    ``reference(run)`` or which of ``mistakes`` (``(changes, message)``, then the steps) does it
+    follow, ``after(run)``, then dropout in training."""
 
-    check: str
     start: type
     own: bool
     keys: tuple  # the constructor's arguments, by name
-    rows: tuple  # configurations: the arguments' values, then qkv_bias, then num_tokens
+    rows: tuple  # configurations: the arguments' values, then qkv_bias (0 or 1), then num_tokens
     layers: tuple  # the layers the reference reads
     reference: Callable  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple
@@ -146,7 +144,7 @@ def verdict(p, run):
 def check_practice(p, cls):
     """The verdict on the reader's ``cls``: a refusal, or the first failing run's, with its
     configuration (not when the constructor raised, nor the starting code when ``p.quiet``)."""
-    if text := refusal(cls, p.check, p.start, p.own, p.inherited):
+    if text := refusal(cls, p.start, p.own, p.inherited):
         return CheckResult(False, text)
     for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
         kwargs = dict(zip(p.keys, values), **{"qkv_bias": True} if bias else {})

@@ -118,15 +118,15 @@ def book_modules():
                   and not value.__module__.startswith("mha.checks")})  # fmt: skip
 
 
-def refusal(cls, check, start, own, inherited):
-    """What to say when ``cls`` is no class of the reader's own for ``check``, or None: not a
+def refusal(cls, start, own, inherited):
+    """What to say when ``cls`` is no class of the reader's own, or None: not a
     module class, one of the book's, not built on ``start`` (when ``own``), the starting code
     (``inherited``), or a book forward taken, missing or pasted."""
     book, name = book_modules(), getattr(cls, "__name__", type(cls).__name__)
     if not isinstance(cls, type):
         kind = "None" if cls is None else f"the function {name}"
         kind = f"an instance of {name}" if isinstance(cls, torch.nn.Module) else kind
-        return f"{check} expects a class, but got {kind}: pass your class itself, by its name."
+        return f"The check expects a class, but got {kind}: pass your class itself, by its name."
     forwards = {b.forward: b.__name__ for b in book}
     pasted = [b for f, b in forwards.items() if _code(f) == _code(getattr(cls, "forward", None))]
     return (
