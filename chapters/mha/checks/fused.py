@@ -1,10 +1,6 @@
-"""Chapter 5's check: a forward pass that hands attention to the fused kernel.
-
-The reader subclasses ``FusedAttentionStart`` and writes ``forward`` with
-``F.scaled_dot_product_attention``. Each known wrong output is a buggy reference, :func:`fused`
-with one ingredient changed; the kernel's result must be used, and dropout must act inside it.
-:mod:`.runs` runs the check.
-"""
+"""Chapter 5's check: a forward that hands attention to ``F.scaled_dot_product_attention``. Each
+known wrong output is a buggy reference, :func:`fused` with one ingredient changed; the kernel's
+result must be used, and dropout act inside it. :mod:`.runs` runs the check."""
 
 import textwrap
 
@@ -17,9 +13,8 @@ from .shortcuts import dropped, sdpa, torch_message
 
 
 class FusedAttentionStart(nn.Module):
-    """The exercise's starting point: the layers are built, ``forward`` is for the reader.
-    ``qkv(x)``'s last axis holds all queries, then all keys, then all values, each ``d_out``
-    wide; ``mask`` is ``True`` above the diagonal, where a token would see the future."""
+    """The starting point, ``forward`` for the reader: ``qkv(x)`` holds all queries, then all
+    keys, then all values; ``mask`` is ``True`` above the diagonal, on each token's future."""
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
@@ -38,8 +33,9 @@ class FusedAttentionStart(nn.Module):
 
 
 # fmt: off
+KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads")
 ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
-        (8, 8, 7, 0.5, 4, 0, 7))  # d_in, d_out, context_length, dropout, heads, qkv_bias, tokens
+        (8, 8, 7, 0.5, 4, 0, 7))  # KEYS, then qkv_bias and num_tokens
 
 
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
@@ -47,7 +43,6 @@ def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", pow
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     (b, T, _), H = r.x.shape, r.kwargs["num_heads"]
     hd, qkv = r.kwargs["d_out"] // H, r.module.qkv(r.x)  # (b, T, 3 * d_out)
-
     at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     parts = qkv.view(b, T, 3, H, hd).unbind(2) if order == "3, heads" else qkv.view(b, T, H, 3, hd).unbind(3)  # noqa: E501
     q, k, v = {"transposed": [t.transpose(1, 2) for t in parts], "not": parts,  # (b, H, T, hd)
@@ -66,30 +61,23 @@ EARLY = (  # asked before the output: (what holds, what to say)
      "in memory, so view can only split their last axis: view each to (b, num_tokens, num_heads, "
      "head_dim), then transpose(1, 2)."),)
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "In evaluation mode your forward still drops attention weights: pass "
-     "self.dropout_p only while self.training, and 0.0 otherwise."),
-    (dict(mask="none"), "Every token also attends to the tokens after it: there is no causal "
-     "mask. scaled_dot_product_attention applies one only when asked."),
-    (dict(mask="inverted"), "Your mask is the wrong way round: a boolean attn_mask is True where "
-     "attention is *allowed*, the opposite of masked_fill."),
+    (dict(drop="weights"), "Eval mode drops weights too: pass dropout_p only while self.training."),
+    (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
+    (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
     (dict(heads="not"), "The kernel got queries of shape (b, num_tokens, num_heads, head_dim), so "
      "your tokens attend across heads. Give it (b, num_heads, num_tokens, head_dim)."),
     (dict(heads="viewed"), "Your heads are viewed straight to (b, num_heads, num_tokens, "
-     "head_dim), which mixes tokens and heads: view, then move the heads axis."),
+     "head_dim): that mixes tokens and heads."),
     (dict(back=False), "The kernel's output is (b, num_heads, num_tokens, head_dim): Move the heads"
      " back after the tokens before reshaping to (b, num_tokens, d_out)."),
     (dict(order="heads, 3"), "self.qkv(x)'s last axis holds all queries, then all keys, then all "
      "values: view it as (b, num_tokens, 3, num_heads, head_dim)."),
-    (dict(power=1.0), "The scores are scaled twice: scaled_dot_product_attention already divides "
-     "them by √head_dim."),
+    (dict(power=1.0), "The scores are scaled twice: the kernel already divides by √head_dim."),
     (dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
     "split self.qkv(x); heads before tokens; a causal kernel call; heads back; out_proj.")
 # fmt: on
-STEPWISE = "Your output is right, but your forward computes the attention step by step: hand it "
-STEPWISE += "to torch.nn.functional.scaled_dot_product_attention."
-LAYER = "Split self.qkv(x) into heads and call scaled_dot_product_attention yourself."
-UNUSED = "Your forward calls scaled_dot_product_attention but does not use what it returns: when "
-UNUSED += "the check changed the kernel's result, your output stayed the same."
+STEPWISE = "Your forward computes the attention step by step: hand it to the fused kernel."
+UNUSED = "Your forward calls the kernel but does not use what it returns: change it, same output."
 
 
 def after_match(r):
@@ -99,10 +87,9 @@ def after_match(r):
 
 
 FUSED = Practice(
-    start=FusedAttentionStart, own=True,
-    keys=("d_in", "d_out", "context_length", "dropout", "num_heads"), rows=ROWS,
-    layers=("qkv", "out_proj"), early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match,
-    torch=lambda watch: torch_message(watch, LAYER, kernel=False), quiet=True,
+    start=FusedAttentionStart, own=True, keys=KEYS, rows=ROWS, layers=("qkv", "out_proj"),
+    early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
+    torch=lambda watch: torch_message(watch, "Split the heads and call the kernel.", kernel=False),
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
     "shape? fused_attention.hint(1), just below the check, starts from there.",
