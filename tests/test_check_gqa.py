@@ -652,10 +652,10 @@ F_ = with_forward
 #: (answer, passes, words its message must contain): a forward is made a subclass of the book's.
 CASES = [
     # correct styles
-    (FromScratch, True, "matches the reference"),
-    (solution_class(), True, "matches the reference"),
+    (FromScratch, True, "matches the reference in all 5"),
+    (solution_class(), True, "matches the reference in all 5"),
     *(
-        (F_(f), True, "matches the reference")
+        (F_(f), True, "matches the reference in all 5")
         for f in (
             repeat_interleave_both,
             expand_and_reshape,

@@ -1,8 +1,6 @@
-"""Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers.
-
-Each known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a
-forward that raises is read from the call that failed (``EARLY``). :mod:`.runs` runs the check.
-"""
+"""Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers. A
+known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a forward
+that raises is read from the call that failed (``EARLY``). :mod:`.runs` runs the check."""
 
 import textwrap
 
@@ -40,61 +38,50 @@ EARLY = (  # before the output, what the forward built or the call that failed s
      "per head: keys and values have one block per group, here {kv} columns."),
     (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
      "Your forward raised {error}: repeated on the token axis, keys or values have {n} × {T} "
-     "tokens. Repeat on the block axis, dim=1 of (b, num_kv_groups, num_tokens, head_dim)."),
+     "tokens. Repeat on the block axis, dim=1."),
     (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
-     " {error}: W_key gives num_kv_groups={G} blocks, not num_heads={H}: view the keys and values"
-     " with self.num_kv_groups."),
+     " {error}: view the keys and values with self.num_kv_groups={G} blocks, not num_heads."),
     (lambda f: f["G"] ** 2 != f["H"] and f["heads"] == {f["H"], f["G"] ** 2}, "Your forward raised "
-     "{error}: each block was repeated num_kv_groups = {G} times, not group_size = num_heads // "
-     "num_kv_groups = {n} times (self.group_size)."),
+     "{error}: repeat each block group_size = num_heads // num_kv_groups = {n} times, not {G}."),
     (lambda f: f["heads"] == {f["H"], f["G"]} and f["shapes"][0][-1] == f["T"], "Your forward "
      "raised {error}: the keys were expanded to one block per head, but the values were not."),
-    (lambda f: f["heads"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have "
-     "num_heads={H} blocks, the keys only num_kv_groups={G}. Repeat each key and value block "
-     "once per head of its group."))
+    (lambda f: f["heads"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have {H} "
+     "blocks, the keys only {G}. Repeat each key and value block once per head of its group."))
 MIXED = ("Keys and values are mapped to heads by repeat_interleave and by repeat: a head scores one"
          " group's keys but mixes another group's values. Use repeat_interleave for both.")
-SCALE = "The scores are scaled by {}, but a head's dot products have head_dim = {{hd}} terms: "
-SCALE += "divide by self.head_dim ** 0.5."
+SCALE = "The scores are scaled by {}; a head has head_dim = {{hd}} terms: divide by √head_dim."
 AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "In eval mode your forward still drops weights: use the module's "
-     "layer, self.dropout(attn_weights), which is off in eval mode."),
-    (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, cycled as "
-     "repeat(1, group_size, 1, 1) does; its block is h // group_size: "
-     "repeat_interleave(group_size, dim=1). ({H} heads share {G} blocks.)"),
+    (dict(drop="weights"), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
+    (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, as repeat cycles "
+     "them; its block is h // group_size: repeat_interleave(group_size, dim=1)."),
     (dict(keys="repeat"), MIXED), (dict(values="repeat"), MIXED),
     (dict(scale="kv_width"), SCALE.format("√(num_kv_groups × head_dim) = √{kv}")),
     (dict(scale="d_out"), SCALE.format("√d_out = √{d_out}")),
     (dict(scale="group_size"), SCALE.format("√group_size = √{n}: sharing keys changes no product")),
     (dict(scale="none"), "The scores are not scaled: divide them by self.head_dim ** 0.5."),
-    (dict(mask="none"), "There is no causal mask: every token attends to later tokens too. Fill "
-     "self.mask[:num_tokens, :num_tokens] with -torch.inf."),
-    (dict(mask="0 before softmax"), "The future is filled with 0 instead of -inf: a score of 0 "
-     "still gets weight after the softmax (e⁰ = 1)."),
+    (dict(mask="none"), "There is no causal mask: every token attends to later tokens too."),
+    (dict(mask="0 before softmax"), "The future is filled with 0 instead of -inf: e⁰ = 1 > 0."),
     (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
     (dict(softmax_dim=-2), AXIS), (dict(softmax_dim=1), AXIS), (dict(softmax_dim=0), AXIS),
-    (dict(back=False), "The heads were merged from (b, num_heads, num_tokens, head_dim): bring "
-     "them behind the tokens with .transpose(1, 2) first."),
+    (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
 TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys and "
          "values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
 GQA = Practice(
-    start=GroupedQueryAttention, own=False,
+    start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    layers=("W_query", "W_key", "W_value", "out_proj"), early=EARLY,
-    reference=grouped, mistakes=MISTAKES, torch=lambda watch: torch_message(watch, TORCH),
+    layers=("W_query", "W_key", "W_value", "out_proj"), torch=lambda w: torch_message(w, TORCH),
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
     delegates="Your forward runs the book's own {}: write the pass from the module's own layers.",
     belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
-    praise=f"In eval mode your forward matches the reference from each instance's own layers in "
-    f"all {len(ROWS)} configurations (one group, several, as many as heads; biases; inputs "
-    "shorter than context_length), and in training mode it drops whole attention weights.")
+    praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
+    "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on
 
 
