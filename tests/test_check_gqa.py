@@ -740,7 +740,7 @@ CASES = [
     (MultiHeadSubclass, False, "MultiHeadSubclass is one of the book's own modules"),
     (BadInit, False, "Building your class as BadInit(d_in=5, d_out=12"),
     (FullWidthKeys, False, "Your W_key maps d_in=5 to 12 columns"),
-    (NoProjections, False, "could not use your instance's W_query, W_key, W_value"),
+    (NoProjections, False, "could not use your instance's W_query, W_key or W_value"),
 ]
 
 

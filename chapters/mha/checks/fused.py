@@ -87,7 +87,7 @@ def after_match(r):
 
 
 FUSED = Practice(
-    start=FusedAttentionStart, own=True, keys=KEYS, rows=ROWS, layers=("qkv", "out_proj"),
+    start=FusedAttentionStart, own=True, keys=KEYS, rows=ROWS,
     early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
     torch=lambda watch: torch_message(watch, "Split the heads and call the kernel.", kernel=False),
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "

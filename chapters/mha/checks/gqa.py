@@ -34,6 +34,8 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
 
 
 EARLY = (  # before the output, what the forward built or the call that failed shows
+    (lambda f: not all(hasattr(f["module"], n) for n in ("W_query", "W_key", "W_value")), "The "
+     "check could not use your instance's W_query, W_key or W_value: keep those layers."),
     (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
      "per head: keys and values have one block per group, here {kv} columns."),
     (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
@@ -47,8 +49,7 @@ EARLY = (  # before the output, what the forward built or the call that failed s
      "raised {error}: the keys were expanded to one block per head, but the values were not."),
     (lambda f: f["heads"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have {H} "
      "blocks, the keys only {G}. Repeat each key and value block once per head of its group."))
-MIXED = ("Keys and values are mapped to heads by repeat_interleave and by repeat: a head scores one"
-         " group's keys but mixes another group's values. Use repeat_interleave for both.")
+MIXED = "Keys and values map to heads in two ways: a head mixes another group's values."
 SCALE = "The scores are scaled by {}; a head has head_dim = {{hd}} terms: divide by √head_dim."
 AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
@@ -68,12 +69,11 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
-TORCH = ("Chapter 5's practice hands attention to that kernel; here, repeat each group's keys and "
-         "values yourself, then write chapter 3's steps with @, masked_fill, torch.softmax.")
+TORCH = "Chapter 5's practice hands attention to that kernel; write chapter 3's steps here."
 GQA = Practice(
     start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    layers=("W_query", "W_key", "W_value", "out_proj"), torch=lambda w: torch_message(w, TORCH),
+    torch=lambda w: torch_message(w, TORCH),
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",

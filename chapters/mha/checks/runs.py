@@ -13,8 +13,7 @@ from .shortcuts import Watch, book_calls, refusal
 
 
 class Run:
-    """The reader's class built with ``kwargs`` (seeded) and called on a seeded input, in eval
-    mode then in training mode, watched; the reader's random state left alone."""
+    """The reader's class built and called, seeded and watched, in eval then training mode."""
 
     def __init__(self, cls, kwargs, tokens, seed):
         self.kwargs, self.tokens, self.p = kwargs, tokens, kwargs["dropout"]
@@ -39,25 +38,24 @@ class Run:
             stack.enter_context(Watch(bump)) if seed is None else torch.manual_seed(seed)
             return self.module.train(seed is not None)(self.x)
 
-    def facts(self, layers):
-        """What messages quote: sizes, the ``layers`` missing, the output, the call that failed."""
+    def facts(self):
+        """What messages quote: the sizes, the module and its output, the call that failed."""
         op, shapes, strides = self.watch.failed or ("", [], [])
         kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
-        H, T, ctx, keys = kw["num_heads"], self.tokens, kw["context_length"], self.module
-        G, hd, keys = kw.get("num_kv_groups", H), kw["d_out"] // H, getattr(keys, "W_key", None)
+        H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
+        G, hd = kw.get("num_kv_groups", H), kw["d_out"] // H  # G key blocks, of n heads each
         return dict(kw, H=H, G=G, n=H // G, hd=hd, kv=G * hd, T=T, ctx=ctx, p=self.p, op=op,
                     error=self.error_text, raised=raised, shapes=shapes, strides=strides,
                     heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
                     shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
-                    missing=", ".join(n for n in layers if not hasattr(self.module, n)),
-                    width=getattr(keys, "out_features", G * hd), output=self.output,
+                    width=getattr(getattr(self.module, "W_key", None), "out_features", G * hd),
+                    module=self.module, output=self.output,
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
 
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (lambda f: f["stage"] == "constructor", "Building your class as {call} raised {error}. Keep "
      "the constructor of {start}: subclass it and write only forward."),
-    (lambda f: f["missing"], "The check could not use your instance's {missing}: keep them."),
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
@@ -75,22 +73,19 @@ PLACES = (  # where a training-mode output drops, as a buggy reference, and what
 NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
 NOISE = "In training mode your output changes, but not as dropout does: noise, not dropout."
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
-UNKNOWN = "Your output has the right shape but not the right values (largest difference {gap:.3g})"
-UNKNOWN += ", and no usual mistake explains it. Check each step: "
+UNKNOWN = "Right shape, wrong values (largest difference {gap:.3g}), no known mistake. Check: "
 
 
 @dataclass(frozen=True)
 class Practice:
-    """A class practice, started from ``start`` (subclassed, when ``own``). A run is asked in order:
-    ``torch(watch)``, ``early`` and :data:`TROUBLE` (``(holds(facts), message)``), is it
-    ``reference(run)`` or which of ``mistakes`` (``(changes, message)``, then the steps) does it
-    follow, ``after(run)``, then dropout in training."""
+    """A class practice from ``start`` (subclassed if ``own``). A run is asked: ``torch(watch)``,
+    ``early`` and :data:`TROUBLE` (``(holds(facts), message)``); ``reference(run)``, else which of
+    ``mistakes`` (``(changes, message)``, then steps) it follows; ``after(run)``; dropout."""
 
     start: type
     own: bool
     keys: tuple  # the constructor's arguments, by name
     rows: tuple  # configurations: the arguments' values, then qkv_bias (0 or 1), then num_tokens
-    layers: tuple  # the layers the reference reads
     reference: Callable  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple
     starting: str  # when the forward raises NotImplementedError, as the starting code does
@@ -117,12 +112,13 @@ def _follows(output, p, run, changes):
 
 def verdict(p, run):
     """What to say about ``run``, or None when it is right in every way ``p`` asks."""
-    facts = run.facts(p.layers) | dict(start=p.start.__name__, stage=run.stage)
+    facts = run.facts() | dict(start=p.start.__name__, stage=run.stage)
     if run.calls:
         return p.delegates.format(run.calls[0])
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
-    if text := p.torch(run.watch) or _first(p.early + TROUBLE, lambda holds: holds(facts)):
+    asked = TROUBLE[:1] + p.early + TROUBLE[1:]  # a constructor that raised first
+    if text := p.torch(run.watch) or _first(asked, lambda holds: holds(facts)):
         return text.format(**facts)
     with torch.no_grad():
         right = p.reference(run)
