@@ -71,7 +71,7 @@ PLACES = (  # where a training-mode output drops, as a buggy reference, and what
     ("output", "In training mode single numbers of your output are dropped: after out_proj."),
 )  # fmt: skip
 NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
-NOISE = "In training mode your output changes, but not as dropout does: noise, not dropout."
+NOISE = "In training mode your output changes, but not as dropout does. That is noise, not dropout."
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
 UNKNOWN = "Right shape, wrong values (largest difference {gap:.3g}), no known mistake. Check: "
 
