@@ -613,6 +613,17 @@ def dropout_at(where, how=lambda self, t: self.dropout(t)):
     return forward
 
 
+def hand_drawn_mask(self, t):
+    """Dropout written out: a mask drawn with rand_like, the kept weights scaled up."""
+    p = self.dropout.p
+    return t * (torch.rand_like(t) > p) / (1 - p) if self.training and p else t
+
+
+def bernoulli_mask(self, t):
+    p = self.dropout.p
+    return t * torch.bernoulli(torch.full_like(t, 1 - p)) / (1 - p) if self.training and p else t
+
+
 def noise(self, t):
     return t + 0.05 * torch.randn_like(t) if self.training else t
 
@@ -664,6 +675,8 @@ CASES = [
             repeated_before_the_transpose,
             functional_dropout,
             dropout_at("weights"),
+            dropout_at("weights", hand_drawn_mask),
+            dropout_at("weights", bernoulli_mask),
         )
     ),
     # what a mistake computes

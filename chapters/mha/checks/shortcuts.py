@@ -16,13 +16,18 @@ from torch.overrides import TorchFunctionMode
 from .. import attention, gqa
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
-GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)  # every book forward's
+#: Every book forward calls one, whatever route (super(), a saved reference, a module inside).
+GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
+
+
+def kept(t):
+    """The check's dropout mask for ``t``: every other entry of its last two axes, whatever p."""
+    return (torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0
 
 
 def dropped(t, p):
-    """``t`` after the check's dropout of probability ``p``: every other entry kept, scaled."""
-    kept = (torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0
-    return t * kept / (1 - float(p)) if p else t
+    """``t`` after the check's dropout of probability ``p``: :func:`kept`, scaled."""
+    return t * kept(t) / (1 - float(p)) if p else t
 
 
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
@@ -43,9 +48,9 @@ def _dropout(t, p=0.5, training=True, inplace=False):
 
 
 class Watch(TorchFunctionMode):
-    """While on, dropout is :func:`dropped` and the kernel :func:`sdpa` plus ``bump``. Records
-    torch's attention (``kernel``; ``grouped``, with enable_gqa; ``layer``) and ``failed``: the
-    name, shapes and strides of the first call that raised."""
+    """While on, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and the kernel
+    :func:`sdpa` plus ``bump``. Records torch's attention (``kernel``; ``grouped``, enable_gqa;
+    ``layer``) and ``failed``: the name, shapes and strides of the first call that raised."""
 
     def __init__(self, bump=0.0):
         super().__init__()
@@ -60,6 +65,8 @@ class Watch(TorchFunctionMode):
         try:
             if func in (F.dropout, torch.dropout):
                 return _dropout(*args, **kwargs)
+            if func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
+                return kept(args[0]).to(args[0].dtype).expand_as(args[0])
             return sdpa(*args, **kwargs) + self.bump if func is KERNEL else func(*args, **kwargs)
         except Exception:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -70,8 +77,7 @@ class Watch(TorchFunctionMode):
 
 @contextlib.contextmanager
 def book_calls():
-    """Record the book's forwards that run: each calls one of :data:`GUARDS`, so a recorder in
-    their place sees every route (``super()``, a saved reference, a module built inside)."""
+    """Record the book's forwards that run, by recorders of the :data:`GUARDS` each one calls."""
     calls, patched = [], []
 
     def recorder(guard):
@@ -96,9 +102,8 @@ def torch_message(watch, here, kernel=True):
     if not watch.layer:
         grouped = ", with enable_gqa=True," if watch.grouped else ""
         what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
-    if watch.layer or kernel and watch.kernel:
-        return f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
-    return None
+    told = f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
+    return told if watch.layer or kernel and watch.kernel else None
 
 
 def _code(forward):
