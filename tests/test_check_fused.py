@@ -373,7 +373,8 @@ CASES = [
     # not a class of the reader's own
     (None, False, "got None"),
     (FusedAttentionStart(4, 4, 4, 0.0, 2), False, "an instance of FusedAttentionStart"),
-    (print, False, "expects a class"),
+    (print, False, "expects a class, but got the function print"),
+    ("MyFusedAttention", False, "expects a class, but got a str"),
     (int, False, "is a class, but not an nn.Module"),
     (torch.nn.Linear, False, "does not start from FusedAttentionStart"),
 ]

@@ -124,12 +124,12 @@ def book_modules():
 
 
 def refusal(cls, start, own, inherited):
-    """What to say when ``cls`` is no class of the reader's own, or None: not a
-    module class, one of the book's, not built on ``start`` (when ``own``), the starting code
-    (``inherited``), or a book forward taken, missing or pasted."""
+    """What to say when ``cls`` is no class of the reader's own, or None: not a module class, one
+    of the book's, not built on ``start`` (when ``own``), the starting code (``inherited``), or a
+    book forward taken, missing or pasted."""
     book, name = book_modules(), getattr(cls, "__name__", type(cls).__name__)
     if not isinstance(cls, type):
-        kind = "None" if cls is None else f"the function {name}"
+        kind = "None" if cls is None else f"the function {name}" if callable(cls) else f"a {name}"
         kind = f"an instance of {name}" if isinstance(cls, torch.nn.Module) else kind
         return f"The check expects a class, but got {kind}: pass your class itself, by its name."
     forwards = {b.forward: b.__name__ for b in book}
