@@ -1,21 +1,12 @@
-"""The fused-attention practice of chapter 5: correct forwards in several styles pass, and every
-catalogued mistake and shortcut fails with its own message."""
+"""check_fused_attention, as one table of cases: correct forwards in several styles pass, and
+every catalogued mistake and shortcut fails with a message that names it."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from mha import FusedMultiHeadAttention, MultiHeadAttention
-from mha.checks.core import CheckResult
-from mha.checks.fused import (
-    AFTER_MATCH_MISTAKES,
-    FUSED_MISTAKES,
-    NOT_A_CLASS_MISTAKES,
-    FusedAttentionStart,
-    check_fused_attention,
-    fused_attention,
-)
-from test_check_dropout import fused_forward
+from mha import FusedMultiHeadAttention, GroupedQueryAttention, MultiHeadAttention
+from mha.checks.fused import FusedAttentionStart, check_fused_attention, fused_attention
 
 
 def reader_class(forward, name=None):
@@ -86,30 +77,6 @@ def split_contiguous_view(self, x):
     )
     context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
     return self.out_proj(context.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out))
-
-
-@pytest.mark.parametrize(
-    "forward",
-    [permute_is_causal, chunk_keep_mask, unflatten_movedim, float_mask, split_contiguous_view],
-)
-def test_correct_forwards_in_several_styles_pass(forward):
-    result = check_fused_attention(reader_class(forward))
-    assert isinstance(result, CheckResult) and result.passed, result.feedback
-
-
-def test_the_solution_passes():
-    namespace = {
-        "FusedAttentionStart": FusedAttentionStart,
-        "F": F,
-        "torch": torch,
-        "fused_attention": fused_attention,
-    }
-    code = fused_attention.solution().text.replace("fused_attention.check(MyFusedAttention)", "")
-    exec(code, namespace)
-    assert check_fused_attention(namespace["MyFusedAttention"]).passed
-
-
-# --- mistakes ------------------------------------------------------------------------------------
 
 
 def no_mask(self, x):
@@ -272,78 +239,6 @@ def torch_layer_with_weights(self, x):
     return torch_layer(self, x, need_weights=True)
 
 
-MISTAKES = {
-    "the starting code": starting_code,
-    "torch's attention layer": torch_layer,
-    "no causal mask": no_mask,
-    "mask inverted": inverted_mask,
-    "mask not sliced": unsliced_mask,
-    "heads not before tokens": tokens_before_heads,
-    "view straight to heads": viewed_straight,
-    "merge without transpose": merged_without_transpose,
-    "queries, keys and values interleaved": interleaved_qkv,
-    "scaled twice": scaled_twice,
-    "out_proj not applied": no_out_proj,
-    "dropout in evaluation mode": dropout_always,
-    "no dropout in training": dropout_never,
-    "dropout in the wrong place": fused_forward("output").forward,
-    "no fused kernel": step_by_step,
-    "not a tensor": returns_tuple,
-    "wrong shape": heads_unmerged,
-    "delegates to the book": delegates,
-    "chunk, then view": chunk_then_view,
-    "kernel result unused": decoy_kernel_call,
-}
-
-
-def test_a_decoy_kernel_call_kept_in_a_variable_is_caught_too():
-    result = check_fused_attention(reader_class(decoy_kept_in_a_variable))
-    assert not result.passed and "does not use what it returns" in result.feedback
-
-
-def message(catalogue, name):
-    return next(m.message for m in catalogue if m.name == name)
-
-
-def opening(text):
-    """The fixed opening words of a catalogue message, before its first placeholder."""
-    return text.split("{")[0][:40]
-
-
-@pytest.mark.parametrize("name", list(MISTAKES))
-def test_each_mistake_fails_with_its_own_message(name):
-    result = check_fused_attention(reader_class(MISTAKES[name]))
-    catalogue = FUSED_MISTAKES + AFTER_MATCH_MISTAKES
-    assert not result.passed
-    assert opening(message(catalogue, name)) in result.feedback, result.feedback
-
-
-def test_every_catalogued_mistake_is_tested():
-    named = {m.name for m in FUSED_MISTAKES + AFTER_MATCH_MISTAKES}
-    untested = named - set(MISTAKES) - {"constructor raises", "forward raises", "unexplained"}
-    assert not untested
-
-
-def test_the_untouched_starting_code_is_named_and_points_to_the_first_hint():
-    feedback = check_fused_attention(reader_class(starting_code)).feedback
-    assert "this is the starting code" in feedback and "hint(1)" in feedback
-    assert "Seen with" not in feedback and "scaled_dot_product_attention" not in feedback
-
-
-@pytest.mark.parametrize("forward", [torch_layer, torch_layer_with_weights])
-def test_torch_attention_layer_is_refused_with_what_it_does(forward):
-    """Finding 10: nn.MultiheadAttention (its fast path, or its Python path) is not told that
-    it throws the kernel's result away: it is named, with what it does for the reader."""
-    feedback = check_fused_attention(reader_class(forward)).feedback
-    assert "torch.nn.MultiheadAttention" in feedback, feedback
-    assert "does not use what it returns" not in feedback
-
-
-def test_calling_the_books_forward_on_ones_own_module_is_a_delegation():
-    result = check_fused_attention(reader_class(calls_the_books_forward))
-    assert not result.passed and "FusedMultiHeadAttention" in result.feedback
-
-
 class Subclass(FusedMultiHeadAttention):
     pass
 
@@ -364,53 +259,139 @@ class CallsASavedBookForward(FusedAttentionStart):
         return _SAVED_BOOK_FORWARD(self, x)
 
 
-def test_a_saved_reference_to_the_books_forward_is_a_delegation():
-    result = check_fused_attention(CallsASavedBookForward)
-    assert not result.passed and "FusedMultiHeadAttention" in result.feedback
+def dropout_at(where, how=lambda self, t: F.dropout(t, self.dropout_p, self.training)):
+    """The solution's forward with ``how`` (dropout) at ``where`` instead of the kernel's."""
+
+    def forward(self, x):
+        at = lambda place, t: how(self, t) if place == where else t  # noqa: E731
+        q, k, v = heads(self, x)
+        context = F.scaled_dot_product_attention(q, k, at("values", v), is_causal=True)
+        return at("output", self.out_proj(merge(self, at("kernel output", context))))
+
+    return forward
 
 
-@pytest.mark.parametrize(
-    "answer, name",
-    [
-        (None, "nothing passed"),
-        (FusedAttentionStart(4, 4, 4, 0.0, 2), "an instance instead of the class"),
-        (print, "not a class"),
-        (int, "not an nn.Module"),
-        (FusedMultiHeadAttention, "the book's module"),
-        (Subclass, "the book's module"),
-        (MultiHeadAttention, "the book's module"),
-        (torch.nn.Linear, "not from the starting point"),
-        (FusedAttentionStart, "the starting code"),
-        (EmptySubclass, "the starting code"),
-        (AssignsTheBooksForward, "a book forward assigned"),
-    ],
+def noise(self, t):
+    return t + 0.05 * torch.randn_like(t) if self.training else t
+
+
+def broken(self, x):
+    raise RuntimeError("boom")
+
+
+BadInit = type(
+    "BadInit",
+    (FusedAttentionStart,),
+    {"__init__": lambda self, *args, **kwargs: 1 / 0, "forward": permute_is_causal},
 )
-def test_shortcuts_and_wrong_objects_fail_with_their_own_message(answer, name):
-    result = check_fused_attention(answer)
-    assert not result.passed
-    assert opening(message(NOT_A_CLASS_MISTAKES, name)) in result.feedback, result.feedback
 
 
-def test_the_feedback_on_the_untouched_start_asks_rather_than_tells():
-    feedback = check_fused_attention(EmptySubclass).feedback
-    assert "?" in feedback and "hint(1)" in feedback
-    assert "scaled_dot_product_attention" not in feedback and "is_causal" not in feedback
-
-
-def test_a_constructor_or_forward_that_raises_is_named_without_a_traceback():
-    def broken(self, x):
-        raise RuntimeError("boom")
-
-    result = check_fused_attention(reader_class(broken))
-    assert not result.passed and "RuntimeError: boom" in result.feedback
-
-    bad_init = type(
-        "BadInit",
-        (FusedAttentionStart,),
-        {"__init__": lambda self, *args, **kwargs: 1 / 0, "forward": permute_is_causal},
+def through_grouped_query_attention(self, x):
+    """The fused layer's weights copied into the book's GroupedQueryAttention, which works."""
+    inner = GroupedQueryAttention(
+        self.d_in,
+        self.d_out,
+        self.mask.shape[0],
+        self.dropout_p,
+        self.num_heads,
+        self.num_heads,
+        qkv_bias=self.qkv.bias is not None,
     )
-    result = check_fused_attention(bad_init)
-    assert not result.passed and "ZeroDivisionError" in result.feedback
+    with torch.no_grad():
+        layers = (inner.W_query, inner.W_key, inner.W_value)
+        for layer, weight in zip(layers, self.qkv.weight.chunk(3), strict=True):
+            layer.weight.copy_(weight)
+        for layer, bias in zip(layers, self.qkv.bias.chunk(3) if self.qkv.bias is not None else ()):
+            layer.bias.copy_(bias)
+        inner.out_proj.load_state_dict(self.out_proj.state_dict())
+    return inner.train(self.training)(x)
+
+
+def solution_class():
+    namespace = {"FusedAttentionStart": FusedAttentionStart, "F": F, "torch": torch}
+    code = fused_attention.solution().text.replace("fused_attention.check(MyFusedAttention)", "")
+    exec(code, namespace)
+    return namespace["MyFusedAttention"]
+
+
+R = reader_class
+#: (answer, passes, words its message must contain); a forward is made a subclass of the start.
+CASES = [
+    # correct styles
+    (solution_class(), True, "matches the book's modules"),
+    *(
+        (R(f), True, "matches the book's modules")
+        for f in (
+            permute_is_causal,
+            chunk_keep_mask,
+            unflatten_movedim,
+            float_mask,
+            split_contiguous_view,
+        )
+    ),
+    # what a mistake computes
+    (R(no_mask), False, "no causal mask"),
+    (R(inverted_mask), False, "the wrong way round"),
+    (R(tokens_before_heads), False, "tokens attend across heads"),
+    (R(viewed_straight), False, "mixes tokens and heads"),
+    (R(merged_without_transpose), False, "Move the heads back after the tokens"),
+    (R(interleaved_qkv), False, "all queries, then all keys"),
+    (R(scaled_twice), False, "scaled twice"),
+    (R(no_out_proj), False, "never applies self.out_proj"),
+    (R(returns_tuple), False, "returned a tuple, not a tensor"),
+    (R(heads_unmerged), False, "the heads are still separate"),
+    # a forward that raises
+    (R(starting_code), False, "fused_attention.hint(1), just below the check"),
+    (R(unsliced_mask), False, "cut the mask to the input's length"),
+    (R(chunk_then_view), False, "view can only split their last axis"),
+    (R(broken), False, "RuntimeError: boom"),
+    (BadInit, False, "ZeroDivisionError"),
+    # the kernel: used, and its result used
+    (R(step_by_step), False, "computes the attention step by step"),
+    (R(decoy_kernel_call), False, "does not use what it returns"),
+    (R(decoy_kept_in_a_variable), False, "does not use what it returns"),
+    (R(torch_layer), False, "torch.nn.MultiheadAttention"),
+    (R(torch_layer_with_weights), False, "torch.nn.MultiheadAttention"),
+    # dropout: inside the kernel, only in training
+    (R(dropout_always), False, "only while self.training"),
+    (R(dropout_never), False, "no dropout"),
+    (R(dropout_at("kernel output")), False, "on the merged context"),
+    (R(dropout_at("values")), False, "dropout acts on the values"),
+    (R(dropout_at("output")), False, "after out_proj"),
+    (R(dropout_at("kernel output", noise)), False, "noise, not dropout"),
+    # the book's own work
+    (R(delegates), False, "hands the work to the book's FusedMultiHeadAttention"),
+    (R(calls_the_books_forward), False, "FusedMultiHeadAttention"),
+    (CallsASavedBookForward, False, "FusedMultiHeadAttention"),
+    (R(through_grouped_query_attention), False, "hands the work to the book's GroupedQueryAtt"),
+    (FusedMultiHeadAttention, False, "one of the book's own modules"),
+    (Subclass, False, "one of the book's own modules"),
+    (MultiHeadAttention, False, "one of the book's own modules"),
+    (AssignsTheBooksForward, False, "is the book's FusedMultiHeadAttention.forward"),
+    (FusedAttentionStart, False, "What are the steps from x to the output?"),
+    (EmptySubclass, False, "fused_attention.hint(1) gives a first nudge"),
+    # not a class of the reader's own
+    (None, False, "got None"),
+    (FusedAttentionStart(4, 4, 4, 0.0, 2), False, "an instance of FusedAttentionStart"),
+    (print, False, "expects a class, but got the function print"),
+    ("MyFusedAttention", False, "expects a class, but got a str"),
+    (int, False, "is a class, but not an nn.Module"),
+    (torch.nn.Linear, False, "does not start from FusedAttentionStart"),
+]
+
+
+@pytest.mark.parametrize("answer, passes, words", CASES, ids=lambda v: getattr(v, "__name__", None))
+def test_the_check(answer, passes, words):
+    result = check_fused_attention(answer)
+    assert result.passed == passes and words in result.feedback, result.feedback
+    assert all(len(line) <= 79 for line in str(result).split("\n"))
+
+
+def test_the_starting_code_is_told_without_the_configuration_or_the_kernels_name():
+    feedback = check_fused_attention(reader_class(starting_code)).feedback
+    assert "Seen with" not in feedback and "scaled_dot_product_attention" not in feedback
+    feedback = check_fused_attention(EmptySubclass).feedback
+    assert "?" in feedback and "is_causal" not in feedback
 
 
 def test_the_check_leaves_the_readers_random_state_and_the_book_alone():
@@ -418,7 +399,7 @@ def test_the_check_leaves_the_readers_random_state_and_the_book_alone():
     torch.manual_seed(5)
     expected = torch.rand(3)
     torch.manual_seed(5)
-    check_fused_attention(reader_class(permute_is_causal))
+    assert check_fused_attention(reader_class(permute_is_causal)).passed
     assert torch.equal(torch.rand(3), expected)
     assert FusedMultiHeadAttention.forward is forward
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention

@@ -1,0 +1,150 @@
+"""Natural shortcuts in chapters 5 and 6's class practices, seen simply: the starting code or the
+book's own class (by identity), the book's forwards (a recorder in place of the guard each one
+calls), PyTorch's attention (a :class:`Watch`). The watch also makes dropout drop the same weights
+on every run, so that where a forward drops is a buggy reference like any other mistake."""
+
+import ast
+import contextlib
+import inspect
+import sys
+import textwrap
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from .. import attention, gqa
+
+KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
+#: Every book forward calls one, whatever route (super(), a saved reference, a module inside).
+GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
+
+
+def kept(t):
+    """The check's dropout mask for ``t``: every other entry of its last two axes, whatever p."""
+    return (torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0
+
+
+def dropped(t, p):
+    """``t`` after the check's dropout of probability ``p``: :func:`kept`, scaled."""
+    return t * kept(t) / (1 - float(p)) if p else t
+
+
+def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+    """:data:`KERNEL`, with :func:`dropped` on its attention weights."""
+    if not dropout_p:
+        return KERNEL(q, k, v, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
+    scores = q @ k.mT * (scale or q.shape[-1] ** -0.5)  # (..., num_tokens, num_tokens)
+    keep = ~torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1) if is_causal else attn_mask
+    if keep is not None and keep.is_floating_point():  # a float mask is added
+        scores = scores + keep
+    elif keep is not None:  # a boolean mask keeps where it is True
+        scores = scores.masked_fill(~keep, -torch.inf)
+    return dropped(torch.softmax(scores, -1), dropout_p) @ v  # (..., num_tokens, head_dim)
+
+
+def _dropout(t, p=0.5, training=True, inplace=False):
+    return dropped(t, p) if training else t
+
+
+class Watch(TorchFunctionMode):
+    """While on, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and the kernel
+    :func:`sdpa` plus ``bump``. Records torch's attention (``kernel``; ``grouped``, enable_gqa;
+    ``layer``) and ``failed``: the name, shapes and strides of the first call that raised."""
+
+    def __init__(self, bump=0.0):
+        super().__init__()
+        self.bump, self.failed = bump, None
+        self.kernel = self.grouped = self.layer = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.layer |= func in LAYERS
+        self.kernel |= func is KERNEL
+        self.grouped |= func is KERNEL and bool(kwargs.get("enable_gqa"))
+        try:
+            if func in (F.dropout, torch.dropout):
+                return _dropout(*args, **kwargs)
+            if func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
+                return kept(args[0]).to(args[0].dtype).expand_as(args[0])
+            return sdpa(*args, **kwargs) + self.bump if func is KERNEL else func(*args, **kwargs)
+        except Exception:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            shapes, strides = [tuple(t.shape) for t in tensors], [t.stride() for t in tensors]
+            self.failed = self.failed or (getattr(func, "__name__", ""), shapes, strides)
+            raise
+
+
+@contextlib.contextmanager
+def book_calls():
+    """Record the book's forwards that run, by recorders of the :data:`GUARDS` each one calls."""
+    calls, patched = [], []
+
+    def recorder(guard):
+        return lambda *args: calls.append(sys._getframe(1).f_code.co_qualname) or guard(*args)
+
+    for module in [m for name, m in list(sys.modules.items()) if name.startswith("mha.") and m]:
+        for name, value in list(vars(module).items()):
+            if any(value is guard for guard in GUARDS):
+                patched.append((module, name, value))
+                setattr(module, name, recorder(value))
+    try:
+        yield calls
+    finally:
+        for module, name, value in patched:
+            setattr(module, name, value)
+
+
+def torch_message(watch, here, kernel=True):
+    """What to say when a forward hands attention to PyTorch's layer (or, with ``kernel``, to
+    its fused kernel), or None."""
+    what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
+    if not watch.layer:
+        grouped = ", with enable_gqa=True," if watch.grouped else ""
+        what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
+    told = f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
+    return told if watch.layer or kernel and watch.kernel else None
+
+
+def _code(forward):
+    """The code of ``forward`` without its layout and comments, or None."""
+    try:
+        return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(forward))))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+def book_modules():
+    """The module classes with a forward that the book's own modules (not its checks) define."""
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("mha.") and m]
+    return tuple({value for module in modules for value in list(vars(module).values())
+                  if isinstance(value, type) and issubclass(value, torch.nn.Module)
+                  and "forward" in vars(value) and value.__module__.startswith("mha.")
+                  and not value.__module__.startswith("mha.checks")})  # fmt: skip
+
+
+def refusal(cls, start, own, inherited):
+    """What to say when ``cls`` is no class of the reader's own, or None: not a module class, one
+    of the book's, not built on ``start`` (when ``own``), the starting code (``inherited``), or a
+    book forward taken, missing or pasted."""
+    book, name = book_modules(), getattr(cls, "__name__", type(cls).__name__)
+    if not isinstance(cls, type):
+        kind = "None" if cls is None else f"the function {name}" if callable(cls) else f"a {name}"
+        kind = f"an instance of {name}" if isinstance(cls, torch.nn.Module) else kind
+        return f"The check expects a class, but got {kind}: pass your class itself, by its name."
+    forwards = {b.forward: b.__name__ for b in book}
+    pasted = [b for f, b in forwards.items() if _code(f) == _code(getattr(cls, "forward", None))]
+    return (
+        f"{name} is a class, but not an nn.Module: subclass {start.__name__}."
+        if not issubclass(cls, torch.nn.Module) else
+        f"{name} is one of the book's own modules, or built on one: subclass {start.__name__}."
+        if cls in book or issubclass(cls, book) and not issubclass(cls, start) else
+        f"{name} does not start from {start.__name__}, so the check cannot know its layers."
+        if own and not issubclass(cls, start) else inherited.format(name=name)
+        if cls.forward is start.forward else
+        f"{name}.forward is the book's {forwards[cls.forward]}.forward: write your own."
+        if cls.forward in forwards else
+        f"{name} has no forward method at all: write def forward(self, x): inside it."
+        if cls.forward is torch.nn.Module.forward else
+        f"{name}.forward is the book's {pasted[0]}.forward, line for line." if pasted else None
+    )  # fmt: skip
