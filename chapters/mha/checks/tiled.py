@@ -1,371 +1,246 @@
-"""Chapter 7's exercise: the loop over key blocks of the online softmax.
+"""Chapter 7's exercise: ``query_block``, the online softmax over the key blocks a query block needs.
 
-The reader subclasses :class:`TiledAttentionStart` (``MultiHeadAttention``'s layers, a
-``block_size``, and a ``forward`` that walks the query blocks) and writes ``query_block``: the
-loop over the key blocks one query block needs, the scores of each block, the diagonal mask,
-the running maximum, sum and output, and the final division. The check builds the class in
-several configurations (lengths that a block divides and that it does not, shorter than a
-block, a single token, biases, dropout), compares the output in eval mode with the book's
-``MultiHeadAttention`` given the instance's own weights, counts the blocks of scores it computed,
-and names the mistake it recognises.
+The check builds the reader's class in six configurations and compares its output with
+``MultiHeadAttention``'s on the same weights. A wrong output is named by the first entry of
+``WRONG`` it matches: a buggy reference (:func:`online` with the entry's switches) or a fact of the
+run (:class:`.tiled_run.Run`). A right one must also hold no scores wider than a block, compute
+each causal block once (``AFTER``) and, in training, drop whole weights (``TRAINING``).
 """
+
+from collections import namedtuple
 
 import torch
 
-from .classes import class_answer_mistakes
-from .config import check_class, trial_mistakes, unexplained
-from .core import Exercise, Mistake, never_raises
-from .tiled_trial import TILED_CONFIGS, WRONG_FACTORS, TiledRecipe, TiledTrial, book_modules
-from .weight_split import WeightSplitSkeleton
+from ..tiled import TiledAttention
+from .core import CheckResult, Exercise, fill, never_raises
+from .reference import Recipe, same, split_attention
+from .tiled_run import CONFIGS, Run, dropped, online
 
 
-class TiledAttentionStart(WeightSplitSkeleton):
-    """Chapter 7's starting point: the layers, the query blocks, and a ``query_block`` to write.
-
-    ``forward`` projects, splits the heads, hands each block of ``block_size`` queries to
-    ``query_block`` and merges the results; ``mask`` is ``True`` above the diagonal.
-    """
-
-    def __init__(
-        self, d_in, d_out, context_length, dropout, num_heads, block_size=64, qkv_bias=False
-    ):
-        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.block_size = block_size
-
-    def split_heads(self, t):
-        """(b, num_tokens, d_out) → (b, num_heads, num_tokens, head_dim)."""
-        b, num_tokens, _ = t.shape
-        return t.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-
-    def forward(self, x):
-        b, num_tokens, _ = x.shape
-        # (b, num_heads, num_tokens, head_dim)
-        queries = self.split_heads(self.W_query(x))
-        keys = self.split_heads(self.W_key(x))
-        values = self.split_heads(self.W_value(x))
-        blocks = []
-        for q_start in range(0, num_tokens, self.block_size):
-            q = queries[:, :, q_start : q_start + self.block_size]
-            blocks.append(self.query_block(q, keys, values, q_start))
-        context = torch.cat(blocks, dim=2).transpose(1, 2)  # (b, T, num_heads, head_dim)
-        return self.out_proj(context.reshape(b, num_tokens, self.d_out))
+class TiledAttentionStart(TiledAttention):
+    """The practice's start: ``TiledAttention``'s layers and ``forward``, which hands each block
+    of ``block_size`` queries to ``query_block``; ``query_block`` is the reader's to write."""
 
     def query_block(self, q, keys, values, q_start):
         raise NotImplementedError("write the loop over key blocks in query_block")
 
 
-def _follows(**changes):
-    return lambda t: t.follows(TiledRecipe(**changes))
+START = ("What must each row of a query block remember from one key block to the next? "
+         "online_softmax.hint(1) starts from there.")
+TILES = (" For queries {bs} to {end2} and keys {keys}, your code hides what self.mask[{bs}:{bs2}, "
+         "0:{bs}] marks{how}. This block's part of the mask is self.mask[{bs}:{bs2}, {right}]: "
+         "rows from q_start, columns from k_start.")
+WRONG = (  # what a wrong output matches, and what to tell the reader; most specific first
+    ("wide", "{story}Your code holds scores for {r.widest} keys (or queries) at once, but a block "
+     "has block_size={bs}: take the keys block by block and carry a running maximum, sum and output."),
+    (dict(training=True), "In evaluation mode your output changes from call to call: dropout is "
+     "on. Use the skeleton's self.dropout, which is off in evaluation mode."),
+    ("factor_one", "Your factor is 1 at every block, even the first, where it must be 0: it is "
+     "computed after row_max became new_max. Compute it from the old maximum, then update row_max."),
+    (dict(rescale_sum=False, rescale_out=False), "Neither the running sum nor the running output is "
+     "rescaled when a block raises a row's maximum: multiply both by exp(old max - new max)."),
+    (dict(rescale_sum=False), "The running output is rescaled, but the running sum is not: it is "
+     "relative to the old maximum too. Multiply it by exp(old maximum - new maximum)."),
+    (dict(rescale_out=False), "The running sum is rescaled, but the running output is not: its "
+     "terms are exp(score - old max) × value. Multiply it by exp(old max - new max) as well."),
+    ("overflows", "Your output is right on small scores, but here the scores reach {largest:.0f} "
+     "and your output holds nan or inf: exp overflows above 88.7. Subtract the running maximum."),
+    (dict(stop=1), "For the queries {scoreless} your code computed no score at all: no key block was "
+     "visited (nan). A query block needs key blocks range(0, q_end, self.block_size), q_end = "
+     "q_start + rows."),
+    ("all_nan", "Every output is nan: the first key block makes nan, where row_max is -inf and row_sum "
+     "and out are 0 (inf × 0). exp(row_max - new_max) is 0 for the first block, at most 1 after."),
+    (dict(factor="new - old"), "Your rescaling factor is upside down: exp(new max - old max) grows "
+     "the old terms. A larger maximum shrinks them: exp(old - new), at most 1."),
+    (dict(scale="sqrt d_out"), "Your scores are divided by √d_out = √{c.d_out}, the width of all "
+     "heads. Each head's scores are scaled by √head_dim = √{head_dim}, self.head_dim**0.5."),
+    (dict(scale="head_dim"), "Your scores are divided by head_dim = {head_dim}, not by its square "
+     "root: self.head_dim**0.5."),
+    (dict(divide="never"), "Your output is never divided by the running sum: its weights are "
+     "unnormalised. After the last key block, return out / row_sum."),
+    (dict(power=2), "Your running sum is rescaled by the factor squared; it moves to a new maximum "
+     "as the output does: row_sum * factor, once."),
+    (dict(factor="old / new"), "Your factor is the ratio of the maxima, old / new, but exp(score - "
+     "new) = exp(score - old) × exp(old - new): the factor is exp(old max - new max)."),
+    (dict(own_max=True), "Each block's weights are relative to that block's own maximum, then added "
+     "as if they shared one. Keep one running maximum per row and rescale what came before."),
+    (dict(mask="none"), "Every query sees the keys after it inside its own block: the diagonal "
+     "block needs the causal mask, self.mask[q_start:q_end, k_start:k_end], filled with -inf."),
+    (dict(mask="whole"), "The whole diagonal block is masked (or skipped): a query never sees the "
+     "keys of its own block, not even itself. Mask only the keys after each query."),
+    (dict(divide="inside"), "The output is divided by the running sum inside the loop, so the next "
+     "block adds unnormalised terms to a normalised output: divide once, after the last block."),
+    (dict(mask="too"), "Your mask hides each query's own key as well as the later ones "
+     "(diagonal=0): the first token sees nothing (nan). self.mask is True strictly above it."),
+    (dict(mask="origin"), TILES.replace("{keys}", "0 to {last}").replace("self.mask[{bs}:{bs2}, 0",
+     "self.mask[0:{bs}, 0").replace("{how}", ": the mask sliced at the origin").replace(
+     "{right}", "0:{bs}")),
+    (dict(mask="no column offset"), TILES.replace("{keys}", "{bs} to {end2}").replace("{how}",
+     " (nothing): the mask sliced without the column offset").replace("{right}", "{bs}:{bs2}")),
+    (dict(mask="inverted"), "For queries 0 to {last} and keys 0 to {last}, your code hides what "
+     "~self.mask[0:{bs}, 0:{bs}] marks: your mask is inverted, so each query sees the later keys. "
+     "masked_fill hides where the mask is True: use self.mask without ~ (or == 0)."),
+    (dict(shrink=1), "For queries 0 to {last}, your code gives no weight to key {last}. Does a key "
+     "block end early? keys[:, :, k_start:k_end] stops before k_start + self.block_size."),
+    (dict(combine="mean"), "Each key block a query sees gets the same share of its weight, 1/n: "
+     "your blocks are normalised each on its own, then averaged. Carry one running sum instead."),
+    (dict(combine="sum"), "Each key block a query sees gets the same share of its weight, 1: your "
+     "blocks are normalised each on its own, then added. Carry one running sum instead."),
+    ("has_nan", "Some outputs are nan. A row whose scores in a block are all -inf has a maximum of "
+     "-inf, and exp(-inf - (-inf)) is nan. Skip the key blocks entirely after a query block."),
+    (dict(scale="none"), "The scores are not divided by √head_dim, as MultiHeadAttention divides "
+     "them: scores = q @ k.transpose(2, 3) / self.head_dim**0.5."),
+    ("always", "Your output has the right shape, not the right values (largest difference {gap:.3g}"
+     "), and none of the usual mistakes explains it: check the scale, the diagonal's mask, the "
+     "maximum, the rescaling of the old sum and output, and one division after the loop."))
+AFTER = (WRONG[0], ("future", "Your output is right, but your code computed {computed} blocks of "
+    "scores where a causal pass needs {causal} (of {blocks_n} × {blocks_n}): a key block that "
+    "starts after a query block's last token is all future. Skip it."),
+    ("twice", "Your output is right, but your code computed {computed} blocks of scores where a "
+     "causal pass needs {causal}: each one {times:g} times, as two passes (the maximum, then the "
+     "sum) do. Keep a running maximum, and rescale the old sum and output when it grows."))
+TRAINING = tuple((dict(drop=kind) if kind else "always", f"In training mode your {says}. MultiHeadAttention drops whole "
+    "weights: out = out * factor + self.dropout(weights) @ v; row_sum takes them undropped.")
+    for kind, says in (("none", "code applies no dropout"), ("values", "dropout drops single "
+    "numbers of the values"), ("context", "dropout drops single numbers of an output, the "
+    "context"), ("running output", "dropout drops single numbers of an output, the running one"),
+    ("twice", "code scales a kept weight by 1 / (1 - p) twice: dropout is applied twice"),
+    ("scores", "dropout acts on the scores"), ("masked scores", "dropout acts on the scores"),
+    ("sum", "dropout also reaches the running sum, and the division undoes it"),
+    (None, "output is not what dropping whole weights gives")))  # fmt: skip
+# fmt: on
 
 
-NOT_A_CLASS_MISTAKES = class_answer_mistakes(
-    "online_softmax.check",
-    "MyTiledAttention",
-    start=TiledAttentionStart,
-    book=book_modules,
-    method="query_block",
-    first="What must each row of a query block remember from one key block to the next? "
-    "online_softmax.hint(1) starts from there.",
-)
-DELEGATES = Mistake(
-    "delegates to the book",
-    "Your code hands the work to the book's {t.book_calls[0]}. Write the loop over key "
-    "blocks yourself, from q, keys and values.",
-    lambda t: t.book_calls,
-)
-FUSED_KERNEL = Mistake(
-    "the fused kernel",
-    "Your code calls PyTorch's own attention (scaled_dot_product_attention or "
-    "nn.MultiheadAttention): it does the online softmax for you. Write the scores, the "
-    "running maximum, sum and output yourself.",
-    lambda t: t.torch_attention,
-)
-NOT_TILED = Mistake(
-    "scores larger than a block",
-    "{t.wide_story}Your code holds scores for {t.widest_scores} keys (or queries) at once, "
-    "but a block has block_size={t.config.block_size}. Take the keys block by block, "
-    "keys[:, :, k_start:k_start + self.block_size], and carry only a running maximum, sum "
-    "and output from one block to the next.",
-    lambda t: t.widest_scores > t.config.block_size,
-)
-DROPOUT_IN_EVAL = Mistake(
-    "dropout in evaluation mode",
-    "In evaluation mode your output changes from call to call: dropout is on. Use the "
-    "skeleton's self.dropout, which is off in evaluation mode.",
-    lambda t: t.random_in_eval,
-)
-CONSTRUCTOR, RAISES, NOT_A_TENSOR, WRONG_SHAPE = trial_mistakes(
-    "TiledAttentionStart", "query_block"
-)
+STARTING = ("Your query_block still raises NotImplementedError: this is the starting code, and the "
+            "loop over key blocks is yours to write. " + START)  # fmt: skip
+EARLY = (("max_axes_seen", "Your code takes a maximum over {max_axes} scores, not over the keys "
+          "alone: a row's maximum runs over the last dimension, scores.amax(-1, keepdim=True)."),
+         ("partial", "Your code is right on {divisible} tokens, but on {c.num_tokens} tokens, which "
+          "blocks of {bs} do not divide, it goes wrong. Slice the last, shorter block with "
+          "keys[:, :, k_start:k_end] and let range(0, q_end, self.block_size) reach it."))  # fmt: skip
+BOOK = __package__.split(".")[0] + "."  # the book's modules: mha.*
 
-TILED_MISTAKES = (
-    CONSTRUCTOR,
-    Mistake(
-        "the starting code",
-        "Your query_block still raises NotImplementedError: this is the starting code, and "
-        "the loop over key blocks is yours to write. What must each row of a query block "
-        "remember from one key block to the next? online_softmax.hint(1) starts from there.",
-        lambda t: isinstance(t.error, NotImplementedError),
-    ),
-    DELEGATES,
-    FUSED_KERNEL,
-    Mistake(
-        "maximum over the wrong axes",
-        "Your code takes a maximum over {t.max_axes} scores, not over the keys alone. A "
-        "row's maximum runs over its keys, the last dimension of (b, num_heads, rows, cols): "
-        "scores.amax(-1, keepdim=True), (b, num_heads, rows, 1).",
-        lambda t: t.log.max_axes,
-    ),
-    Mistake(
-        "block size does not divide the length",
-        "Your code is right on {t.config.divisible_tokens} tokens, but on "
-        "{t.config.num_tokens} tokens, which blocks of {t.config.block_size} do not divide, "
-        "it goes wrong. The last block is shorter: slice it with "
-        "keys[:, :, k_start:k_start + self.block_size] (a slice stops at the end) and let "
-        "range(0, end, self.block_size) reach the last, partial block.",
-        lambda t: t.config.num_tokens % t.config.block_size and t.right_on_divisible_part,
-    ),
-    Mistake(
-        "query_block returns no tensor",
-        "Your query_block returned {t.block_kind}. Return the block's context: a tensor "
-        "shaped like q, (b, num_heads, rows, head_dim).",
-        lambda t: not isinstance(t.first_block[1], torch.Tensor),
-    ),
-    Mistake(
-        "query_block returns the wrong shape",
-        "Your query_block returned shape {t.block_shapes[0]} for q of shape {t.block_shapes[1]}. "
-        "It should return one row of head_dim values per query of q, for every head: the "
-        "shape of q, (b, num_heads, rows, head_dim).",
-        lambda t: t.block_shapes[0] != t.block_shapes[1],
-    ),
-    RAISES,
-    NOT_A_TENSOR,
-    WRONG_SHAPE,
-    NOT_TILED,
-    DROPOUT_IN_EVAL,
-    Mistake(
-        "factor always 1",
-        "Your factor is 1 at every block, even the first, where it must be 0: it is "
-        "computed from the new maximum alone (row_max already updated to new_max, so "
-        "exp(row_max - new_max) is exp(0)). Nothing is rescaled. Compute the factor from "
-        "the old maximum first, then update row_max.",
-        lambda t: (
-            t.factor_always_one and t.follows(TiledRecipe(rescale_sum=False, rescale_out=False))
-        ),
-    ),
-    Mistake(
-        "running sum and output not rescaled",
-        "Neither the running sum nor the running output is rescaled when a block raises a "
-        "row's maximum. Both were summed relative to the old maximum: multiply each by "
-        "exp(old maximum - new maximum) before adding the new block.",
-        _follows(rescale_sum=False, rescale_out=False),
-    ),
-    Mistake(
-        "running sum not rescaled",
-        "The running output is rescaled, but the running sum is not. The sum of "
-        "exp(score - old maximum) is relative to the old maximum too: multiply it by "
-        "exp(old maximum - new maximum) before adding the new block's sum.",
-        _follows(rescale_sum=False),
-    ),
-    Mistake(
-        "running output not rescaled",
-        "The running sum is rescaled, but the running output is not. The output's terms "
-        "are exp(score - old maximum) × value: multiply it by exp(old maximum - new maximum) "
-        "as well, before adding the new block.",
-        _follows(rescale_out=False),
-    ),
-    Mistake(
-        "no maximum subtracted: exp overflows",
-        "Your output is right on small scores, but here the scores reach "
-        "{t.largest_score:.0f} and your output holds nan or inf, where MultiHeadAttention's "
-        "is finite: exp overflows. In float32, exp(x) is inf above x ≈ 88.7, and inf / inf "
-        "is nan. Subtract each row's running maximum before exp, "
-        "weights = torch.exp(scores - new_max), and rescale the old sum and output by "
-        "exp(old maximum - new maximum) when it grows.",
-        lambda t: t.overflows,
-    ),
-    Mistake(
-        "no key block visited",
-        "For the queries {t.scoreless_block[0]} to {t.scoreless_block[1]} your code computed "
-        "no score at all: no key block was visited, and the output there is nan. A block of "
-        "queries needs the key blocks from 0 up to its last query: "
-        "range(0, q_end, self.block_size), with q_end = q_start + rows.",
-        lambda t: t.has_nan and t.scoreless_block,
-    ),
-    Mistake(
-        "every output nan",
-        "Every output is nan, so the first key block already makes nan. There the running "
-        "state is still empty: row_max is -inf, row_sum and out are 0. Your factor is not a "
-        "number there (exp(new_max - row_max) is inf, row_max / new_max is ±inf), and "
-        "inf × 0 is nan. The factor that moves the old sum and output to the new maximum is "
-        "exp(row_max - new_max): 0 for the first block, at most 1 after it.",
-        lambda t: t.all_nan,
-    ),
-    Mistake(
-        "wrong factor",
-        "Your rescaling factor is upside down: exp(new maximum - old maximum) grows the old "
-        "terms. Going from the old maximum to a larger new one shrinks them: "
-        "exp(old - new), at most 1.",
-        lambda t: any(t.follows(recipe) for recipe in WRONG_FACTORS),
-    ),
-    Mistake(
-        "scaled by √d_out",
-        "Your scores are divided by √d_out = √{t.config.d_out}, the width of all heads "
-        "together. Each head's scores are scaled by its own width: √head_dim = "
-        "√{t.config.head_dim}, self.head_dim**0.5.",
-        _follows(scale="sqrt d_out"),
-    ),
-    Mistake(
-        "divided by head_dim",
-        "Your scores are divided by head_dim = {t.config.head_dim}, not by its square root: "
-        "scale them by self.head_dim**0.5.",
-        _follows(scale="head_dim"),
-    ),
-    Mistake(
-        "no final division",
-        "Your output is never divided by the running sum: it is the weighted sum of the "
-        "values with unnormalised weights. After the last key block, return out / row_sum.",
-        _follows(divide="never"),
-    ),
-    Mistake(
-        "running sum rescaled by factor²",
-        "Your running sum is rescaled by the factor squared. The sum of exp(score - max) "
-        "moves to a new maximum exactly as the output does: row_sum * factor, once.",
-        _follows(sum_factor="factor squared"),
-    ),
-    Mistake(
-        "ratio of the maxima",
-        "Your factor is the ratio of the maxima, old / new. The terms are exponentials: "
-        "exp(score - new) = exp(score - old) × exp(old - new), so the factor is "
-        "exp(old maximum - new maximum), not old maximum / new maximum.",
-        _follows(factor="old / new"),
-    ),
-    Mistake(
-        "each block with its own maximum",
-        "Each block's weights are taken relative to that block's own maximum, and then the "
-        "blocks are added as if they shared one: a block of low scores weighs as much as a "
-        "block of high ones. Keep one running maximum per row (the larger of the old one "
-        "and the block's), and when it grows, rescale the old sum and output by "
-        "exp(old maximum - new maximum).",
-        _follows(running_max=False),
-    ),
-    Mistake(
-        "no diagonal mask",
-        "Every query sees the keys after it inside its own block: the diagonal block needs "
-        "the causal mask. Slice it at the block's position, "
-        "self.mask[q_start:q_start + rows, k_start:k_start + cols], and fill with -inf.",
-        _follows(diagonal="none"),
-    ),
-    Mistake(
-        "whole diagonal block masked",
-        "The whole diagonal block is masked (or skipped), so a query never sees the keys of "
-        "its own block, not even itself: the first block's rows see nothing at all (nan). "
-        "Only the keys after each query are hidden: mask the diagonal block with the "
-        "causal mask, self.mask[q_start:q_start + rows, k_start:k_start + cols].",
-        _follows(diagonal="whole"),
-    ),
-    Mistake(
-        "divided inside the loop",
-        "The output is divided by the running sum inside the loop. The next block then adds "
-        "unnormalised terms to a normalised output, and the sum keeps growing: keep out "
-        "unnormalised in the loop and divide once, after the last block.",
-        _follows(divide="inside"),
-    ),
-    Mistake(
-        "diagonal masked too",
-        "Your mask hides each query's own key as well as the later ones (a triangle built "
-        "with diagonal=0), so the first token sees nothing at all: its scores are all -inf, "
-        "and its output is nan. Hide only the keys after each query: the module's mask, "
-        "self.mask[q_start:q_end, k_start:k_end], is True strictly above the diagonal.",
-        _follows(diagonal="diagonal too"),
-    ),
-    Mistake("keys hidden or seen wrongly", "{t.mask_story}", lambda t: t.mask_story),
-    Mistake(
-        "blocks normalised separately",
-        "Each of the n key blocks a query sees gets the same share of its weight, "
-        "{t.block_shares[0]}: your blocks are normalised each on its own, then "
-        "{t.block_shares[1]}. A block's share must follow its scores: carry one running "
-        "maximum and sum over all the blocks, and divide by the sum once, after the last.",
-        lambda t: t.block_shares,
-    ),
-    Mistake(
-        "nan from a fully masked row",
-        "Some outputs are nan. A row whose scores in a block are all -inf has a maximum of "
-        "-inf, and exp(-inf - (-inf)) is nan. Skip the key blocks that lie entirely after a "
-        "query block, and start each row with a block that holds at least its first key.",
-        lambda t: t.has_nan,
-    ),
-    Mistake(
-        "no scaling",
-        "The scores are not divided by √head_dim, as MultiHeadAttention divides them: "
-        "scores = q @ k.transpose(2, 3) / self.head_dim**0.5.",
-        _follows(scale="none"),
-    ),
-    unexplained(
-        "scores scaled by √head_dim, the mask on the diagonal block, the new maximum, the "
-        "rescaling of the old sum and output, the new terms added; one division after the loop."
-    ),
-)
 
-#: Checked once the output is right: what tiling and the causal mask must save.
-AFTER_MATCH_MISTAKES = (
-    DELEGATES,
-    FUSED_KERNEL,
-    NOT_TILED,
-    Mistake(
-        "blocks above the diagonal computed",
-        "Your output is right, but your code computed {t.blocks_computed} blocks of scores "
-        "where a causal pass needs {t.config.causal_blocks} (of {t.config.blocks} × "
-        "{t.config.blocks}). A key block that starts after a query block's last token is "
-        "all future: skip it, rather than compute it and mask it all.",
-        lambda t: t.blocks_computed > t.config.causal_blocks and t.touches_future,
-    ),
-    Mistake(
-        "causal blocks computed more than once",
-        "Your output is right, and you never touch a key block after the queries, but your "
-        "code computed {t.blocks_computed} blocks of scores where a causal pass needs "
-        "{t.config.causal_blocks}: each one {t.times_over:g} times, as a first pass for the "
-        "maximum and a second for the sum and output do. The online softmax needs one "
-        "pass: keep a running maximum, and when a block raises it, rescale the old sum and "
-        "output by exp(old maximum - new maximum).",
-        lambda t: t.blocks_computed > t.config.causal_blocks,
-    ),
-    DROPOUT_IN_EVAL,
-    Mistake(
-        "no dropout in training",
-        "In training mode your code applies no dropout, although the module was built with "
-        "dropout={t.config.dropout}. Apply self.dropout to the block's unnormalised weights "
-        "before they multiply the values.",
-        lambda t: t.dropout_place == "none",
-    ),
-    Mistake(
-        "dropout in the wrong place",
-        "{t.dropout_story} MultiHeadAttention drops whole attention weights. Dropout belongs "
-        "on the unnormalised weights on their way into the output, "
-        "out = out * factor + self.dropout(weights) @ v, and not into the sum: "
-        "row_sum takes the weights before dropout.",
-        lambda t: t.dropout_misplaced,
-    ),
-)
+def _alike(output, reference):
+    """Equal within float32 rounding, nan where ``reference`` has nan (a buggy one may)."""
+    return isinstance(output, torch.Tensor) and output.shape == reference.shape and bool(
+        torch.allclose(output.double(), reference.double(), 1e-4, 1e-5, equal_nan=True))
+
+
+def _named(entries, run, output, **mode):
+    """The message of the first entry ``output`` matches, filled from ``run``, or None."""
+    for test, message in entries:
+        try:
+            if isinstance(test, str):
+                hit = getattr(run, test)
+            else:
+                hit = _alike(output, online(run.m, run.x, **mode, **test))
+        except Exception:
+            hit = False
+        if hit:
+            return fill(message, run)
+    return None
+
+
+def _not_an_answer(cls):
+    """What is wrong with ``cls`` before it runs (not a class, the book's, no query_block)."""
+    name, fix = getattr(cls, "__name__", "it"), "subclass TiledAttentionStart and write query_block."
+    if cls is None:
+        return ("online_softmax.check got None. Run the cell that defines your class, then pass "
+                "the class itself: online_softmax.check(MyTiledAttention).")  # fmt: skip
+    if isinstance(cls, torch.nn.Module):
+        return (f"You passed an instance of {type(cls).__name__}, not the class. Pass the class "
+                "itself: the check builds its own instances, with several sizes.")  # fmt: skip
+    if not isinstance(cls, type):
+        kind = f"the function {name}" if callable(cls) else f"a {type(cls).__name__}"
+        return (f"online_softmax.check expects a class, but got {kind}. Pass the class you "
+                "defined with class ...: by its name, without calling it.")  # fmt: skip
+    if not issubclass(cls, torch.nn.Module):
+        return f"{name} is a class, but not an nn.Module: {fix}"
+    book = any(k.__module__.startswith(BOOK) for k in cls.__mro__)
+    own = getattr(cls, "query_block", None)
+    if not issubclass(cls, TiledAttentionStart) and book or own is TiledAttention.query_block:
+        return f"{name} is one of the book's own modules, or built on one. This exercise asks for your own query_block: {fix}"
+    if not issubclass(cls, TiledAttentionStart):
+        return f"{name} does not start from TiledAttentionStart, so the check cannot know its layers: {fix}"
+    if own is TiledAttentionStart.query_block:
+        return f"{name} has no query_block of its own yet: the starting code's only raises. {START}"
+    return None
+
+
+def _raised(run):
+    """What to say when the forward raised: what query_block returned, or the error."""
+    try:
+        q, block, _ = run.blocks()[0]
+    except Exception:
+        return fill("Calling your class on an input of shape {x.shape} raised {error_text}.", run)
+    if not isinstance(block, torch.Tensor):
+        what = "None" if block is None else f"a {type(block).__name__}"
+    elif block.shape != q.shape:
+        what = f"shape {tuple(block.shape)} for q of shape {tuple(q.shape)}"
+    else:
+        return fill("Calling your class on an input of shape {x.shape} raised {error_text}.", run)
+    return (f"Your query_block returned {what}. Return the block's context: a tensor shaped like "
+            "q, (b, num_heads, rows, head_dim).")  # fmt: skip
+
+
+def _trained(run):
+    """What is wrong with the output in training mode (dropout's place), or None."""
+    run.m.train()
+    try:
+        with run.recorder():
+            output = run.m(run.x)
+    finally:
+        run.m.eval()
+    drop = Recipe(dropout=lambda weights: dropped(weights, run.c.dropout))
+    if same(output, split_attention(run.m, run.x, run.c.num_heads, drop)):
+        return None
+    return _named(TRAINING, run, output, training=True)
+
+
+def _verdict(cls, c):
+    """The first mistake the run of ``cls`` in configuration ``c`` shows, or None."""
+    run = Run(cls, c)
+    if run.m is None:
+        return fill("Building your class as {call} raised {error_text}. Keep the constructor of "
+                    "TiledAttentionStart: subclass it and write only query_block.", run)  # fmt: skip
+    if isinstance(run.error, NotImplementedError):
+        return STARTING
+    if run.r.book:
+        return (f"Your code hands the work to the book's {run.r.book[0]}. Write the loop over key "
+                "blocks yourself, from q, keys and values.")  # fmt: skip
+    if run.r.torch_attention:
+        return ("Your code calls PyTorch's own attention (scaled_dot_product_attention or "
+                "nn.MultiheadAttention): it does the online softmax for you. Write the scores, "
+                "the running maximum, sum and output yourself.")  # fmt: skip
+    run.right = split_attention(run.m, run.x, c.num_heads)  # (b, num_tokens, d_out)
+    if same(run.out, run.right):
+        found = _named(AFTER, run, run.out) or (_trained(run) if c.dropout else None)
+    elif not (found := _named(EARLY, run, run.out)) and run.error is not None:
+        found = _raised(run)
+    elif not found and getattr(run.out, "shape", None) != run.right.shape:
+        found = fill("Your class returned {out!r:.40}, not a tensor of shape {right.shape}.", run)
+    elif not found:
+        found = _named(WRONG, run, run.out)
+    return found and found + fill("\n(Seen with {call}.)", run)
 
 
 @never_raises
 def check_online_softmax(cls):
     """Check a class whose ``query_block`` runs the online softmax over key blocks."""
-    return check_class(
-        cls,
-        NOT_A_CLASS_MISTAKES,
-        TiledTrial,
-        TILED_CONFIGS,
-        TILED_MISTAKES,
-        AFTER_MATCH_MISTAKES,
-        f"Your loop matches MultiHeadAttention in all {len(TILED_CONFIGS)} configurations "
-        "(lengths the block divides and does not, shorter than a block, one token, biases, "
-        "scores in the hundreds). No tensor of scores it computed, by products or "
-        "elementwise, spans more than a block; it computed as many scores as the blocks on "
-        "and below the diagonal hold; in training, token 0's context is 0 or its value / "
-        "(1 - p), and the mean of 48 calls is the eval output.",
-    )
+    problem = _not_an_answer(cls)
+    if problem:
+        return CheckResult(False, problem)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        for c in CONFIGS:
+            found = _verdict(cls, c)
+            if found:
+                return CheckResult(False, found)
+    return CheckResult(True, (
+        f"Your loop matches MultiHeadAttention in all {len(CONFIGS)} configurations (lengths the "
+        "block divides and does not, shorter than a block, one token, biases, scores in the "
+        "hundreds). No tensor of scores it computed spans more than a block; it computed as many "
+        "scores as the blocks on and below the diagonal hold; in training it drops whole weights."))
 
 
 online_softmax = Exercise(
