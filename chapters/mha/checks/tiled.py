@@ -6,11 +6,13 @@ matches a buggy reference, or a fact of the run holds (a score matrix wider than
 computed twice or above the diagonal, dropout misplaced in training).
 """
 
+from collections import namedtuple
+
 import torch
 
 from ..tiled import TiledAttention
 from .core import CheckResult, Exercise, fill, never_raises
-from .tiled_catalogue import CATALOGUE, CONFIGS, START
+from .tiled_catalogue import CATALOGUE, START
 from .tiled_run import Run
 
 
@@ -22,6 +24,14 @@ class TiledAttentionStart(TiledAttention):
         raise NotImplementedError("write the loop over key blocks in query_block")
 
 
+Config = namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias block_size "
+                    "query_gain dropout seed")  # fmt: skip
+#: Lengths a block divides and not, shorter than a block, one token, biases, dropout, and scores
+#: in the hundreds (W_query × 250), where exp overflows; head_dim is no block size nor d_in.
+CONFIGS = tuple(Config(*c) for c in ((6, 6, 12, 2, 12, False, 4, 1, 0.0, 1),
+    (5, 9, 14, 3, 10, True, 4, 1, 0.0, 2), (4, 6, 8, 1, 3, False, 5, 1, 0.0, 3),
+    (4, 6, 8, 2, 1, False, 4, 1, 0.0, 4), (8, 12, 9, 4, 9, False, 4, 1, 0.5, 5),
+    (6, 6, 12, 2, 12, False, 4, 250, 0.0, 6)))  # fmt: skip
 BOOK = __package__.split(".")[0] + "."  # the book's modules: mha.*
 
 

@@ -1,32 +1,13 @@
 """Chapter 7's catalogue: the builds its check tries, and every mistake it knows, in order.
 
-A mistake is a fact of the run (the name of a property of :class:`.tiled_run.Run`) or a buggy
-reference: :func:`online`'s keyword arguments, one switch changed (with none it computes
-``MultiHeadAttention``'s output), compared with the eval-mode output, or with the training-mode
-output when marked ``("train", ...)``. ``CATALOGUE`` pairs each with the message the reader sees;
-the first one a run shows is named.
+A mistake is a fact of a run (a property of :class:`.tiled_run.Run`) or a buggy reference: the
+switches of :func:`online` it changes, compared with the eval-mode output (with the training-mode
+one when marked ``"train"``). ``CATALOGUE`` pairs each with the message the reader sees.
 """
-
-from collections import namedtuple
 
 import torch
 
-
-def dropped(t, p):
-    """Dropout that keeps the entries whose row and column add up to an even number: for blocks
-    that start at even positions, the same weights as in the whole matrix."""
-    rows = torch.arange(t.shape[-2])[:, None] if t.dim() > 1 else 0
-    return t * ((rows + torch.arange(t.shape[-1])) % 2 == 0) / (1 - p)
-
-
-Config = namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias block_size "
-                    "query_gain dropout seed")  # fmt: skip
-#: Lengths a block divides and not, shorter than a block, one token, biases, dropout, and scores
-#: in the hundreds (W_query × 250), where exp overflows; head_dim is no block size nor d_in.
-CONFIGS = tuple(Config(*c) for c in ((6, 6, 12, 2, 12, False, 4, 1, 0.0, 1),
-    (5, 9, 14, 3, 10, True, 4, 1, 0.0, 2), (4, 6, 8, 1, 3, False, 5, 1, 0.0, 3),
-    (4, 6, 8, 2, 1, False, 4, 1, 0.0, 4), (8, 12, 9, 4, 9, False, 4, 1, 0.5, 5),
-    (6, 6, 12, 2, 12, False, 4, 250, 0.0, 6)))  # fmt: skip
+from .tiled_recorder import dropped
 
 
 # fmt: off
@@ -58,10 +39,9 @@ def online(m, x, training=False, rescale_sum=True, rescale_out=True, factor="old
                 continue
             new_max = torch.maximum(row_max, s.amax(-1, keepdim=True))
             new_max, first = s.amax(-1, keepdim=True) if own_max else new_max, row_max == -torch.inf
-            w, f = torch.exp(s - new_max), 1.0 if own_max else {
-                "old - new": torch.exp(row_max - new_max),
-                "old / new": torch.where(first, 0.0, row_max / new_max),
-                "new - old": torch.where(first, 0.0, torch.exp(new_max - row_max))}[factor]
+            w, f = torch.exp(s - new_max), 1.0 if own_max else {"old - new": torch.exp(row_max -
+                new_max), "old / new": torch.where(first, 0.0, row_max / new_max), "new - old":
+                torch.where(first, 0.0, torch.exp(new_max - row_max))}[factor]
             w_sum = (d(w) if drop == "sum" else w).sum(-1, keepdim=True)
             row_sum = row_sum * (f**power if rescale_sum else 1) + w_sum
             out = (d(out) if drop == "running output" else out) * (f if rescale_out else 1)
@@ -150,27 +130,19 @@ CATALOGUE = (
      "of -inf, and exp(-inf + inf) is nan: skip key blocks entirely after the queries."),
     (dict(scale="none"), "The scores are not divided by √head_dim, as MultiHeadAttention "
      "divides them: scores = q @ k.transpose(2, 3) / self.head_dim**0.5."),
-    ("unexplained", "Your output has the right shape, not the right values (off by up to {gap:.3g})"
-     ", "
-     "and none of the usual mistakes explains it: check the scale, mask, maximum and rescaling."),
+    ("wrong", "Your output has the right shape, not the right values (off by up to "
+     "{gap:.3g}), and none of the usual mistakes explains it: check each step of the loop."),
     ("future", "Your output is right, but your code computed {computed} blocks of scores where "
      "a causal pass needs {causal} (of {blocks_n} × {blocks_n}): skip the blocks all future."),
     ("twice", "Your output is right, but your code computed {computed} blocks of scores where a "
      "causal pass needs {causal}: each one {times:g} times. Keep a running maximum instead."),
-    (("train", dict(drop="none")), "In training mode your code applies no dropout" + TRAINED),
-    (("train", dict(drop="values")), "In training mode your dropout drops single numbers of the "
-     "values" + TRAINED),
-    (("train", dict(drop="context")), "In training mode your dropout drops single numbers of an "
-     "output" + TRAINED),
-    (("train", dict(drop="running output")), "In training mode your dropout drops single "
-     "numbers of an output, the running one" + TRAINED),
-    (("train", dict(drop="twice")), "In training mode your code scales kept weights by 1 / (1 - "
-     "p) twice: dropout is applied twice" + TRAINED),
-    (("train", dict(drop="scores")), "In training mode your dropout acts on the scores" + TRAINED),
-    (("train", dict(drop="masked scores")), "In training mode your dropout acts on the scores" +
-     TRAINED),
-    (("train", dict(drop="sum")), "In training mode your dropout reaches the running sum" +
-     TRAINED),
+    *((("train", dict(drop=kind)), f"In training mode your {says}" + TRAINED) for kind, says in (
+        ("none", "code applies no dropout"), ("values", "dropout drops single numbers of the "
+         "values"), ("context", "dropout drops single numbers of an output"), ("running output",
+         "dropout drops single numbers of an output, the running one"), ("twice", "code scales "
+         "kept weights by 1 / (1 - p) twice: dropout is applied twice"), ("scores", "dropout "
+         "acts on the scores"), ("masked scores", "dropout acts on the scores"), ("sum",
+         "dropout reaches the running sum"))),
     ("trained_wrong", "In training mode your dropout does something else" + TRAINED),
 )
 # fmt: on
