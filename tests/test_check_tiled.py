@@ -52,7 +52,7 @@ def make(rescale_sum=True, rescale_out=True, factor="old - new", diagonal="mask"
          sum_power=1):  # fmt: skip
     """A query_block with one deliberate mistake (or none). dropout: "weights" (right), "both"
     (weights and sum), "always", "none", "values", "context", "running output", "twice",
-    "functional" (right)."""
+    "functional" and "torch.dropout" (right)."""
 
     def query_block(self, q, keys, values, q_start):
         row_max, row_sum, out = state(q)
@@ -76,6 +76,8 @@ def make(rescale_sum=True, rescale_out=True, factor="old - new", diagonal="mask"
             if dropout in ("always", "functional"):
                 training = self.training if dropout == "functional" else True
                 dropped = F.dropout(weights, self.dropout.p, training=training)
+            if dropout == "torch.dropout":
+                dropped = torch.dropout(weights, self.dropout.p, self.training)
             if dropout == "values":
                 v = self.dropout(v)
             row_sum = (row_sum * f**sum_power if rescale_sum else row_sum) + summed.sum(-1, True)
@@ -475,6 +477,7 @@ CASES = [  # (id, answer, passes, words the message has, words it must not have)
     ok("log-sum-exp per row, while loop", styled(log_sum_exp_rows)),
     ok("key blocks half as wide", styled(half_blocks)),
     ok("functional dropout", make(dropout="functional")), ok("the learner's loop", learner()),
+    ok("torch.dropout", make(dropout="torch.dropout")),
     *[ok(f"layout {f.__name__}", laid_out(f)) for f in LAYOUTS],
     # what the answer is
     no("None", None, "got None"), no("an instance", make()(6, 6, 12, 0.0, 2, 4), "an instance"),

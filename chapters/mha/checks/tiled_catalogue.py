@@ -58,7 +58,8 @@ START = ("What must each row of a query block remember from one key block to the
          "online_softmax.hint(1) starts from there.")
 TRAINED = ". Drop whole weights: out = out * factor + self.dropout(weights) @ v, row_sum undropped."
 CATALOGUE = (
-    ("built_wrong", "Building your class raised {error_text}: keep TiledAttentionStart's one."),
+    ("built_wrong", "Building your class raised {error_text}: keep TiledAttentionStart's "
+     "constructor."),
     ("starting", "Your query_block still raises NotImplementedError: this is the starting code, "
      "and the loop over key blocks is yours to write. " + START),
     ("book", "Your code hands the work to the book's {r.book[0]}: write the loop yourself."),

@@ -56,10 +56,11 @@ class Recorder(TorchFunctionMode):
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs, name, p = kwargs or {}, getattr(func, "__name__", ""), (kwargs or {}).get("p", 0)
+        kwargs, name = kwargs or {}, getattr(func, "__name__", "")
         self.torch_attention |= func in TORCH_ATTENTION
-        if func is F.dropout and kwargs.get("training", True) and p > 0:
-            return dropped(args[0], p)
+        if func in (F.dropout, torch.dropout):  # (t, p=, training=) and (t, p, train): made even
+            p, training = [*args, kwargs.get("p", 0.5), kwargs.get("training", True)][1:3]
+            return dropped(args[0], p) if training and p > 0 else args[0]
         self.read |= {name} if any(a is w for a in args for w in self._wide) else set()
         tensors, out = [a for a in args if torch.is_tensor(a)], func(*args, **kwargs)
         if name in ("amax", "max") and len(tensors) == 1 and tensors[0].dim() >= 2:
