@@ -128,7 +128,7 @@ CATALOGUE = (
     (dict(combine="sum"), "Each key block a query sees gets the same share of its weight, 1: "
      "your blocks are normalised each on its own, then added. Carry one running sum."),
     ("has_nan", "Some outputs are nan. A row whose scores in a block are all -inf has a maximum "
-     "of -inf, and exp(-inf + inf) is nan: skip key blocks entirely after the queries."),
+     "of -inf, and exp(-inf + inf) is nan. Skip the key blocks entirely after the queries."),
     (dict(scale="none"), "The scores are not divided by √head_dim, as MultiHeadAttention "
      "divides them: scores = q @ k.transpose(2, 3) / self.head_dim**0.5."),
     ("wrong", "Your output has the right shape, not the right values (off by up to "
