@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from mha import MultiHeadAttention, TiledAttention
-from mha.checks.reference import Recipe, same, split_attention
-from mha.checks.tiled import CONFIGS, TiledAttentionStart, online_softmax
-from mha.checks.tiled_catalogue import CATALOGUE, online
-from mha.checks.tiled_recorder import dropped
+from mha.checks.reference import same
+from mha.checks.tiled import CATALOGUE, CONFIGS, TiledAttentionStart, online_softmax
+from mha.checks.tiled_catalogue import online, reference
+from mha.checks.tiled_recorder import Recorder
 
 NEG = -torch.inf
 
@@ -613,15 +613,14 @@ def test_every_catalogued_mistake_has_a_case():
 @pytest.mark.parametrize("training", [False, True])
 def test_the_catalogues_online_softmax_without_a_switch_is_multi_head_attention(config, training):
     """The buggy references differ from the right output by one switch: with none, it is
-    MultiHeadAttention's output (with the check's dropout in training)."""
+    MultiHeadAttention's output, the book's forward (in training, with the check's dropout)."""
     torch.manual_seed(config.seed)
     m = TiledAttentionStart(*config[:3], config.dropout, config.num_heads, config.block_size)
     x = torch.randn(2, config.num_tokens, config.d_in)
-    drop = Recipe(
-        dropout=lambda w: dropped(w, config.dropout) if training and config.dropout else w
-    )
-    with torch.no_grad():
-        assert same(online(m, x, training=training), split_attention(m, x, m.num_heads, drop))
+    with torch.no_grad(), Recorder(m.head_dim, m.block_size, config[:2]):
+        book = MultiHeadAttention.forward(m.train(training), x)
+        assert same(online(m, x, training=training), book)
+        assert same(reference(m, x, training=training), book)
 
 
 def test_the_check_leaves_the_readers_random_state_alone():

@@ -12,7 +12,7 @@ import torch
 
 from ..tiled import TiledAttention
 from .core import CheckResult, Exercise, fill, never_raises
-from .tiled_catalogue import CATALOGUE, START
+from .tiled_catalogue import MISTAKES
 from .tiled_run import Run
 
 
@@ -33,6 +33,19 @@ CONFIGS = tuple(Config(*c) for c in ((6, 6, 12, 2, 12, False, 4, 1, 0.0, 1),
     (4, 6, 8, 2, 1, False, 4, 1, 0.0, 4), (8, 12, 9, 4, 9, False, 4, 1, 0.5, 5),
     (6, 6, 12, 2, 12, False, 4, 250, 0.0, 6)))  # fmt: skip
 BOOK = __package__.split(".")[0] + "."  # the book's modules: mha.*
+# fmt: off
+START = ("What must each row of a query block remember from one key block to the next? "
+         "online_softmax.hint(1) starts from there.")
+CATALOGUE = (  # what the answer is, then what it computes (MISTAKES)
+    ("built_wrong", "Building your class raised {error_text}: keep the starting constructor."),
+    ("starting", "Your query_block still raises NotImplementedError: this is the starting code, "
+     "and the loop over key blocks is yours to write. " + START),
+    ("book", "Your code hands the work to the book's {r.book[0]}: write the loop yourself."),
+    ("torch_attention", "Your code calls PyTorch's own attention (scaled_dot_product_attention or "
+     "nn.MultiheadAttention), which does the online softmax for you: write it yourself."),
+    *MISTAKES,
+)
+# fmt: on
 
 
 def _not_an_answer(cls):

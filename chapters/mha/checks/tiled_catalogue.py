@@ -1,13 +1,22 @@
-"""Chapter 7's catalogue: the builds its check tries, and every mistake it knows, in order.
+"""Chapter 7's catalogue: the right reference, and every mistake its check knows, in order.
 
 A mistake is a fact of a run (a property of :class:`.tiled_run.Run`) or a buggy reference: the
-switches of :func:`online` it changes, compared with the eval-mode output (with the training-mode
-one when marked ``"train"``). ``CATALOGUE`` pairs each with the message the reader sees.
+switches of :func:`online` it changes, compared with the eval-mode output (the training-mode one
+when marked ``"train"``). ``MISTAKES`` pairs each with the message the reader sees.
 """
 
 import torch
 
+from .reference import Recipe, attend
 from .tiled_recorder import dropped
+
+
+def reference(m, x, training=False):
+    """MultiHeadAttention's output on ``m``'s weights (in training, with ``dropped`` weights)."""
+    q, k, v = (m.split_heads(f(x)) for f in (m.W_query, m.W_key, m.W_value))  # (b, H, T, hd)
+    p = m.dropout.p if training else 0
+    context = attend(q, k, v, Recipe(dropout=(lambda w: dropped(w, p)) if p else None))
+    return m.out_proj(context.transpose(1, 2).flatten(2))  # (b, T, d_out)
 
 
 # fmt: off
@@ -54,17 +63,8 @@ def online(m, x, training=False, rescale_sum=True, rescale_out=True, factor="old
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
 
 
-START = ("What must each row of a query block remember from one key block to the next? "
-         "online_softmax.hint(1) starts from there.")
 TRAINED = ". Drop whole weights: out = out * factor + self.dropout(weights) @ v, row_sum undropped."
-CATALOGUE = (
-    ("built_wrong", "Building your class raised {error_text}: keep TiledAttentionStart's "
-     "constructor."),
-    ("starting", "Your query_block still raises NotImplementedError: this is the starting code, "
-     "and the loop over key blocks is yours to write. " + START),
-    ("book", "Your code hands the work to the book's {r.book[0]}: write the loop yourself."),
-    ("torch_attention", "Your code calls PyTorch's own attention (scaled_dot_product_attention or "
-     "nn.MultiheadAttention), which does the online softmax for you: write it yourself."),
+MISTAKES = (  # what a run shows, most specific first, and what the reader is told
     ("max_axes", "Your code takes a maximum over {max_axes} scores, not over the keys alone: a "
      "row's maximum runs over the last dimension, scores.amax(-1, keepdim=True)."),
     ("partial", "Your code is right on {divisible} tokens, but on {c.num_tokens} tokens, which "
@@ -112,15 +112,12 @@ CATALOGUE = (
      "added to unnormalised terms: divide once, after the last block."),
     (dict(mask="too"), "Your mask hides each query's own key as well as the later ones "
      "(diagonal=0): the first token sees nothing (nan)."),
-    (dict(mask="origin"), "For queries {bs} to {end2} and keys 0 to {last}, your code hides what "
-     "self.mask[0:{bs}, 0:{bs}] marks: the mask sliced at the origin. The block's part is "
-     "self.mask[{bs}:{bs2}, 0:{bs}]: rows from q_start, columns from k_start."),
-    (dict(mask="no column offset"), "For queries {bs} to {end2} and keys {bs} to {end2}, your "
-     "code hides what self.mask[{bs}:{bs2}, 0:{bs}] marks: the mask sliced without the column "
-     "offset. The block's part is self.mask[{bs}:{bs2}, {bs}:{bs2}]: columns from k_start."),
-    (dict(mask="inverted"), "For queries 0 to {last} and keys 0 to {last}, your code hides what "
-     "~self.mask[0:{bs}, 0:{bs}] marks: your mask is inverted. masked_fill hides where the mask "
-     "is True: use self.mask without ~ (or == 0)."),
+    (dict(mask="origin"), "For queries {bs} to {end2}, keys 0 to {last}, you hide self.mask[0:{bs},"
+     " 0:{bs}]: the mask sliced at the origin. Use self.mask[{bs}:{bs2}, 0:{bs}]."),
+    (dict(mask="no column offset"), "For queries and keys {bs} to {end2}, you hide self.mask[{bs}:"
+     "{bs2}, 0:{bs}]: without the column offset. Use self.mask[{bs}:{bs2}, {bs}:{bs2}]."),
+    (dict(mask="inverted"), "For queries and keys 0 to {last}, you hide what ~self.mask[0:{bs}, 0:"
+     "{bs}] marks: your mask is inverted. masked_fill hides where it is True: drop the ~."),
     (dict(shrink=1), "For queries 0 to {last}, your code gives no weight to key {last}: does a "
      "key block end early? k_end = min(k_start + self.block_size, q_end)."),
     (dict(combine="mean"), "Each key block a query sees gets the same share of its weight, 1/n: "

@@ -10,9 +10,9 @@ from functools import cached_property
 import torch
 
 from .core import describe_error
-from .reference import Recipe, same, split_attention
-from .tiled_catalogue import online
-from .tiled_recorder import SOFTMAXES, Recorder, dropped
+from .reference import same
+from .tiled_catalogue import online, reference
+from .tiled_recorder import SOFTMAXES, Recorder
 
 
 class Run:
@@ -76,15 +76,15 @@ class Run:
         finally:
             self.m.eval()
 
-    right = cached_property(lambda s: split_attention(s.m, s.x, s.c.num_heads))
+    right = cached_property(lambda s: reference(s.m, s.x))
     built_wrong = property(lambda s: s.m is None)
     starting = property(lambda s: isinstance(s.error, NotImplementedError))
     torch_attention = property(lambda s: s.r.torch_attention)
     book = property(lambda s: s.r.book)
     wrong = cached_property(lambda s: not same(s.out, s.right))
     misshapen = property(lambda s: not torch.is_tensor(s.out) or s.out.shape != s.right.shape)
-    trained_wrong = cached_property(lambda s: s.c.dropout and not same(s.trained, split_attention(
-        s.m, s.x, s.c.num_heads, Recipe(dropout=lambda w: dropped(w, s.c.dropout)))))  # fmt: skip
+    trained_wrong = cached_property(lambda s: s.c.dropout and not same(s.trained, s.trained_right))
+    trained_right = property(lambda s: reference(s.m, s.x, training=True))
     error_text = property(lambda s: describe_error(s.error))
     x_shape = property(lambda s: tuple(s.x.shape))
     right_shape = property(lambda s: tuple(s.right.shape))
@@ -108,8 +108,8 @@ class Run:
     def partial(self):
         """Wrong, yet right on the longest length the block divides."""
         x = self.x[:, : self.divisible]
-        return self.wrong and 0 < self.divisible < self.c.num_tokens and same(
-            self.m(x), split_attention(self.m, x, self.c.num_heads))  # fmt: skip
+        within = 0 < self.divisible < self.c.num_tokens
+        return self.wrong and within and same(self.m(x), reference(self.m, x))
 
     @property
     def computed(self):
