@@ -1,8 +1,8 @@
 """One run of chapter 7's answer: what it shows of the catalogue, and the facts it quotes.
 
 :class:`Run` builds the reader's class on one configuration, calls it in eval mode under a
-:class:`.tiled_recorder.Recorder`, and answers each test of :data:`.tiled_catalogue.CATALOGUE`:
-a fact (one of its properties) or a buggy reference (:func:`.tiled_catalogue.online`).
+:class:`.tiled_recorder.Recorder`, and answers each test of the check's ``CATALOGUE``: a fact
+(one of its properties) or a buggy reference (:func:`.tiled_catalogue.online`).
 """
 
 from functools import cached_property
@@ -45,9 +45,9 @@ class Run:
                 return bool(getattr(self, test))
             train, switches = test if isinstance(test, tuple) else (None, test)
             output, wrong = (self.trained, self.trained_wrong) if train else (self.out, self.wrong)
-            reference = wrong and online(self.m, self.x, **{"training": bool(train), **switches})
-            return wrong and output.shape == reference.shape and torch.allclose(
-                output.double(), reference.double(), 1e-4, 1e-5, equal_nan=True)  # fmt: skip
+            buggy = wrong and online(self.m, self.x, **{"training": bool(train), **switches})
+            return wrong and output.shape == buggy.shape and torch.allclose(
+                output.double(), buggy.double(), 1e-4, 1e-5, equal_nan=True)  # fmt: skip
         except Exception:
             return False
 
