@@ -131,7 +131,7 @@ MISTAKES = (  # what a run shows, most specific first, and what the reader is to
     ("wrong", "Your output has the right shape, not the right values (off by up to "
      "{gap:.3g}), and none of the usual mistakes explains it: check each step of the loop."),
     ("future", "Your output is right, but your code computed {computed} blocks of scores where "
-     "a causal pass needs {causal} (of {blocks_n} × {blocks_n}): skip the blocks all future."),
+     "a causal pass needs {causal} (of {blocks_n} × {blocks_n}): skip key blocks all future."),
     ("twice", "Your output is right, but your code computed {computed} blocks of scores where a "
      "causal pass needs {causal}: each one {times:g} times. Keep a running maximum instead."),
     *((("train", dict(drop=kind)), f"In training mode your {says}" + TRAINED) for kind, says in (
