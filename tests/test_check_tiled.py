@@ -1,11 +1,17 @@
-"""Chapter 7's check: the loop over key blocks, every mistake it names and the styles it takes."""
+"""Chapter 7's check, on one table of answers: right ones in several styles (block orders, layouts
+of the scores, log-sum-exp, a normalised running output) are accepted; each catalogued mistake,
+the starting code and each shortcut (the book's code, PyTorch's attention, a whole row of scores)
+is named."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from mha import MultiHeadAttention, TiledAttention
-from mha.checks.tiled import TILED_CONFIGS, TiledAttentionStart, online_softmax
+from mha.checks.reference import same
+from mha.checks.tiled import CATALOGUE, CONFIGS, TiledAttentionStart, online_softmax
+from mha.checks.tiled_catalogue import online, reference
+from mha.checks.tiled_recorder import Recorder
 
 NEG = -torch.inf
 
@@ -19,53 +25,43 @@ def blocks(self, q, keys, values, q_start, *, skip=True, order=1):
     """(k, v, mask or None) per key block, the diagonal's mask at its position."""
     q_end = q_start + q.shape[2]
     end = q_end if skip else keys.shape[2]
-    starts = list(range(0, end, self.block_size))[::order]
-    for k_start in starts:
+    for k_start in list(range(0, end, self.block_size))[::order]:
         k_end = min(k_start + self.block_size, end)
         mask = self.mask[q_start:q_end, k_start:k_end] if k_end > q_start + 1 else None
         yield keys[:, :, k_start:k_end], values[:, :, k_start:k_end], mask
 
 
+def styled(function):
+    return type("MyTiledAttention", (TiledAttentionStart,), {"query_block": function})
+
+
 def rescaling_factor(kind, old, new):
     """The factor that moves the running state from the old maximum to the new, right or wrong."""
     first = old == NEG  # "first block sets it": the state starts from the first block
-    if kind == "old - new":
-        return torch.exp(old - new)
-    if kind == "new - old":
-        return torch.exp(new - old)
-    if kind == "new - old, first block sets it":
-        return torch.where(first, 0.0, torch.exp(new - old))
-    if kind == "old / new":
-        return old / new
-    return torch.where(first, 0.0, old / new)  # "old / new, first block sets it"
+    return {
+        "old - new": lambda: torch.exp(old - new),
+        "new - old": lambda: torch.exp(new - old),
+        "new - old, first block sets it": lambda: torch.where(first, 0.0, torch.exp(new - old)),
+        "old / new": lambda: old / new,
+        "old / new, first block sets it": lambda: torch.where(first, 0.0, old / new),
+    }[kind]()
 
 
-def make(
-    *,
-    rescale_sum=True,
-    rescale_out=True,
-    factor="old - new",
-    diagonal="mask",
-    divide="end",
-    skip=True,
-    order=1,
-    scale=True,
-    dropout="weights",  # or "both" (weights and sum), "always", "none", "values", "context",
-    # "running output" (and the weights), "twice", "after out_proj"
-    divisible_only=False,
-):
-    """A query_block with one deliberate mistake (or none)."""
+def make(rescale_sum=True, rescale_out=True, factor="old - new", diagonal="mask", divide="end",
+         skip=True, order=1, divisor="sqrt head_dim", dropout="weights", divisible_only=False,
+         sum_power=1):  # fmt: skip
+    """A query_block with one deliberate mistake (or none). dropout: "weights" (right), "both"
+    (weights and sum), "always", "none", "values", "context", "running output", "twice",
+    "functional" and "torch.dropout" (right)."""
 
     def query_block(self, q, keys, values, q_start):
         row_max, row_sum, out = state(q)
+        scale = {"sqrt head_dim": self.head_dim**0.5, "sqrt d_out": self.d_out**0.5}
+        scale |= {"head_dim": self.head_dim, "none": 1.0}
         if divisible_only:  # drops the partial last block
             keys = keys[:, :, : keys.shape[2] // self.block_size * self.block_size]
-            values = values[:, :, : keys.shape[2]]
-            keys, values = keys, values
         for k, v, mask in blocks(self, q, keys, values, q_start, skip=skip, order=order):
-            scores = q @ k.transpose(2, 3)
-            if scale:
-                scores = scores / self.head_dim**0.5
+            scores = q @ k.transpose(2, 3) / scale[divisor]
             if mask is not None and diagonal == "mask":
                 scores = scores.masked_fill(mask, NEG)
             elif mask is not None and diagonal == "whole":
@@ -77,13 +73,14 @@ def make(
             if dropout == "twice":
                 dropped = self.dropout(self.dropout(weights))
             summed = dropped if dropout == "both" else weights
-            if dropout == "always":
-                dropped = F.dropout(weights, self.dropout.p, training=True)
+            if dropout in ("always", "functional"):
+                training = self.training if dropout == "functional" else True
+                dropped = F.dropout(weights, self.dropout.p, training=training)
+            if dropout == "torch.dropout":
+                dropped = torch.dropout(weights, self.dropout.p, self.training)
             if dropout == "values":
                 v = self.dropout(v)
-            if dropout == "functional":
-                dropped = F.dropout(weights, self.dropout.p, training=self.training)
-            row_sum = (row_sum * f if rescale_sum else row_sum) + summed.sum(-1, keepdim=True)
+            row_sum = (row_sum * f**sum_power if rescale_sum else row_sum) + summed.sum(-1, True)
             if dropout == "running output":
                 out = self.dropout(out)
             out = (out * f if rescale_out else out) + dropped @ v
@@ -93,11 +90,55 @@ def make(
         context = out / row_sum if divide == "end" else out
         return self.dropout(context) if dropout == "context" else context
 
-    return type("MyTiledAttention", (TiledAttentionStart,), {"query_block": query_block})
+    return styled(query_block)
+
+
+def learner(slip=None):
+    """The loop as a learner writes it from the practice's skeleton, with one slip (or none).
+    The mask is applied to every key block visited (earlier blocks' slices are all False)."""
+
+    def query_block(self, q, keys, values, q_start):
+        rows = q.shape[2]
+        q_end = q_start + rows
+        row_max, row_sum, out = state(q)
+        per_block = []
+        stop = q_end - 1 if slip == "range to q_end - 1" else q_end
+        if slip == "future blocks on odd query blocks" and q_start // self.block_size % 2:
+            stop = keys.shape[2]
+        for k_start in range(0, stop, self.block_size):
+            k_end = min(k_start + self.block_size, max(stop, q_end))
+            if slip == "key-block end off by one":
+                k_end = min(k_start + self.block_size - 1, q_end)
+            k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]
+            scores = q @ k.transpose(2, 3) / self.head_dim**0.5
+            future = {
+                "mask sliced at the origin": self.mask[:rows, : k_end - k_start],
+                "mask without its column offset": self.mask[q_start:q_end, : k_end - k_start],
+                "inverted mask": ~self.mask[q_start:q_end, k_start:k_end],
+                "diagonal masked too": torch.ones(q_end, q_end)
+                .triu(0)
+                .bool()[q_start:, k_start:k_end],
+            }.get(slip, self.mask[q_start:q_end, k_start:k_end])
+            scores = scores.masked_fill(future, NEG)
+            if slip and slip.startswith("blocks normalised separately"):
+                per_block.append(self.dropout(torch.softmax(scores, -1)) @ v)
+                continue
+            block_max = scores.amax(2 if slip == "max over the rows" else -1, keepdim=True)
+            new_max = torch.maximum(row_max, block_max)
+            weights = torch.exp(scores - new_max)
+            factor = torch.exp(row_max - new_max)
+            row_sum = row_sum * factor + weights.sum(-1, keepdim=True)
+            out = out * factor + self.dropout(weights) @ v
+            row_max = new_max
+        if slip == "blocks normalised separately and added":
+            return sum(per_block)
+        return torch.stack(per_block).mean(0) if per_block else out / row_sum
+
+    return styled(query_block)
 
 
 # ----------------------------------------------------------------------------------------------
-# Correct styles
+# Answers in their own style, right or wrong
 # ----------------------------------------------------------------------------------------------
 
 
@@ -119,8 +160,7 @@ def normalised_as_it_goes(self, q, keys, values, q_start):
 
 def log_sum_exp(self, q, keys, values, q_start):
     """Per-block softmax merged through each block's log-sum-exp, with einsum."""
-    lse = None
-    out = None
+    lse = out = None
     for k, v, mask in blocks(self, q, keys, values, q_start):
         scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / self.head_dim**0.5
         if mask is not None:
@@ -137,7 +177,7 @@ def log_sum_exp(self, q, keys, values, q_start):
 
 
 def diagonal_first_with_own_mask(self, q, keys, values, q_start):
-    """Visits the diagonal block first and builds its mask with triu, scores scaled in q."""
+    """Visits the diagonal block first and builds its mask with arange, scores scaled in q."""
     rows, size = q.shape[2], self.block_size
     q = q / self.head_dim**0.5
     row_max, row_sum, out = state(q)
@@ -195,56 +235,65 @@ def log_sum_exp_rows(self, q, keys, values, q_start):
     return acc
 
 
-def solution_class():
-    namespace = {"TiledAttentionStart": TiledAttentionStart, "torch": torch}
-    code = online_softmax.solution_text.replace("online_softmax.check(MyTiledAttention)", "")
-    exec(code, namespace)
-    return namespace["MyTiledAttention"]
+def half_blocks(self, q, keys, values, q_start):
+    """Key blocks half as wide as the query blocks (block_size // 2, at least 1)."""
+    row_max, row_sum, out = state(q)
+    q_end, size = q_start + q.shape[2], max(self.block_size // 2, 1)
+    for k_start in range(0, q_end, size):
+        k_end = min(k_start + size, q_end)
+        scores = q @ keys[:, :, k_start:k_end].transpose(2, 3) / self.head_dim**0.5
+        scores = scores.masked_fill(self.mask[q_start:q_end, k_start:k_end], NEG)
+        new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
+        weights = torch.exp(scores - new_max)
+        factor = torch.exp(row_max - new_max)
+        row_sum = row_sum * factor + weights.sum(-1, keepdim=True)
+        out = out * factor + self.dropout(weights) @ values[:, :, k_start:k_end]
+        row_max = new_max
+    return out / row_sum
 
 
-def styled(function):
-    return type("MyTiledAttention", (TiledAttentionStart,), {"query_block": function})
+def product(q, k):
+    return q @ k.transpose(2, 3)  # (b, num_heads, rows, cols)
 
 
-@pytest.mark.parametrize(
-    "answer",
-    [
-        solution_class(),
-        make(),
-        styled(normalised_as_it_goes),
-        styled(log_sum_exp),
-        styled(diagonal_first_with_own_mask),
-        styled(keys_transposed_once),
-        styled(log_sum_exp_rows),
-        make(dropout="functional"),
-    ],
-    ids=[
-        "solution",
-        "running state",
-        "normalised as it goes",
-        "log-sum-exp",
-        "diagonal first",
-        "keys transposed once",
-        "log-sum-exp per row, while loop",
-        "functional dropout",
-    ],
-)
-def test_correct_answers_in_several_styles_pass(answer):
-    result = online_softmax.check(answer)
-    assert result.passed, result.feedback
+def per_head(q, k):
+    """One (batch, head) at a time, in 2-D."""
+    b, h = q.shape[:2]
+    return torch.stack([torch.stack([q[i, j] @ k[i, j].T for j in range(h)]) for i in range(b)])
 
 
-def test_the_check_leaves_the_readers_random_state_alone():
-    torch.manual_seed(5)
-    expected = torch.rand(3)
-    torch.manual_seed(5)
-    online_softmax.check(make())
-    assert torch.equal(torch.rand(3), expected)
+def elementwise(q, k):
+    return (q.unsqueeze(3) * k.unsqueeze(2)).sum(-1)  # (b, num_heads, rows, cols)
 
 
-# ----------------------------------------------------------------------------------------------
-# Mistakes: each named
-# ----------------------------------------------------------------------------------------------
+def elementwise_trailing(q, k):
+    """The same, through a trailing size-1 axis."""
+    return (q[:, :, :, None, :, None] * k[:, :, None, :, :, None]).sum((-2, -1))
+
+
+def laid_out(scores_of, every_block=False):
+    """The online softmax with scores computed by ``scores_of``; with ``every_block``, it visits
+    every key block and masks each one fully where it lies after the queries."""
+
+    def query_block(self, q, keys, values, q_start):
+        row_max, row_sum, out = state(q)
+        q_end = q_start + q.shape[2]
+        end = keys.shape[2] if every_block else q_end
+        for k_start in range(0, end, self.block_size):
+            k_end = min(k_start + self.block_size, end)
+            k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]
+            scores = scores_of(q, k) / self.head_dim**0.5
+            later = torch.arange(k_start, k_end)[None, :] > torch.arange(q_start, q_end)[:, None]
+            scores = scores.masked_fill(later, NEG)
+            new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
+            weights = torch.nan_to_num(torch.exp(scores - new_max))
+            factor = torch.nan_to_num(torch.exp(row_max - new_max))
+            row_sum = row_sum * factor + weights.sum(-1, keepdim=True)
+            out = out * factor + self.dropout(weights) @ v
+            row_max = torch.maximum(row_max, new_max)
+        return out / row_sum
+
+    return styled(query_block)
 
 
 def full_row(self, q, keys, values, q_start):
@@ -255,30 +304,35 @@ def full_row(self, q, keys, values, q_start):
     return self.dropout(torch.softmax(scores, -1)) @ values[:, :, :q_end]
 
 
-def blocks_joined(self, q, keys, values, q_start):
-    """Scores block by block, then torch.cat and a plain softmax over the whole row."""
+def whole_row_per_head(self, q, keys, values, q_start):
+    """A whole row of scores per (batch, head), in 2-D, with one softmax."""
     q_end = q_start + q.shape[2]
-    parts = []
-    for k, _, mask in blocks(self, q, keys, values, q_start):
-        scores = q @ k.transpose(2, 3) / self.head_dim**0.5
-        parts.append(scores if mask is None else scores.masked_fill(mask, NEG))
-    return self.dropout(torch.softmax(torch.cat(parts, -1), -1)) @ values[:, :, :q_end]
+    scores = per_head(q, keys[:, :, :q_end]) / self.head_dim**0.5
+    scores = scores.masked_fill(self.mask[q_start:q_end, :q_end], NEG)
+    return self.dropout(torch.softmax(scores, -1)) @ values[:, :, :q_end]
 
 
-def blocks_joined_by_hand(self, q, keys, values, q_start):
-    """Scores block by block, joined, then a softmax written out, then blockwise products."""
-    parts = []
-    for k, _, mask in blocks(self, q, keys, values, q_start):
-        scores = q @ k.transpose(2, 3) / self.head_dim**0.5
-        parts.append(scores if mask is None else scores.masked_fill(mask, NEG))
-    row = torch.cat(parts, -1)
-    weights = torch.exp(row - row.amax(-1, keepdim=True))
-    weights = weights / weights.sum(-1, keepdim=True)
-    out = 0
-    for i, (_, v, _) in enumerate(blocks(self, q, keys, values, q_start)):
-        start = i * self.block_size
-        out = out + self.dropout(weights[..., start : start + v.shape[2]]) @ v
-    return out
+def blocks_joined(by_hand):
+    """Scores block by block, then torch.cat into a row and a softmax over it (by hand: a
+    softmax written out, then blockwise products)."""
+
+    def query_block(self, q, keys, values, q_start):
+        q_end, parts = q_start + q.shape[2], []
+        for k, _, mask in blocks(self, q, keys, values, q_start):
+            scores = q @ k.transpose(2, 3) / self.head_dim**0.5
+            parts.append(scores if mask is None else scores.masked_fill(mask, NEG))
+        if not by_hand:
+            return self.dropout(torch.softmax(torch.cat(parts, -1), -1)) @ values[:, :, :q_end]
+        row = torch.cat(parts, -1)
+        weights = torch.exp(row - row.amax(-1, keepdim=True))
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = 0
+        for i, (_, v, _) in enumerate(blocks(self, q, keys, values, q_start)):
+            start = i * self.block_size
+            out = out + self.dropout(weights[..., start : start + v.shape[2]]) @ v
+        return out
+
+    return styled(query_block)
 
 
 def no_maximum(self, q, keys, values, q_start):
@@ -323,35 +377,36 @@ def own_block_maximum(self, q, keys, values, q_start):
     return out / row_sum
 
 
-def two_passes(self, q, keys, values, q_start):
-    """Exact: the maximum in a first pass, the sum and output in a second."""
-    row_max, row_sum, out = state(q)
+def two_passes(first_pass=product):
+    """Exact: the maximum in a first pass (scores by ``first_pass``), the sum and output in a
+    second, with no online rescale."""
 
-    def scored():
+    def query_block(self, q, keys, values, q_start):
+        row_max, row_sum, out = state(q)
+        for k, _, mask in blocks(self, q, keys, values, q_start):
+            scores = first_pass(q, k) / self.head_dim**0.5
+            scores = scores if mask is None else scores.masked_fill(mask, NEG)
+            row_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
         for k, v, mask in blocks(self, q, keys, values, q_start):
             scores = q @ k.transpose(2, 3) / self.head_dim**0.5
-            yield (scores if mask is None else scores.masked_fill(mask, NEG)), v
+            scores = scores if mask is None else scores.masked_fill(mask, NEG)
+            weights = torch.exp(scores - row_max)
+            row_sum = row_sum + weights.sum(-1, keepdim=True)
+            out = out + self.dropout(weights) @ v
+        return out / row_sum
 
-    for scores, _ in scored():
-        row_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
-    for scores, v in scored():
-        weights = torch.exp(scores - row_max)
-        row_sum = row_sum + weights.sum(-1, keepdim=True)
-        out = out + self.dropout(weights) @ v
-    return out / row_sum
+    return styled(query_block)
 
 
-def dropped_scores(*, before_mask):
+def dropped_scores(before_mask):
     def query_block(self, q, keys, values, q_start):
         row_max, row_sum, out = state(q)
         for k, v, mask in blocks(self, q, keys, values, q_start):
             scores = q @ k.transpose(2, 3) / self.head_dim**0.5
-            if before_mask:
-                scores = self.dropout(scores)
+            scores = self.dropout(scores) if before_mask else scores
             if mask is not None:
                 scores = scores.masked_fill(mask, NEG)
-            if not before_mask:
-                scores = self.dropout(scores)
+            scores = scores if before_mask else self.dropout(scores)
             new_max = torch.maximum(row_max, scores.amax(-1, keepdim=True))
             weights = torch.exp(scores - new_max)
             factor = torch.exp(row_max - new_max)
@@ -373,86 +428,8 @@ def borrowed(self, q, keys, values, q_start):
     return TiledAttention.query_block(self, q, keys, values, q_start)
 
 
-def the_checks_recipe(self, x):
-    from mha.checks.tiled_trial import tiled_recipe
-
-    return tiled_recipe(self, x)
-
-
-def returns_none(self, q, keys, values, q_start):
-    return None
-
-
-def forgets_heads(self, q, keys, values, q_start):
-    return make().query_block(self, q, keys, values, q_start)[:, 0]
-
-
-@pytest.mark.parametrize(
-    "answer, phrase",
-    [
-        (None, "got None"),
-        (make()(6, 6, 12, 0.0, 2, 4), "an instance"),
-        (make, "expects a class, but got the function make"),
-        (int, "not an nn.Module"),
-        (TiledAttention, "the book's own modules"),
-        (type("Mine", (TiledAttention,), {}), "the book's own modules"),
-        (MultiHeadAttention, "the book's own modules"),
-        (type("Mine", (torch.nn.Module,), {}), "does not start from TiledAttentionStart"),
-        (TiledAttentionStart, "no query_block of its own"),
-        (type("Mine", (TiledAttentionStart,), {}), "no query_block of its own"),
-        (styled(borrowed), "hands the work to the book's TiledAttention.query_block"),
-        (styled(fused_per_block), "scaled_dot_product_attention"),
-        (
-            type(
-                "Mine",
-                (TiledAttentionStart,),
-                {"forward": the_checks_recipe, "query_block": make().query_block},
-            ),
-            "hands the work to the book's tiled_recipe",
-        ),
-        (styled(full_row), "softmax reads all of a row's scores at once"),
-        (styled(full_row), "scores for 12 keys (or queries) at once"),
-        (styled(blocks_joined), "softmax reads all of a row's scores at once"),
-        (styled(blocks_joined_by_hand), "joins the blocks' scores with torch.cat"),
-        (styled(no_maximum), "exp overflows"),
-        (styled(factor_after_update), "Your factor is 1 at every block"),
-        (styled(own_block_maximum), "relative to that block's own maximum"),
-        (
-            styled(two_passes),
-            "needs 6: each one 2 times",
-        ),
-        (make(factor="new - old, first block sets it"), "upside down"),
-        (make(factor="old / new, first block sets it"), "ratio of the maxima"),
-        (make(factor="old / new"), "Every output is nan"),
-        (make(dropout="values"), "drops single numbers of the values"),
-        (make(dropout="context"), "drops single numbers of an output"),
-        (make(dropout="running output"), "drops single numbers of an output"),
-        (make(dropout="twice"), "applied twice"),
-        (dropped_scores(before_mask=True), "your dropout acts on the scores"),
-        (dropped_scores(before_mask=False), "your dropout acts on the scores"),
-        (styled(returns_none), "returned None"),
-        (styled(forgets_heads), "returned shape (2, 4, 3) for q of shape (2, 2, 4, 3)"),
-        (make(rescale_sum=False, rescale_out=False), "Neither the running sum nor"),
-        (make(rescale_sum=False), "but the running sum is not"),
-        (make(rescale_out=False), "but the running output is not"),
-        (make(factor="new - old"), "Every output is nan"),
-        (make(diagonal="none"), "needs the causal mask"),
-        (make(diagonal="whole"), "whole diagonal block is masked"),
-        (make(skip=False), "computed 9 blocks of scores where a causal pass needs 6 (of"),
-        (make(divide="inside"), "divided by the running sum inside the loop"),
-        (make(skip=False, order=-1), "nan. A row whose scores in a block are all -inf"),
-        (make(divisible_only=True), "right on 8 tokens, but on 10 tokens"),
-        (make(scale=False), "not divided by √head_dim"),
-        (make(dropout="always"), "dropout is on"),
-        (make(dropout="none"), "applies no dropout"),
-        (make(dropout="both"), "reaches the running sum"),
-    ],
-    ids=lambda value: value if isinstance(value, str) else None,
-)
-def test_each_mistake_and_shortcut_is_named(answer, phrase):
-    result = online_softmax.check(answer)
-    assert not result.passed
-    assert phrase in result.feedback, result.feedback
+def the_books_forward(self, x):
+    return MultiHeadAttention.forward(self, x)
 
 
 def starting_code(self, q, keys, values, q_start):
@@ -460,28 +437,207 @@ def starting_code(self, q, keys, values, q_start):
     raise NotImplementedError("write the loop over key blocks")
 
 
-@pytest.mark.parametrize("answer", [TiledAttentionStart, styled(starting_code)])
-def test_the_starting_code_asks_a_question_and_points_to_the_hints(answer):
-    feedback = online_softmax.check(answer).feedback
-    assert "?" in feedback and "hint(1)" in feedback and "starting" in feedback
+def raises(self, q, keys, values, q_start):
+    raise KeyError("boom")
 
 
-def test_a_check_never_raises_even_on_a_forward_that_fails_oddly():
-    def raises(self, q, keys, values, q_start):
-        raise KeyError("boom")
+def solution_class():
+    namespace = {"TiledAttentionStart": TiledAttentionStart, "torch": torch}
+    exec(
+        online_softmax.solution_text.replace("online_softmax.check(MyTiledAttention)", ""),
+        namespace,
+    )
+    return namespace["MyTiledAttention"]
 
-    result = online_softmax.check(styled(raises))
-    assert not result.passed and "KeyError" in result.feedback
+
+def mine(*bases, **methods):
+    return type("Mine", bases, methods)
 
 
-def test_the_configurations_cover_lengths_the_block_does_not_divide_short_and_one_token():
-    lengths = {
-        (c.num_tokens % c.block_size != 0, c.num_tokens < c.block_size) for c in TILED_CONFIGS
-    }
+RIGHT = "matches MultiHeadAttention in all 6 configurations"
+BLOCKS = "blocks of scores where a causal pass needs"
+SKIP = "Skip the key blocks"  # the catch-all for nan: a mistake that makes nan is named itself
+
+
+def ok(name, answer):
+    return name, answer, True, [RIGHT], []
+
+
+def no(name, answer, *words, unsaid=()):
+    return name, answer, False, list(words), list(unsaid)
+
+
+LAYOUTS = (product, per_head, elementwise, elementwise_trailing)
+# fmt: off
+CASES = [  # (id, answer, passes, words the message has, words it must not have)
+    ok("solution", solution_class()), ok("running state", make()),
+    ok("normalised as it goes", styled(normalised_as_it_goes)),
+    ok("log-sum-exp", styled(log_sum_exp)),
+    ok("diagonal first", styled(diagonal_first_with_own_mask)),
+    ok("keys transposed once", styled(keys_transposed_once)),
+    ok("log-sum-exp per row, while loop", styled(log_sum_exp_rows)),
+    ok("key blocks half as wide", styled(half_blocks)),
+    ok("functional dropout", make(dropout="functional")), ok("the learner's loop", learner()),
+    ok("torch.dropout", make(dropout="torch.dropout")),
+    *[ok(f"layout {f.__name__}", laid_out(f)) for f in LAYOUTS],
+    # what the answer is
+    no("None", None, "got None"), no("an instance", make()(6, 6, 12, 0.0, 2, 4), "an instance"),
+    no("a function", make, "expects a class, but got the function make"),
+    no("not a module", int, "not an nn.Module"),
+    no("the book's class", TiledAttention, "the book's own modules"),
+    no("built on the book's", mine(TiledAttention), "the book's own modules"),
+    no("the book's other class", MultiHeadAttention, "the book's own modules"),
+    no("the book's method", mine(TiledAttentionStart, query_block=TiledAttention.query_block),
+       "the book's own modules"),
+    no("not from the start", mine(torch.nn.Module), "does not start from TiledAttentionStart"),
+    no("the start itself", TiledAttentionStart, "no query_block of its own", "?", "hint(1)",
+       "starting"),
+    no("the start subclassed", mine(TiledAttentionStart), "no query_block of its own"),
+    no("starting code", styled(starting_code), "starting code", "?", "hint(1)",
+       unsaid=["Seen with"]),
+    # shortcuts
+    no("the book's query_block", styled(borrowed),
+       "hands the work to the book's TiledAttention.query_block", "write the loop yourself"),
+    no("the book's forward", mine(TiledAttentionStart, query_block=make().query_block,
+       forward=the_books_forward), "hands the work to the book's MultiHeadAttention.forward"),
+    no("PyTorch's attention", styled(fused_per_block), "scaled_dot_product_attention"),
+    no("a whole row", styled(full_row), "softmax reads all of a row's scores at once",
+       "scores for 12 keys (or queries) at once"),
+    no("blocks joined", blocks_joined(by_hand=False),
+       "softmax reads all of a row's scores at once"),
+    no("blocks joined by hand", blocks_joined(by_hand=True),
+       "joins the blocks' scores with torch.cat"),
+    no("a whole row per head in 2-D", styled(whole_row_per_head), "at once",
+       unsaid=["never holds"]),
+    no("two passes", two_passes(), "needs 6: each one 2 times"),
+    no("exact maximum first, elementwise", two_passes(elementwise), "blocks of scores"),
+    no("every key block", make(skip=False),
+       "computed 9 blocks of scores where a causal pass needs 6 (of"),
+    *[no(f"every key block, {f.__name__}", laid_out(f, True), BLOCKS) for f in LAYOUTS],
+    no("future blocks on odd query blocks", learner("future blocks on odd query blocks"),
+       "computed 7 blocks of scores where a causal pass needs 6", "all future",
+       unsaid=["never touch"]),
+    # the running state
+    no("exp overflows", styled(no_maximum), "exp overflows"),
+    no("factor after the update", styled(factor_after_update), "Your factor is 1 at every block"),
+    no("own block maximum", styled(own_block_maximum), "relative to that block's own maximum"),
+    no("factor upside down", make(factor="new - old, first block sets it"), "upside down"),
+    no("ratio of the maxima", make(factor="old / new, first block sets it"), "ratio of the maxima"),
+    no("ratio of the maxima from -inf", make(factor="old / new"), "Every output is nan"),
+    no("factor upside down from -inf", make(factor="new - old"), "Every output is nan"),
+    no("nothing rescaled", make(rescale_sum=False, rescale_out=False),
+       "Neither the running sum nor"),
+    no("sum not rescaled", make(rescale_sum=False), "but the running sum is not"),
+    no("output not rescaled", make(rescale_out=False), "but the running output is not"),
+    no("sum rescaled by factor²", make(sum_power=2), "rescaled by the factor squared",
+       unsaid=[SKIP]),
+    no("divided inside the loop", make(divide="inside"),
+       "divided by the running sum inside the loop"),
+    no("no final division", make(divide="never"), "never divided by the running", unsaid=[SKIP]),
+    no("blocks averaged", learner("blocks normalised separately and averaged"), "1/n",
+       "normalised each", "averaged"),
+    no("blocks added", learner("blocks normalised separately and added"), "normalised each",
+       "added"),
+    no("max over the rows", learner("max over the rows"),
+       "maximum over dimension 2 of (2, 2, 4, 4)", "amax(-1", unsaid=["partial"]),
+    # the scale
+    no("no scaling", make(divisor="none"), "not divided by √head_dim"),
+    no("scaled by √d_out", make(divisor="sqrt d_out"), "divided by √d_out", unsaid=[SKIP]),
+    no("divided by head_dim", make(divisor="head_dim"), "not by its square root", unsaid=[SKIP]),
+    # the blocks and the mask
+    no("no diagonal mask", make(diagonal="none"), "needs the causal mask"),
+    no("whole diagonal masked", make(diagonal="whole"), "whole diagonal block is masked"),
+    no("diagonal masked too", learner("diagonal masked too"), "hides each query's own key",
+       unsaid=[SKIP]),
+    no("mask at the origin", learner("mask sliced at the origin"), "keys 0 to 3",
+       "self.mask[0:4, 0:4]", "sliced at the origin", "self.mask[4:8, 0:4]"),
+    no("mask without column offset", learner("mask without its column offset"),
+       "self.mask[4:8, 0:4]", "without the column offset", "self.mask[4:8, 4:8]"),
+    no("inverted mask", learner("inverted mask"), "~self.mask[0:4, 0:4]", "your mask is inverted",
+       unsaid=[SKIP]),
+    no("key block ends early", learner("key-block end off by one"), "no weight to key 3",
+       "k_start + self.block_size"),
+    no("no key block for a query", learner("range to q_end - 1"), "queries 0 to 0",
+       "no score at all", "range(0, q_end", unsaid=["factor"]),
+    no("future blocks first", make(skip=False, order=-1),
+       "nan. A row whose scores in a block are all -inf"),
+    no("partial block dropped", make(divisible_only=True), "right on 8 tokens, but on 10 tokens",
+       "do not divide, it goes wrong"),
+    # what query_block returns
+    no("returns None", styled(lambda self, q, keys, values, q_start: None), "returned None",
+       "Return a tensor shaped like q"),
+    no("forgets the heads", styled(lambda self, *a: make().query_block(self, *a)[:, 0]),
+       "returned shape (2, 4, 3) for q of shape (2, 2, 4, 3)"),
+    no("raises oddly", styled(raises), "KeyError", "Calling your class on an input"),
+    # dropout
+    no("dropout in eval", make(dropout="always"), "dropout is on"),
+    no("no dropout in training", make(dropout="none"), "applies no dropout"),
+    no("dropout on the values", make(dropout="values"), "drops single numbers of the values"),
+    no("dropout on the context", make(dropout="context"), "drops single numbers of an output"),
+    no("dropout on the running output", make(dropout="running output"),
+       "drops single numbers of an output"),
+    no("dropout twice", make(dropout="twice"), "applied twice"),
+    no("dropout in the sum", make(dropout="both"), "reaches the running sum"),
+    no("dropout on the scores", dropped_scores(before_mask=True),
+       "your dropout acts on the scores"),
+    no("dropout on the masked scores", dropped_scores(before_mask=False),
+       "your dropout acts on the scores"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("answer", "passed", "words", "unsaid"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_online_softmax(answer, passed, words, unsaid):
+    result = online_softmax.check(answer)
+    assert result.passed is passed, result.feedback
+    for word in words:
+        assert word in result.feedback, result.feedback
+    for word in [*unsaid, "none of the usual mistakes"] * (not passed):
+        assert word not in result.feedback, result.feedback
+
+
+def test_every_catalogued_mistake_has_a_case():
+    """Each message of the catalogue is what some wrong answer in CASES is told (the messages for
+    a constructor that raises, a forward that returns no tensor and the catch-alls aside)."""
+    told = [word for _, _, passed, words, _ in CASES if not passed for word in words]
+    untold = ("built_wrong", "misshapen", "wrong", "trained_wrong")
+    for test, message in CATALOGUE:
+        if test in untold:
+            continue
+        assert any(word in message for word in told), message
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("training", [False, True])
+def test_the_catalogues_online_softmax_without_a_switch_is_multi_head_attention(config, training):
+    """The buggy references differ from the right output by one switch: with none, it is
+    MultiHeadAttention's output, the book's forward (in training, with the check's dropout)."""
+    torch.manual_seed(config.seed)
+    m = TiledAttentionStart(*config[:3], config.dropout, config.num_heads, config.block_size)
+    x = torch.randn(2, config.num_tokens, config.d_in)
+    with torch.no_grad(), Recorder(m.head_dim, m.block_size, config[:2]):
+        book = MultiHeadAttention.forward(m.train(training), x)
+        assert same(online(m, x, training=training), book)
+        assert same(reference(m, x, training=training), book)
+
+
+def test_the_check_leaves_the_readers_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    online_softmax.check(make())
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_the_configurations_cover_partial_blocks_one_token_biases_dropout_and_large_scores():
+    lengths = {(c.num_tokens % c.block_size != 0, c.num_tokens < c.block_size) for c in CONFIGS}
     assert {(False, False), (True, False), (True, True)} <= lengths
-    assert any(c.num_tokens == 1 for c in TILED_CONFIGS)
-    assert any(c.dropout > 0 for c in TILED_CONFIGS) and any(c.qkv_bias for c in TILED_CONFIGS)
-    assert all(c.head_dim not in (c.block_size, c.d_in) for c in TILED_CONFIGS)
+    assert any(c.num_tokens == 1 for c in CONFIGS) and any(c.qkv_bias for c in CONFIGS)
+    assert any(c.dropout > 0 and c.block_size % 2 == 0 for c in CONFIGS)
+    assert any(c.query_gain > 100 for c in CONFIGS)
+    assert all(c.d_out // c.num_heads not in (c.block_size, c.d_in) for c in CONFIGS)
 
 
 def test_hints_and_solution_follow_the_books_pattern():
