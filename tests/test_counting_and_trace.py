@@ -59,21 +59,25 @@ def test_every_head_receives_the_same_input_and_heads_run_in_list_order():
     assert all(c.same_object for c in calls)
 
 
-#: Run in a fresh process: watch a forward the ways the book does (counting operators, the
-#: checks' detector of torch's attention, the tiled check on its starting code), then print
-#: whether torch._dynamo was imported. {opt_out} is whether the book's dispatch modes opt out of
-#: torch's wrapper for torch.compile (they do; False shows that the probe can tell).
+#: Run in a fresh process: watch a forward the ways the book does (counting operators, measuring
+#: the score tensors' memory, the checks' detector of torch's attention, the tiled check on its
+#: starting code), then print whether torch._dynamo was imported. {opt_out} is whether the book's
+#: dispatch modes opt out of torch's wrapper for torch.compile (they do; False shows that the
+#: probe can tell). torch wraps a mode's handler when its class is made, so the modes that
+#: matter here are the ones made after the patch: measure_tiled's, imported after it.
 WATCHING = """
 import sys, torch
 from mha.counting import QuietDispatchMode
 QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: not {opt_out})
-from mha import MultiHeadAttention, example_batch
+from mha import MultiHeadAttention, TiledAttention, example_batch
 from mha.counting import count_ops
-from mha.checks.classes import watching_torch_attention
+from mha.measure_tiled import score_memory
+from mha.checks.class_answer import watching
 from mha.checks.tiled import TiledAttentionStart, online_softmax
 module = MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
 count_ops(module, example_batch())
-with torch.no_grad(), watching_torch_attention():
+score_memory(TiledAttention(3, 4, 6, 0.0, num_heads=2, block_size=2), example_batch())
+with torch.no_grad(), watching():
     module.W_query.weight.mul_(2.0)
 online_softmax.check(TiledAttentionStart)
 print("torch._dynamo" in sys.modules)
