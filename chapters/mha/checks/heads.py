@@ -3,30 +3,17 @@
 :class:`HeadsRun` calls the module (eval mode, no gradients, its modes and the reader's random
 state restored) with a forward pre-hook on each head that records what the head is given; each
 head's right output is computed from that head's own weights (:func:`.reference.head_output`).
-:data:`JOINS` are the ways of putting the heads' outputs together wrongly that both chapters
-name: most are buggy references, computed from the heads' right outputs.
+Chapter 1's runner (and chapter 3's ``attempt``) import it and chapter 2's :data:`JOINS` from
+here until they move off; chapter 2's own evidence is :class:`.wrapper_args.Attempt`.
 """
 
 import torch
 
-from .catalogue import Buggy
-from .core import Mistake, describe_error, evaluating, kind_of
+from .arguments import JOINS as JOINS
+from .core import describe_error, evaluating, kind_of
 from .reference import PROJECTIONS, head_output, same
-
-
-def is_head(module):
-    """Whether ``module`` has its own query, key and value projections, as a head has."""
-    return isinstance(module, torch.nn.Module) and all(
-        isinstance(getattr(module, name, None), torch.nn.Linear) for name in PROJECTIONS
-    )
-
-
-def attempt(function, *args):
-    """``function(*args)``, or the exception it raised."""
-    try:
-        return function(*args)
-    except Exception as error:
-        return error
+from .wrapper_args import attempt as attempt
+from .wrapper_args import is_head as is_head
 
 
 class HeadsRun:
@@ -100,49 +87,3 @@ class HeadsRun:
     output_length = property(lambda self: len(self.output))
     output_shape = property(lambda self: tuple(self.output.shape))
     width = property(lambda self: self.output.shape[-1])
-
-
-CAT = "torch.cat(..., dim=-1)"
-
-# fmt: off
-#: Joining the heads wrongly, most specific first.
-JOINS = (
-    Mistake("heads not given the same x", "Head {fed[0]} was not given the wrapper's input x: it "
-            "received {fed[1]}. The heads work side by side, not as a pipeline: every head reads "
-            "the same x.",
-            lambda run: run.fed is not None),
-    Mistake("forward raises", "Calling your wrapper on a batch of shape {x_shape} raised "
-            "{error_text}.",
-            lambda run: run.error is not None),
-    Mistake("returns None", "Your forward returned None: did it forget to return its result?",
-            lambda run: run.output is None),
-    Mistake("returns a list", "Your forward returned {output_kind} of {output_length} tensors, not "
-            "one tensor: the heads' outputs still have to be joined into one context vector per "
-            "token.",
-            lambda run: isinstance(run.output, (list, tuple))),
-    Mistake("returns something else", "Your forward returned {output_kind}, not a tensor of "
-            "context vectors.",
-            lambda run: not isinstance(run.output, torch.Tensor)),
-    *(Buggy("stacked instead of concatenated",
-            "You used torch.stack, which puts the heads on a new axis: the output has shape "
-            f"{{output_shape}}. {CAT} joins them on the last axis, one vector per token.",
-            lambda run, d=d: torch.stack(run.refs, d)) for d in range(4)),
-    *(Buggy("concatenated on the wrong axis",
-            f"You joined the heads' outputs along the {axis} (dim={d}), so the output has shape "
-            f"{{output_shape}}: the other heads became extra {things}. Concatenate along the "
-            "last axis, dim=-1.",
-            lambda run, d=d: torch.cat(run.refs, d))
-      for d, axis, things in ((0, "batch axis", "sequences"), (1, "token axis", "tokens"))),
-    *(Buggy("heads added instead of concatenated",
-            f"You {how} the heads' outputs: every coordinate blends all heads, and no head's "
-            f"result can be read off. Place them side by side: {CAT}.",
-            lambda run, join=join: join(torch.stack(run.refs), 0))
-      for how, join in (("added", torch.sum), ("averaged", torch.mean))),
-    *(Buggy("heads' columns reordered",
-            f"Every head's values are in your output, but {how}: the columns are not in head "
-            "order. Head 1's values come first, then head 2's, and so on.",
-            lambda run, join=join: join(run.refs))
-      for how, join in (("reversed", lambda refs: torch.cat(refs[::-1], -1)),
-                        ("interleaved", lambda refs: torch.stack(refs, -1).flatten(-2)))),
-)
-# fmt: on
