@@ -1,8 +1,5 @@
-"""Chapter 2's catalogue, shared by both exercises: choose ``MultiHeadAttentionWrapper``'s
-arguments for a :class:`Target`'s heads and width. What is not about the output is a
-:class:`.core.Mistake` on the evidence (:class:`.wrapper_args.Attempt`); a wrong join of the
-heads' outputs (:data:`JOINS`, which chapter 1 shares) is a :class:`.catalogue.Buggy` reference
-computed from each head's right output."""
+"""Chapter 2's catalogue for both exercises: :class:`.core.Mistake` entries on the evidence
+(:class:`.wrapper_args.Attempt`), wrong joins of heads (:data:`JOINS`) as buggy references."""
 
 import types
 from dataclasses import dataclass
@@ -11,7 +8,8 @@ import torch
 
 from .catalogue import Buggy
 from .core import CheckResult, Mistake, first_mistake
-from .wrapper_args import Attempt, is_head
+from .head_faults import is_head
+from .wrapper_args import Attempt
 
 ROLE = "Each head's role must stay as it was: change only the arguments of the call."
 ASK = "How many values must each of the {t.heads} heads give? {t.exercise}.hint(1) starts there."
@@ -140,10 +138,7 @@ def check(answer, target, praise):
         return CheckResult(False, mistake.tell(attempt))
     if attempt.args_are(target.heads, target.width // target.heads):
         return CheckResult(True, praise)
-    unknown = "Your wrapper's output is not its heads' outputs side by side, and matches no "
-    return CheckResult(
-        False, unknown + "mistake this check knows. Keep the class's forward as it is."
-    )
+    return CheckResult(False, "Your wrapper's output matches no mistake this check knows.")
 
 
 def solution(name, d_out, num_heads, check_name):

@@ -11,9 +11,9 @@ import torch
 
 from .arguments import JOINS as JOINS
 from .core import describe_error, evaluating, kind_of
+from .head_faults import is_head as is_head
 from .reference import PROJECTIONS, head_output, same
 from .wrapper_args import attempt as attempt
-from .wrapper_args import is_head as is_head
 
 
 class HeadsRun:
