@@ -19,6 +19,11 @@ def attempt(function, *args):
         return error
 
 
+def recorder(inputs):
+    """A forward pre-hook that appends what its head is given (its first argument) to ``inputs``."""
+    return lambda head, args, kwargs: inputs.append([*args, *kwargs.values()][0])
+
+
 class Attempt:
     """The answer for a target, and the facts the messages quote, each computed when asked."""
 
@@ -34,7 +39,7 @@ class Attempt:
         per head, its right output and its own outputs on the batch and on the moved batch."""
         given = [[] for _ in self.heads]
         hooks = [
-            h.register_forward_pre_hook(self.recorder(to), with_kwargs=True)
+            h.register_forward_pre_hook(recorder(to), with_kwargs=True)
             for h, to in zip(self.heads, given)
         ]
         with torch.random.fork_rng(devices=[]), evaluating(self.module):
@@ -48,10 +53,6 @@ class Attempt:
                 for h in self.heads
             ]
         return output, given, alone
-
-    @staticmethod
-    def recorder(inputs):
-        return lambda head, args, kwargs: inputs.append([*args, *kwargs.values()][0])
 
     output = property(lambda a: a.run[0])
     error = property(lambda a: a.output if isinstance(a.output, Exception) else None)
@@ -70,9 +71,12 @@ class Attempt:
     output_length = property(lambda a: len(a.output))
     output_shape = property(lambda a: tuple(a.output.shape))
     width = property(lambda a: a.output.shape[-1])
-    masks = property(lambda a: [getattr(h, "mask", None) for h in a.heads])
-    lengths = property(lambda a: [m.shape[0] for m in a.masks if isinstance(m, torch.Tensor)])
-    context_length = property(lambda a: min(a.lengths, default=6))
+
+    @property
+    def context_length(self):
+        """The shortest of the heads' causal masks (6, the batch's length, if none has one)."""
+        masks = [getattr(h, "mask", None) for h in self.heads]
+        return min((m.shape[0] for m in masks if isinstance(m, torch.Tensor)), default=6)
 
     @property
     def not_a_head(self):
@@ -97,16 +101,13 @@ class Attempt:
         inputs = [(n, x) for n, xs in enumerate(self.run[1], 1) for x in xs if not same(x, PROBE)]
         if not inputs:
             return None
-        (n, x), shape = inputs[0], tuple(getattr(inputs[0][1], "shape", ()))
-        mine = [k for k, ref in enumerate(self.refs, 1) if same(x, ref)]
+        n, x = inputs[0]
         if not isinstance(x, torch.Tensor):
             return n, kind_of(x)
-        return (
-            n,
-            f"head {mine[0]}'s output (shape {shape})"
-            if mine
-            else f"another tensor, of shape {shape}",
-        )
+        source = next((k for k, ref in enumerate(self.refs, 1) if same(x, ref)), None)
+        if source is None:
+            return n, f"another tensor, of shape {tuple(x.shape)}"
+        return n, f"head {source}'s output (shape {tuple(x.shape)})"
 
     @property
     def sharing(self):
