@@ -1,16 +1,22 @@
-"""What a head of chapter 2's wrapper computes and how it was built, in words: the facts of
-:class:`.wrapper_args.Attempt` that are about one head, not about the wrapper."""
+"""What one head of chapter 2's wrapper computes and how it was built, in words: the facts of
+:class:`.wrapper_args.Attempt` about a single head (:func:`is_head`, :func:`reshaped`,
+:func:`head_fault`), and :func:`attempt`, which turns an exception into a value."""
 
 import torch
 
 from .core import describe_error, listed
 from .reference import PROJECTIONS, Recipe, attend, project, same
 
-#: The chapter's batch (two sequences of six tokens three values wide), and the same batch with
-#: its last token changed: a head whose earlier tokens see the change attends to later tokens.
+#: The chapter's batch: two sequences of six tokens three values wide.
 PROBE = torch.rand((2, 6, 3), generator=torch.Generator().manual_seed(2024))  # (b, tokens, d_in)
-LAST = torch.rand((2, 1, 3), generator=torch.Generator().manual_seed(99))  # (b, 1, d_in)
-MOVED = torch.cat([PROBE[:, :-1], LAST], dim=1)  # (b, tokens, d_in)
+
+
+def attempt(function, *args):
+    """``function(*args)``, or the exception it raised."""
+    try:
+        return function(*args)
+    except Exception as error:
+        return error
 
 
 def is_head(module):
@@ -39,11 +45,12 @@ def reshaped(heads):
     return None
 
 
-def head_fault(heads, alone):
-    """``(head number, how)`` for the first head that does not compute causal attention, from
-    ``alone``: per head, its right output and its own outputs on the batch and the moved batch."""
+def head_fault(heads, refs, alone):
+    """``(head number, how)`` for the first head that does not compute causal attention: from
+    each head's right output (``refs``) and its own outputs on the batch and on the batch with
+    its last token changed (``alone``), where earlier tokens must not see the change."""
     changed = "no longer computes causal attention as it was built to:"
-    for n, (head, (right, own, moved)) in enumerate(zip(heads, alone), 1):
+    for n, (head, right, (own, moved)) in enumerate(zip(heads, refs, alone), 1):
         if isinstance(own, Exception):
             return n, f"{changed} run on its own, it raised {describe_error(own)}"
         if own.shape == moved.shape and not same(own[:, :-1], moved[:, :-1]):

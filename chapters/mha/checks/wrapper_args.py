@@ -1,62 +1,67 @@
 """The evidence chapter 2's catalogue (:mod:`.arguments`) judges: the reader's wrapper run once
 on the chapter's batch (:class:`Attempt`), each head's right output computed from its own
-weights (:func:`.reference.head_output`), and the facts the messages quote."""
+weights (:func:`.reference.head_output`), and the facts the messages quote. Chapter 1's runner
+uses the same run (:class:`.heads.HeadsRun`)."""
 
 from functools import cached_property
 
 import torch
 
 from .core import describe_error, evaluating, kind_of
-from .head_faults import MOVED, PROBE, head_fault, is_head, reshaped
+from .head_faults import PROBE, attempt, head_fault, is_head, reshaped
 from .reference import PROJECTIONS, head_output, same
 
 
-def attempt(function, *args):
-    """``function(*args)``, or the exception it raised."""
-    try:
-        return function(*args)
-    except Exception as error:
-        return error
+def recorder(n, given, order):
+    """A forward pre-hook for head ``n``: it notes the call in ``order``, and what the head is
+    given (its first argument) in ``given[n]``."""
 
+    def record(head, args, kwargs):
+        order.append(n)
+        given[n].append(args[0] if args else next(iter(kwargs.values()), None))
 
-def recorder(inputs):
-    """A forward pre-hook that appends what its head is given (its first argument) to ``inputs``."""
-    return lambda head, args, kwargs: inputs.append([*args, *kwargs.values()][0])
+    return record
 
 
 class Attempt:
     """The answer for a target, and the facts the messages quote, each computed when asked."""
 
-    def __init__(self, answer, target):
-        self.answer, self.t = answer, target
+    def __init__(self, answer, target, x=PROBE):
+        self.answer, self.t, self.x = answer, target, x
         self.module = answer if isinstance(answer, torch.nn.Module) else None
         heads = getattr(self.module, "heads", None)
         self.heads = list(heads) if isinstance(heads, (torch.nn.ModuleList, list)) else None
 
     @cached_property
     def run(self):
-        """The wrapper's output on the batch (or its exception) and what each head was given;
-        per head, its right output and its own outputs on the batch and on the moved batch."""
-        given = [[] for _ in self.heads]
+        """The wrapper's output on x (or its exception), what each head was given, in what order."""
+        given, order = [[] for _ in self.heads], []
         hooks = [
-            h.register_forward_pre_hook(recorder(to), with_kwargs=True)
-            for h, to in zip(self.heads, given)
+            h.register_forward_pre_hook(recorder(n, given, order), with_kwargs=True)
+            for n, h in enumerate(self.heads)
         ]
+        try:
+            with torch.random.fork_rng(devices=[]), evaluating(self.module):
+                return attempt(self.module, self.x), given, order
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    @cached_property
+    def refs(self):
+        """Each head's right output on x, computed from its own weights."""
+        with evaluating(self.module):
+            return [attempt(head_output, head, self.x) for head in self.heads]
+
+    @cached_property
+    def alone(self):
+        """Each head's own output on x, and on x with its last token changed."""
+        moved = torch.cat([self.x[:, :-1], self.x[:, -1:] + 1.0], dim=1)  # (b, tokens, d_in)
         with torch.random.fork_rng(devices=[]), evaluating(self.module):
-            try:
-                output = attempt(self.module, PROBE)
-            finally:
-                for hook in hooks:
-                    hook.remove()
-            alone = [
-                [attempt(f, *a) for f, *a in ((head_output, h, PROBE), (h, PROBE), (h, MOVED))]
-                for h in self.heads
-            ]
-        return output, given, alone
+            return [(attempt(head, self.x), attempt(head, moved)) for head in self.heads]
 
     output = property(lambda a: a.run[0])
     error = property(lambda a: a.output if isinstance(a.output, Exception) else None)
-    refs = property(lambda a: [right for right, _, _ in a.run[2]])
     right = property(lambda a: torch.cat(a.refs, -1))  # (b, tokens, num_heads * d_out)
     got = property(lambda a: getattr(a.answer, "__name__", type(a.answer).__name__))
     given = property(lambda a: kind_of(a.answer))
@@ -65,7 +70,7 @@ class Attempt:
     head_width = property(lambda a: a.heads[0].W_value.out_features)
     d_in = property(lambda a: a.heads[0].W_query.in_features)
     heads_phrase = property(lambda a: f"{a.num_heads} head" + "s" * (a.num_heads != 1))
-    x_shape = property(lambda a: tuple(PROBE.shape))
+    x_shape = property(lambda a: tuple(a.x.shape))
     error_text = property(lambda a: describe_error(a.error))
     output_kind = property(lambda a: kind_of(a.output))
     output_length = property(lambda a: len(a.output))
@@ -98,7 +103,7 @@ class Attempt:
     @property
     def fed(self):
         """``(head number, what it was given)`` for the first head not given the batch."""
-        inputs = [(n, x) for n, xs in enumerate(self.run[1], 1) for x in xs if not same(x, PROBE)]
+        inputs = [(n, x) for n, xs in enumerate(self.run[1], 1) for x in xs if not same(x, self.x)]
         if not inputs:
             return None
         n, x = inputs[0]
@@ -123,11 +128,11 @@ class Attempt:
         return None
 
     reshaped = property(lambda a: reshaped(a.heads))
-    head_fault = property(lambda a: head_fault(a.heads, a.run[2]))
+    head_fault = property(lambda a: head_fault(a.heads, a.refs, a.alone))
 
     def drops_columns(self):
         """Some heads' values never reach the output, narrower than the heads' outputs."""
-        if any(own.shape[-1] < self.head_width for _, own, _ in self.run[2]):
+        if any(own.shape[-1] < self.head_width for own, _ in self.alone):
             return True
         columns = self.right.unbind(-1)
         narrower = self.output.dim() == 3 and self.width < len(columns)
