@@ -140,9 +140,10 @@ class Attempt:
 
     def mixes_heads(self):
         """The output is an affine function of the heads' outputs side by side, fitted exactly."""
-        if self.output.shape[:2] != PROBE.shape[:2] or same(self.output, self.right):
+        if self.output.shape[:2] != self.x.shape[:2] or same(self.output, self.right):
             return False
-        inputs = torch.cat([self.right, torch.ones(2, 6, 1)], -1).flatten(0, 1).double()
+        ones = torch.ones(*self.x.shape[:2], 1)  # (b, num_tokens, 1): the affine map's offset
+        inputs = torch.cat([self.right, ones], -1).flatten(0, 1).double()
         targets = self.output.flatten(0, 1).double()  # (b * num_tokens, width)
         residual = inputs @ torch.linalg.lstsq(inputs, targets).solution - targets
         return len(inputs) >= 2 * inputs.shape[1] and residual.norm() <= 1e-5 * targets.norm()
