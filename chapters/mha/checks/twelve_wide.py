@@ -1,11 +1,18 @@
 """Chapter 2's second exercise: four heads whose context vectors are twelve values wide.
 
 No earlier cell builds this configuration; an answer copied from one that does (chapter 1's
-three heads, the first exercise's answer) is named as such (:data:`.arguments.TWELVE_WIDE`).
+three heads, the first exercise's answer) is named as such (:data:`EARLIER`).
 """
 
-from .arguments import TWELVE_WIDE, check, solution
+from .arguments import Target, check, solution
 from .core import Exercise, never_raises
+
+EARLIER = (
+    (3, 2, "chapter 1's running example"),
+    (2, 1, "the first practice's answer"),
+    (3, 4, "the answer to chapter 1's question about d_out"),
+)
+TWELVE_WIDE = Target("check_twelve_wide_output", "twelve_wide_output", 4, 12, EARLIER)
 
 
 @never_raises
