@@ -44,7 +44,7 @@ A sketch, for an exercise "write causal attention for one head"::
 Mistakes that are not about the output (the answer is a class, not a module; it raises) are
 :class:`.core.Mistake` entries. A :class:`Buggy` fits in the same catalogue, for
 :func:`.core.first_mistake`: there ``compute(evidence)`` and ``evidence.right`` are compared with
-``evidence.output``, as in chapter 2's joins of heads (:data:`.heads.JOINS`) and chapter 3's
+``evidence.output``, as in chapter 2's joins of heads (:data:`.arguments.JOINS`) and chapter 3's
 weight splits (:mod:`.split_mistakes`).
 """
 
