@@ -221,14 +221,16 @@ def _forked(function, *args):
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the copy
-        os.close(read)
         try:
-            found = function(*args)
-        except BaseException:
-            found = {"error": traceback.format_exc()}
-        with os.fdopen(write, "w") as pipe:
-            json.dump(found, pipe)
-        os._exit(0)
+            os.close(read)
+            try:
+                found = function(*args)
+            except BaseException:
+                found = {"error": traceback.format_exc()}
+            with os.fdopen(write, "w") as pipe:
+                json.dump(found, pipe)
+        finally:
+            os._exit(0)
     os.close(write)
     return pid, read
 
