@@ -102,7 +102,15 @@ def test_a_c_library_that_reuses_large_blocks_by_default_has_nothing_to_change()
 
 def test_a_system_without_fault_counts_says_so():
     verdict = allocator_verdict(results(30.0, 8.0, large=(math.nan, math.nan)))
-    assert "counts no page faults" in flat(verdict)
+    assert "Linux only" in flat(verdict) and "tests nothing here" in flat(verdict)
+
+
+def test_off_linux_nothing_is_measured_and_the_verdict_says_so(monkeypatch):
+    monkeypatch.setattr(faults.sys, "platform", "darwin")
+    found = allocator_experiment(names=("wrapper",), tokens=(4,), num_heads=2, d_out=4)
+    assert all(math.isnan(v) for v in found.large_block.values())
+    assert "tests nothing here" in flat(allocator_verdict(found))
+    assert allocator_table(found).startswith(f"{faults.LARGE_BLOCK_MIB} MiB block")
 
 
 def test_no_faults_to_begin_with_means_nothing_to_remove():

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import traceback
 from dataclasses import dataclass
 
@@ -242,10 +243,11 @@ def allocator_experiment(
 
     Both copies run ``measured_under`` with the same arguments, at the same time: on a machine with
     two free cores neither slows the other much, and a burst of load from elsewhere slows both.
-    Where there is no ``os.fork`` (Windows), nothing is measured: the large block's faults are
-    ``nan`` and there are no probes, so the verdict says the experiment tests nothing here.
+    Off Linux nothing is measured (the settings are glibc's, and a copy of a process that has
+    used torch is not safe everywhere, on macOS for one): the large block's faults are ``nan``
+    and there are no probes, so the verdict says the experiment tests nothing here.
     """
-    if not hasattr(os, "fork"):
+    if sys.platform != "linux" or resource is None:
         return Experiment({s: {} for s in SETTINGS}, {s: math.nan for s in SETTINGS})
     args = (names, tokens, num_heads, d_out, repeats)
     running = {setting: _forked(measured_under, setting, *args) for setting in SETTINGS}
@@ -275,7 +277,8 @@ def allocator_table(experiment):
                 f"{p.sys_ms:>6.1f}{p.minor_faults:>8,.0f}"
             )
     warmups = ", ".join(
-        f"{SHORT[s]} {max(p.warmup_calls for p in experiment.probes[s].values())}" for s in SETTINGS
+        f"{SHORT[s]} {max((p.warmup_calls for p in experiment.probes[s].values()), default=0)}"
+        for s in SETTINGS
     )
     lines += ["", f"warm-up calls per module: {warmups}"]
     return "\n".join(lines)
@@ -320,7 +323,12 @@ def allocator_verdict(experiment, name="split", reference="wrapper"):
     large = {s: f"{experiment.large_block[s]:,.0f}" for s in SETTINGS}
     honoured = experiment.honoured()
     if honoured is None:
-        return {"This system:": "it counts no page faults, so the experiment tests nothing here."}
+        return {
+            "This system:": (
+                "the experiment runs on Linux only (glibc's settings, page-fault counts, copies "
+                "of this process), so it tests nothing here."
+            )
+        }
     if experiment.large_block[SETTINGS[0]] < 1:
         return {
             "The C library:": (
