@@ -83,7 +83,7 @@ TINY = Sweep(
 
 
 class FakeTimer:
-    """Stands in for ``Timer``: ``blocked_autorange`` returns scripted block times."""
+    """Stands in for ``Timer``: ``blocked_autorange``, ``_timeit`` return scripted block times."""
 
     def __init__(self, label, script, log):
         self.label, self.script, self.log = label, script, log
@@ -93,6 +93,17 @@ class FakeTimer:
         times = self.script[self.label]
         raw = times.pop(0) if isinstance(times[0], list) else times  # per call, or fixed
         return Measurement(number_per_run=1, raw_times=list(raw), task_spec=None)
+
+    def _timeit(self, number):
+        """Seconds for one block: the next time of the next scripted call (or the fixed first)."""
+        self.log.append((self.label, "timeit"))
+        times = self.script[self.label]
+        if not isinstance(times[0], list):
+            return times[0]
+        block = times[0].pop(0)
+        if not times[0]:
+            times.pop(0)
+        return block
 
 
 def fake_timer(monkeypatch, script, log=None):
@@ -263,13 +274,28 @@ def test_the_modules_take_turns_at_being_timed_first(monkeypatch):
     assert "".join(label for label, _ in log) == "abcbcacab"
 
 
-def test_a_measurement_with_too_few_blocks_is_retaken_once_with_time_for_enough(monkeypatch):
-    log = fake_timer(monkeypatch, {"slow": [[0.3], [0.3, 0.2, 0.3, 0.3]]})
+def test_a_slow_measurement_with_too_few_blocks_gets_the_missing_ones_one_call_each(monkeypatch):
+    log = fake_timer(monkeypatch, {"slow": [[0.3], [0.3, 0.2, 0.3]]})
     (kept,) = time_in_rounds(
         fake_cases(["slow"]), min_run_time=0.1, min_blocks=4, max_run_time=10, rounds=1
     )
-    assert log == [("slow", 0.1), ("slow", pytest.approx(3 * 0.3))]  # time for 3 blocks more
-    assert kept["slow"].blocks == 5 and not kept["slow"].capped  # the first call's block is kept
+    assert log == [("slow", 0.1)] + [("slow", "timeit")] * 3  # no second estimate of the size
+    assert kept["slow"].blocks == 4 and not kept["slow"].capped  # the first call's block is kept
+
+
+def test_a_fast_measurement_with_too_few_blocks_is_retaken_with_time_for_enough():
+    class Timer:  # 10 runs a block both times: the blocks of both calls are kept
+        def __init__(self):
+            self.answers, self.asked = [[0.01], [0.01, 0.02]], []
+
+        def blocked_autorange(self, min_run_time):
+            self.asked.append(min_run_time)
+            return Measurement(10, self.answers.pop(0), task_spec=None)
+
+    timer = Timer()
+    measurement, capped = measure(timer, min_run_time=0.001, min_blocks=3, max_run_time=1.0)
+    assert timer.asked == [0.001, pytest.approx(2 * 0.01)]  # time for 2 blocks more
+    assert measurement.raw_times == [0.01, 0.01, 0.02] and not capped
 
 
 def test_a_retry_with_blocks_of_another_size_replaces_the_first_blocks():
@@ -290,7 +316,7 @@ def test_the_retry_is_capped_and_the_cap_is_reported():
     log = []
     timer = FakeTimer("slow", {"slow": [[2.0], [2.0]]}, log)
     measurement, capped = measure(timer, min_run_time=0.1, min_blocks=5, max_run_time=3.0)
-    assert log == [("slow", 0.1), ("slow", 3.0)]  # 4 more × 2 s would be 8 s
+    assert log == [("slow", 0.1), ("slow", "timeit")]  # 4 more × 2 s would be 8 s: 1 fits in 3
     assert capped and len(measurement.raw_times) == 2
 
 

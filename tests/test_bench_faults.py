@@ -1,7 +1,8 @@
 """Page faults, system time and the allocator experiment: the verdicts follow the numbers.
 
 The verdict tests use made-up ``Probe``s, so no real timing decides a test; one test runs the
-experiment's subprocess machinery on a tiny configuration and checks only its structure.
+experiment's machinery (two copies of this process, os.fork) on a tiny configuration and checks
+only its structure, and that a copy's failure reaches the caller.
 """
 
 import math
@@ -101,7 +102,15 @@ def test_a_c_library_that_reuses_large_blocks_by_default_has_nothing_to_change()
 
 def test_a_system_without_fault_counts_says_so():
     verdict = allocator_verdict(results(30.0, 8.0, large=(math.nan, math.nan)))
-    assert "counts no page faults" in flat(verdict)
+    assert "Linux only" in flat(verdict) and "tests nothing here" in flat(verdict)
+
+
+def test_off_linux_nothing_is_measured_and_the_verdict_says_so(monkeypatch):
+    monkeypatch.setattr(faults.sys, "platform", "darwin")
+    found = allocator_experiment(names=("wrapper",), tokens=(4,), num_heads=2, d_out=4)
+    assert all(math.isnan(v) for v in found.large_block.values())
+    assert "tests nothing here" in flat(allocator_verdict(found))
+    assert allocator_table(found).startswith(f"{faults.LARGE_BLOCK_MIB} MiB block")
 
 
 def test_no_faults_to_begin_with_means_nothing_to_remove():
@@ -159,7 +168,8 @@ def test_the_large_block_faults_by_default_on_linux():
 
 
 def test_the_settings_are_glibcs_and_keep_freed_memory():
-    assert KEEP_FREED_MEMORY == {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}
+    assert KEEP_FREED_MEMORY == {"M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**31 - 1}
+    assert faults.MALLOPT_OPTIONS == {"M_TRIM_THRESHOLD": -1, "M_MMAP_MAX": -4}  # malloc.h
 
 
 def test_resource_use_reports_per_call_figures_and_leaves_grad_mode_alone():
@@ -172,8 +182,24 @@ def test_resource_use_reports_per_call_figures_and_leaves_grad_mode_alone():
     assert module.weight.grad is not None
 
 
-def test_the_experiment_runs_both_settings_in_fresh_processes():
+def test_the_experiment_runs_both_settings_in_copies_of_this_process():
     found = allocator_experiment(names=("wrapper",), tokens=(4,), num_heads=2, d_out=4, repeats=3)
     assert set(found.probes) == set(found.large_block) == set(SETTINGS)
     assert all(set(by_key) == {("wrapper", 4)} for by_key in found.probes.values())
     assert all(p.warmup_calls >= 1 for by_key in found.probes.values() for p in by_key.values())
+
+
+def test_a_copy_that_fails_raises_with_its_traceback():
+    with pytest.raises(
+        RuntimeError, match=r"(?s)the 'default' copy failed:.*ValueError: Unknown implementation"
+    ):
+        allocator_experiment(names=("no such module",), tokens=(4,), num_heads=2, d_out=4)
+
+
+def test_glibc_accepts_the_settings_through_mallopt():
+    if "glibc" not in (os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else ""):
+        pytest.skip("mallopt is glibc's")
+    pid = os.fork()  # in a copy: the settings would stay with this test process
+    if pid == 0:
+        os._exit(0 if faults.keep_freed_memory() else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0

@@ -261,9 +261,10 @@ def test_the_chapter_trains_as_this_test_does():
     """If the chapter's budget or width changes, the claims above must be re-examined."""
     code = chapter_code()
     assert f"d_model = {D_MODEL}\n" in code
-    assert f"train(model, steps={STEPS}, label=name(num_heads))" in code
+    assert f"losses = train_all(models, steps={STEPS}, labels=labels)" in code
     assert f"more = {LONGER - STEPS}  #" in code
-    assert "train(models[h], steps=more, resume=True, label=name(h))" in code
+    assert "longer = {h: models[h] for h in (1, 2)}" in code
+    assert "train_all(longer, steps=more, resume=True, labels=labels)" in code
 
 
 def test_every_reveal_of_chapter_4_offers_its_choices():

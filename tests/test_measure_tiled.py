@@ -56,12 +56,12 @@ def test_a_storage_shared_by_views_counts_once_and_a_kept_block_stays_alive():
 def test_the_targets_are_the_issues_two_claims():
     faster, close = TILED_TARGETS
     assert (faster.references, faster.num_tokens, faster.max_time_ratio) == (("split",), 1024, 0.5)
-    assert (close.references, close.num_tokens, close.max_time_ratio) == (("fused",), 4096, 4.0)
+    assert (close.references, close.num_tokens, close.max_time_ratio) == (("fused",), 2048, 4.0)
     assert all((t.batch, t.d_out, t.num_heads) == (1, 192, 12) for t in TILED_TARGETS)
 
 
 def test_the_split_is_timed_only_up_to_1024_tokens_and_block_sizes_are_sized_right():
-    assert names_at(1024) == ("split", "tiled", "fused") and names_at(4096) == ("tiled", "fused")
+    assert names_at(1024) == ("split", "tiled", "fused") and names_at(2048) == ("tiled", "fused")
     assert score_block_bytes(64) == 192 * 1024 and score_block_bytes(256) == 3 * 2**20
 
 
@@ -80,8 +80,8 @@ def fake_results():
             "tiled": Point("tiled", 1024, timing(60), 0.0),
             "fused": Point("fused", 1024, timing(28), 0.0),
         },
-        4096: {
-            n: Point(n, 4096, timing(ms), math.nan) for n, ms in [("tiled", 1800), ("fused", 400)]
+        2048: {
+            n: Point(n, 2048, timing(ms), math.nan) for n, ms in [("tiled", 450), ("fused", 150)]
         },
     }
 

@@ -20,7 +20,7 @@ from mha.tasks import (
     read_pairs,
     weight_by_offset,
 )
-from mha.train import progress_bar, train
+from mha.train import progress_bar, train, train_all
 
 TINY = LookbackTask(offsets=(1, 2), vocab_size=4, num_tokens=5, train_size=32, eval_size=64)
 
@@ -202,6 +202,41 @@ def test_resuming_gives_the_model_of_one_longer_run():
     train(restarted, steps=10, progress=False)
     train(restarted, steps=20, progress=False)
     assert not torch.equal(restarted.readout.weight, whole.readout.weight)
+
+
+def test_training_side_by_side_gives_the_models_one_after_another_gives_to_the_bit():
+    """``train_all`` (copies of this process on Linux) against ``train``, model by model, then
+    resumed: the same weights, Adam state and losses, to the bit."""
+    alone = {h: tiny_model(h) for h in (1, 2)}
+    together = {h: tiny_model(h) for h in (1, 2)}
+    for resume, steps in ((False, 12), (True, 8)):
+        expected = {h: train(m, steps, resume=resume, progress=False) for h, m in alone.items()}
+        found = train_all(together, steps, resume=resume, progress=False)
+        assert found == expected
+    for h, model in together.items():
+        state = alone[h].state_dict()
+        assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+        theirs = alone[h].optimiser
+        assert model.optimiser.steps == theirs.steps == 20
+        assert all(map(torch.equal, model.optimiser.exp_avg_sq, theirs.exp_avg_sq))
+        assert not model.training
+
+
+def test_the_equality_test_above_would_see_one_step_more():
+    one, other = tiny_model(), tiny_model()
+    train(one, 12, progress=False)
+    train_all({0: other}, 13, progress=False)
+    assert not torch.equal(one.readout.weight, other.readout.weight)
+
+
+def test_training_side_by_side_checks_its_arguments_before_it_starts():
+    for kwargs, words in (({"steps": 0}, "positive integer"), ({"resume": True}, "not been")):
+        try:
+            train_all({1: tiny_model()}, progress=False, **kwargs)
+        except ValueError as error:
+            assert words in str(error)
+        else:
+            raise AssertionError(f"{kwargs} was accepted")
 
 
 def test_resuming_a_model_never_trained_says_what_to_do():

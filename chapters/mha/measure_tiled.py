@@ -28,8 +28,8 @@ from .tiled import causal_block_pairs
 #: The configuration of every measurement: one sequence, GPT-2-small's head count, one thread.
 D_OUT, NUM_HEADS = 192, 12
 NAMES = ("split", "tiled", "fused")
-#: The split is measured up to this length: its score tensors grow with T² (at 4096 tokens each
-#: of its four would take 768 MiB).
+#: The split is measured up to this length: its score tensors grow with T² (at 2048 tokens each
+#: of its four would take 192 MiB).
 SPLIT_MAX_TOKENS = 1024
 
 TILED_TARGETS = (
@@ -44,11 +44,11 @@ TILED_TARGETS = (
         max_time_ratio=0.5,
     ),
     Target(
-        "TiledAttention within 4× of the fused kernel (1 × 4096 tokens, d_out 192, 12 heads)",
+        "TiledAttention within 4× of the fused kernel (1 × 2048 tokens, d_out 192, 12 heads)",
         implementation="tiled",
         references=("fused",),
         batch=1,
-        num_tokens=4096,
+        num_tokens=2048,
         d_out=D_OUT,
         num_heads=NUM_HEADS,
         max_time_ratio=4.0,
@@ -70,15 +70,16 @@ def steady_faults(module, x, *, max_warmup=3):
     """Minor page faults per call of ``module(x)``, once they stop falling.
 
     A program's heap grows during its first calls; only after that does a call show what it
-    costs on every call. At most ``max_warmup`` warm-up measurements run.
+    costs on every call. At most ``max_warmup`` warm-up calls run, each measured on its own (it
+    needs no warm-up of its own: the calls before it are one).
     """
     previous = math.inf
     for _ in range(max_warmup):
-        faults = resource_use(module, x, 1).minor_faults
+        faults = resource_use(module, x, 1, warm_up=False).minor_faults
         if not faults < previous:
             break
         previous = faults
-    return resource_use(module, x, 1).minor_faults
+    return resource_use(module, x, 1, warm_up=False).minor_faults
 
 
 def names_at(num_tokens, names=NAMES):
@@ -87,7 +88,7 @@ def names_at(num_tokens, names=NAMES):
 
 
 def measure_lengths(
-    tokens=(256, 1024, 4096),
+    tokens=(256, 1024, 2048),
     *,
     fault_max_tokens=SPLIT_MAX_TOKENS,
     min_run_time=0.02,

@@ -22,6 +22,10 @@ output as the stored one, and nothing is written to stderr.
 """
 
 import contextlib
+import io
+import os
+import sys
+import traceback
 
 import torch
 from tqdm import tqdm
@@ -37,21 +41,10 @@ def train(model, steps=200, lr=0.01, *, resume=False, progress=True, label="trai
     ``progress=False`` is the
     quiet mode (tests): no bar, no output. The model comes back in eval mode.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"train: steps must be a positive integer, got {steps!r}.")
+    _check_steps(steps)
     task = model.task
     tokens = task.train_set()  # (train_size, num_tokens)
-    if resume:
-        optimiser = getattr(model, "optimiser", None)
-        if not isinstance(optimiser, FullBatchAdam):
-            raise ValueError(
-                "train: resume=True continues an earlier run, but this model "
-                "has not been trained yet. Call train(model, steps) first, "
-                "or leave out resume=True."
-            )
-    else:
-        optimiser = FullBatchAdam(model.parameters(), lr=lr)
-    model.optimiser = optimiser
+    optimiser = model.optimiser = _optimiser(model, resume, lr)
     losses = []
     model.train()
     with one_thread(), progress_bar(steps, label, progress) as bar:
@@ -64,6 +57,115 @@ def train(model, steps=200, lr=0.01, *, resume=False, progress=True, label="trai
             bar.update(1)
     model.eval()
     return losses
+
+
+def train_all(models, steps=200, *, resume=False, labels=None, progress=True):
+    """``train`` every model of ``models`` (``{key: model}``); return ``{key: losses}``.
+
+    The models are independent, so on Linux each trains in its own copy of this process
+    (``os.fork``), side by side, and sends back its weights, its Adam state and its losses:
+    on a machine with several cores the trainings take the time of the slowest one, not of all
+    together. Each copy trains on one thread with the arithmetic of ``train``, so every model
+    comes back the same to the bit as ``train`` would make it here (``tests/test_train.py``
+    compares). Elsewhere (no ``fork``, or macOS, where a copy of a process that has used
+    torch is not safe), the models train one after another. ``labels`` (``{key: label}``) name
+    the progress bars; each bar fills when its model is done.
+    """
+    labels = labels or {}
+    if not hasattr(os, "fork") or sys.platform != "linux":
+        return {
+            key: train(
+                model, steps, resume=resume, progress=progress, label=labels.get(key, "training")
+            )
+            for key, model in models.items()
+        }
+    _check_steps(steps)  # the checks of train, before any copy starts
+    for model in models.values():
+        if resume:
+            _optimiser(model, resume, lr=0.01)
+    running = {key: _forked_training(model, steps, resume) for key, model in models.items()}
+    losses = {}
+    for key, (pid, read) in running.items():
+        label = labels.get(key, "training")
+        with progress_bar(steps, label, progress) as bar, os.fdopen(read, "rb") as pipe:
+            sent = pipe.read()
+            os.waitpid(pid, 0)
+            if not sent:
+                raise RuntimeError(f"training {label!r} failed: its process sent nothing")
+            found = torch.load(io.BytesIO(sent), weights_only=True)
+            if "error" in found:
+                raise RuntimeError(f"training {label!r} failed:\n{found['error']}")
+            _take_back(models[key], found, resume)
+            losses[key] = found["losses"]
+            bar.update(steps)
+    return losses
+
+
+def _forked_training(model, steps, resume):
+    """Start ``train(model, steps, resume=resume)`` in a copy of this process; return the copy's
+    id and the reading end of the pipe that brings back what it trained (``_take_back``)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: it writes nothing else and skips the caller's clean-up
+        try:
+            os.close(read)
+            buffer = io.BytesIO()  # torch.save needs a file it can seek in
+            torch.save(_trained(model, steps, resume), buffer)
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(buffer.getvalue())
+        finally:
+            os._exit(0)
+    os.close(write)
+    return pid, read
+
+
+def _trained(model, steps, resume):
+    """What a copy sends back after ``train``: weights, Adam state, losses (or the error)."""
+    try:
+        losses = train(model, steps, resume=resume, progress=False)
+    except BaseException:
+        return {"error": traceback.format_exc()}
+    optimiser = model.optimiser
+    return {
+        "state": model.state_dict(),
+        "steps": optimiser.steps,
+        "exp_avg": optimiser.exp_avg,
+        "exp_avg_sq": optimiser.exp_avg_sq,
+        "losses": losses,
+    }
+
+
+def _take_back(model, found, resume):
+    """Put the weights and the Adam state a copy trained into ``model``, in place (into its
+    Adam when the copy resumed it, else into a new one, as ``train`` makes)."""
+    model.load_state_dict(found["state"])
+    optimiser = model.optimiser if resume else FullBatchAdam(model.parameters())
+    model.optimiser = optimiser
+    optimiser.steps = found["steps"]
+    for mine, theirs in zip(optimiser.exp_avg, found["exp_avg"], strict=True):
+        mine.copy_(theirs)
+    for mine, theirs in zip(optimiser.exp_avg_sq, found["exp_avg_sq"], strict=True):
+        mine.copy_(theirs)
+    model.eval()
+
+
+def _check_steps(steps):
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"train: steps must be a positive integer, got {steps!r}.")
+
+
+def _optimiser(model, resume, lr):
+    """The ``FullBatchAdam`` that trains ``model``: its last one when ``resume``, else new."""
+    if not resume:
+        return FullBatchAdam(model.parameters(), lr=lr)
+    optimiser = getattr(model, "optimiser", None)
+    if not isinstance(optimiser, FullBatchAdam):
+        raise ValueError(
+            "train: resume=True continues an earlier run, but this model "
+            "has not been trained yet. Call train(model, steps) first, "
+            "or leave out resume=True."
+        )
+    return optimiser
 
 
 class FullBatchAdam:

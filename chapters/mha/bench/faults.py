@@ -1,10 +1,11 @@
 """The allocator experiment: do a module's page faults and system time cost it its speed?
 
-``allocator_experiment`` re-runs ``usage.resource_use``'s measurements in two fresh Python
-processes that differ only in glibc's malloc settings: the default, and ``KEEP_FREED_MEMORY``,
-which tells glibc to serve every block from its heap (never from a fresh ``mmap``) and to keep
-freed memory instead of returning it to the kernel. Running it in subprocesses leaves the
-reader's own process alone.
+``allocator_experiment`` re-runs ``usage.resource_use``'s measurements in two copies of the
+calling process (``os.fork``) that differ only in glibc's malloc settings: the default, and
+``KEEP_FREED_MEMORY``, which tells glibc (through ``mallopt``) to serve every block from its heap
+(never from a fresh ``mmap``) and to keep freed memory instead of returning it to the kernel.
+Both copies start from the same allocator state, the caller's, and the caller's own process is
+left alone. A copy costs no new Python or torch start-up.
 
 What the settings change is more than the fault count. By default glibc maps a block anew
 when it is larger than its mmap threshold; the threshold starts at 128 KiB and rises to the
@@ -13,23 +14,22 @@ faults on its first touch and the kernel zero-fills it. Under the settings a fre
 with the process and the next call reuses it, still warm in the caches. So the experiment
 changes faults, zero-filling and reuse together, and its verdict says only that.
 
-Each process first checks that its C library honours the settings at all (``large_block``:
+Each copy first checks that its C library honours the settings at all (``large_block``:
 a block over the largest threshold faults on every allocation by default, and stops faulting
 under the settings). Then it warms every module up until its page faults per call stop
 falling (the heap grows during the first calls), with a cap, and only then times single calls:
 the ``Probe`` holds what the timed calls measured, nothing from the warm-up.
-``allocator_table`` and ``allocator_verdict`` say what the two processes measured.
+``allocator_table`` and ``allocator_verdict`` say what the two copies measured.
 """
 
-import argparse
+import ctypes
 import json
 import math
 import os
 import statistics
-import subprocess
 import sys
+import traceback
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -37,15 +37,15 @@ from .comparison import compare
 from .timing import prepare
 from .usage import resource, resource_use
 
-#: glibc's malloc: never serve a block with mmap, and never give freed memory back (trim) below
-#: 100 GB. Each name is read once, when a process starts, so it must be set before Python runs.
-KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}
+#: glibc's malloc options, set with ``mallopt``: never serve a block with mmap, and never give
+#: freed memory back (trim) below 2 GiB (``mallopt`` takes a C ``int``). Setting either also stops
+#: the thresholds from moving with the process's history.
+KEEP_FREED_MEMORY = {"M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**31 - 1}
+#: The options' numbers in glibc's ``malloc.h``.
+MALLOPT_OPTIONS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_MAX": -4}
 SETTINGS = ("default", "keep freed memory")
 #: The settings' names in the experiment's table, short enough for a phone.
 SHORT = {"default": "default", "keep freed memory": "kept"}
-#: What each process of the experiment runs (``main`` reads the options that follow it). Not
-#: ``-m mha.bench.faults``: the package imports this module before ``-m`` would run it again.
-PROBE_COMMAND = "from mha.bench.faults import main; raise SystemExit(main())"
 #: The block that tells whether the C library honours the settings: twice glibc's largest mmap
 #: threshold on 64-bit systems (32 MiB), so by default it is mapped, and faults, every time.
 LARGE_BLOCK_MIB = 64
@@ -191,53 +191,73 @@ def probe(names, tokens, num_heads, d_out, repeats):
     return probes
 
 
+def keep_freed_memory():
+    """Apply ``KEEP_FREED_MEMORY`` to this process with the C library's ``mallopt``; whether it
+    accepted every option (``False`` where there is no ``mallopt``: not glibc)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return all(mallopt(MALLOPT_OPTIONS[k], v) == 1 for k, v in KEEP_FREED_MEMORY.items())
+
+
+def measured_under(setting, names, tokens, num_heads, d_out, repeats):
+    """What one copy of the experiment measures under ``setting`` (one of ``SETTINGS``), on one
+    thread, as JSON-ready data: ``large_block``'s faults and a ``probe`` of every module."""
+    torch.set_num_threads(1)
+    if setting != SETTINGS[0]:
+        keep_freed_memory()
+    large = large_block()
+    probes = probe(names, tokens, num_heads, d_out, repeats)
+    return {"large_block_faults": large, "probes": [p.__dict__ for p in probes]}
+
+
+def _forked(function, *args):
+    """Run ``function(*args)`` in a copy of this process; return the copy's id and the reading
+    end of a pipe that brings back its result as JSON (or ``{"error": traceback}``).
+
+    The copy writes nothing else and leaves with ``os._exit``: it must not run the caller's
+    clean-up (a notebook kernel's, say) a second time.
+    """
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy
+        try:
+            os.close(read)
+            try:
+                found = function(*args)
+            except BaseException:
+                found = {"error": traceback.format_exc()}
+            with os.fdopen(write, "w") as pipe:
+                json.dump(found, pipe)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return pid, read
+
+
 def allocator_experiment(
     names=("wrapper", "split"), tokens=(512, 1024), num_heads=12, d_out=192, repeats=5
 ):
-    """An ``Experiment`` from two fresh processes, one per setting.
+    """An ``Experiment`` from two copies of this process (``os.fork``), one per setting.
 
-    Both processes run ``large_block`` and ``probe`` with the same arguments, one torch thread
-    each, at the same time: on a machine with two free cores neither slows the other much, and
-    a burst of load from elsewhere slows both. The second has ``KEEP_FREED_MEMORY`` in its
-    environment.
+    Both copies run ``measured_under`` with the same arguments, at the same time: on a machine with
+    two free cores neither slows the other much, and a burst of load from elsewhere slows both.
+    Off Linux nothing is measured (the settings are glibc's, and a copy of a process that has
+    used torch is not safe everywhere, on macOS for one): the large block's faults are ``nan``
+    and there are no probes, so the verdict says the experiment tests nothing here.
     """
-    chapters = Path(__file__).resolve().parents[2]
-    base = {k: v for k, v in os.environ.items() if k not in KEEP_FREED_MEMORY}
-    base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(chapters), base.get("PYTHONPATH")]))
-    argv = [
-        sys.executable,
-        "-c",
-        PROBE_COMMAND,
-        "--names",
-        *names,
-        "--tokens",
-        *map(str, tokens),
-        "--heads",
-        str(num_heads),
-        "--d-out",
-        str(d_out),
-        "--repeats",
-        str(repeats),
-        "--threads",
-        "1",
-    ]
-    running = {
-        setting: subprocess.Popen(
-            argv,
-            env={**base, **extra},
-            cwd=chapters,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for setting, extra in zip(SETTINGS, ({}, KEEP_FREED_MEMORY), strict=True)
-    }
+    if sys.platform != "linux" or resource is None:
+        return Experiment({s: {} for s in SETTINGS}, {s: math.nan for s in SETTINGS})
+    args = (names, tokens, num_heads, d_out, repeats)
+    running = {setting: _forked(measured_under, setting, *args) for setting in SETTINGS}
     probes, large = {}, {}
-    for setting, process in running.items():
-        out, err = process.communicate()
-        if process.returncode:
-            raise RuntimeError(f"the {setting!r} process failed:\n{err}")
-        found = json.loads(out)
+    for setting, (pid, read) in running.items():
+        with os.fdopen(read) as pipe:
+            found = json.loads(pipe.read() or '{"error": "the copy wrote nothing"}')
+        os.waitpid(pid, 0)
+        if "error" in found:
+            raise RuntimeError(f"the {setting!r} copy failed:\n{found['error']}")
         large[setting] = found["large_block_faults"]
         probes[setting] = {(p["name"], p["num_tokens"]): Probe(**p) for p in found["probes"]}
     return Experiment(probes, large)
@@ -257,7 +277,8 @@ def allocator_table(experiment):
                 f"{p.sys_ms:>6.1f}{p.minor_faults:>8,.0f}"
             )
     warmups = ", ".join(
-        f"{SHORT[s]} {max(p.warmup_calls for p in experiment.probes[s].values())}" for s in SETTINGS
+        f"{SHORT[s]} {max((p.warmup_calls for p in experiment.probes[s].values()), default=0)}"
+        for s in SETTINGS
     )
     lines += ["", f"warm-up calls per module: {warmups}"]
     return "\n".join(lines)
@@ -302,7 +323,12 @@ def allocator_verdict(experiment, name="split", reference="wrapper"):
     large = {s: f"{experiment.large_block[s]:,.0f}" for s in SETTINGS}
     honoured = experiment.honoured()
     if honoured is None:
-        return {"This system:": "it counts no page faults, so the experiment tests nothing here."}
+        return {
+            "This system:": (
+                "the experiment runs on Linux only (glibc's settings, page-fault counts, copies "
+                "of this process), so it tests nothing here."
+            )
+        }
     if experiment.large_block[SETTINGS[0]] < 1:
         return {
             "The C library:": (
@@ -347,22 +373,3 @@ def allocator_verdict(experiment, name="split", reference="wrapper"):
             )
         found[f"{t} tokens:"] = text
     return found
-
-
-def main(argv=None):
-    """Print ``large_block``'s and ``probe``'s results as JSON: what ``allocator_experiment``
-    runs in each process."""
-    parser = argparse.ArgumentParser(prog="mha.bench.faults", description=main.__doc__)
-    parser.add_argument("--names", nargs="+", required=True)
-    parser.add_argument("--tokens", nargs="+", type=int, required=True)
-    parser.add_argument("--heads", type=int, required=True)
-    parser.add_argument("--d-out", type=int, required=True)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    large = large_block()
-    probes = probe(args.names, args.tokens, args.heads, args.d_out, args.repeats)
-    print(json.dumps({"large_block_faults": large, "probes": [p.__dict__ for p in probes]}))
-    return 0

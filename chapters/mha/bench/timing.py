@@ -37,7 +37,7 @@ from tqdm import tqdm
 from ..counting import operator_counts
 from ..tiled import TiledAttention
 from ..variants import IMPLEMENTATIONS, equivalent_modules
-from .usage import Usage, resource_use
+from .usage import Usage, backward_from, resource_use
 
 #: The resource use of a configuration ``run_sweep`` does not measure it at.
 NOT_MEASURED = Usage(math.nan, math.nan, math.nan, math.nan)
@@ -110,7 +110,7 @@ QUICK = Sweep(
     heads_sweep_tokens=64,
     tokens=(16, 64, 256, 512, 1024),
     tokens_sweep_heads=12,
-    min_run_time=0.03,
+    min_run_time=0.02,
     min_blocks=3,
     max_run_time=0.5,
     rounds=1,
@@ -272,11 +272,13 @@ def measure(timer, *, min_run_time, min_blocks, max_run_time, retry=True):
 
     ``blocked_autorange`` stops as soon as ``min_run_time`` has passed, so a statement slower
     than that is timed once, and the median of one sample is no median. When a call timed fewer
-    than ``min_blocks`` blocks, one more call gets time for the missing blocks (as long as the
-    slowest block it saw, each), but never more than ``max_run_time`` seconds: under load that
-    bounds the time a measurement takes. Where both calls timed blocks of the same number of runs
-    (a slow statement: one run a block), the blocks of both are kept. ``capped`` says that the cap
-    cut the retry short, or that ``retry`` was False and there were too few blocks.
+    than ``min_blocks`` blocks, the missing blocks get time (as long as the slowest block it
+    saw, each), but never more than ``max_run_time`` seconds: under load that bounds the time a
+    measurement takes. A slow statement (one run a block) gets its missing blocks one call at a
+    time, each timed on its own: a second ``blocked_autorange`` would first spend a whole call
+    estimating the block size again. A faster one gets one more ``blocked_autorange``; where
+    both timed blocks of the same number of runs, the blocks of both are kept. ``capped`` says
+    that the cap cut the retry short, or that ``retry`` was False and there were too few blocks.
     """
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
     blocks = len(measurement.raw_times)
@@ -284,12 +286,21 @@ def measure(timer, *, min_run_time, min_blocks, max_run_time, retry=True):
         return measurement, False
     if not retry:
         return measurement, True
-    needed = (min_blocks - blocks) * max(measurement.raw_times)
-    more = timer.blocked_autorange(min_run_time=min(needed, max_run_time))
-    if more.number_per_run == measurement.number_per_run:
-        raw_times = measurement.raw_times + more.raw_times  # seconds per block
-        more = Measurement(more.number_per_run, raw_times, more.task_spec, more.metadata)
-    return more, needed > max_run_time and len(more.raw_times) < min_blocks
+    slowest = max(measurement.raw_times)
+    needed = (min_blocks - blocks) * slowest
+    if measurement.number_per_run > 1:
+        more = timer.blocked_autorange(min_run_time=min(needed, max_run_time))
+        if more.number_per_run == measurement.number_per_run:
+            raw_times = measurement.raw_times + more.raw_times  # seconds per block
+            more = Measurement(more.number_per_run, raw_times, more.task_spec, more.metadata)
+        return more, needed > max_run_time and len(more.raw_times) < min_blocks
+    raw_times = list(measurement.raw_times)  # seconds per block of one run
+    allowed = min_blocks - blocks if needed <= max_run_time else int(max_run_time // slowest)
+    for _ in range(max(allowed, 1)):
+        # Timer._timeit, not Timer.timeit: that one first warms up with two more calls.
+        raw_times.append(timer._timeit(1))
+    more = Measurement(1, raw_times, measurement.task_spec, measurement.metadata)
+    return more, len(raw_times) < min_blocks
 
 
 def prepare(names, batch, num_tokens, d_out, num_heads, device="cpu"):
@@ -309,7 +320,7 @@ def for_backward(modules, x):
 
 
 def _statement(backward):
-    return "module(x).backward(grad)" if backward else "module(x)"
+    return "backward_from(module(x), grad)" if backward else "module(x)"
 
 
 def time_in_rounds(
@@ -364,7 +375,14 @@ def time_in_rounds(
                 names = list(modules)
                 shift = round_index % len(names)
                 for name in names[shift:] + names[:shift]:
-                    timer = _timer(_statement(backward), name, module=modules[name], x=x, grad=grad)
+                    timer = _timer(
+                        _statement(backward),
+                        name,
+                        module=modules[name],
+                        x=x,
+                        grad=grad,
+                        backward_from=backward_from,
+                    )
                     run_time = run_times[i].get(name, min_run_time)
                     measurement, capped = measure(
                         timer,
@@ -395,7 +413,7 @@ def warm_up(modules, x, *, seconds, backward=False):
             for calls in itertools.count(1):
                 out = module(x)  # (b, num_tokens, d_out)
                 if backward:
-                    out.backward(grad)
+                    backward_from(out, grad)
                 if calls >= 2 and time.monotonic() > stop:
                     break
 
@@ -443,7 +461,7 @@ def sweep_ends(configurations):
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
-    After the timings, each module runs once more for the operator count and, at the two ends
+    After the timings, each (warm) module runs once more for the operator count and, at the two ends
     of each sweep (fewest and most heads, shortest and longest sequence: where chapter 5 and the
     reports read them), for ``usage.resource_use`` (CPU time and page faults per pass). Between
     the ends those columns are ``nan``: measuring them everywhere took about a sixth of the
@@ -451,10 +469,13 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
     """
     ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1), sweep.rounds)
     configurations = sweep.configurations()
-    cases = [
-        partial(prepare, implementations, sweep.batch, num_tokens, sweep.d_out, num_heads, device)
+    # Each configuration's modules are built once: the timing warms them up, and the usage
+    # measurement afterwards reads the same warm modules without a warm-up call of its own.
+    prepared = [
+        prepare(implementations, sweep.batch, num_tokens, sweep.d_out, num_heads, device)
         for _, num_tokens, num_heads in configurations
     ]
+    cases = [partial(tuple, case) for case in prepared]
     timings = time_in_rounds(
         cases,
         min_run_time=sweep.min_run_time,
@@ -483,7 +504,7 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
             )
             if (sweep_name, num_tokens, num_heads) in ends:
                 runs = max(1, math.ceil(sweep.min_run_time / (t.median_ms / 1e3)))
-                usage = resource_use(module, x_used, runs, grad=grad)
+                usage = resource_use(module, x_used, runs, grad=grad, warm_up=False)
             else:
                 usage = NOT_MEASURED
             if (name, num_heads) not in counted:

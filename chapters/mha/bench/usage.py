@@ -33,10 +33,21 @@ class Usage:
     minor_faults: float
 
 
+def backward_from(out, grad):
+    """``out.backward(grad)``: the same gradients, as the backward of the scalar
+    ``(out * grad).sum()``.
+
+    Handed a gradient tensor, ``Tensor.backward`` imports ``torch.fx.experimental
+    .symbolic_shapes`` (and sympy with it) the first time in a process: about 2 s of CPU that
+    would land in whichever measurement came first. A scalar's backward needs no gradient.
+    """
+    (out * grad).sum().backward()
+
+
 def _run(module, x, grad):
     out = module(x)  # (b, num_tokens, d_out)
     if grad is not None:
-        out.backward(grad)
+        backward_from(out, grad)
 
 
 def resource_use(module, x, runs, *, grad=None, warm_up=True):
