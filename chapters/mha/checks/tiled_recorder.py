@@ -37,9 +37,11 @@ class Recorder(TorchFunctionMode):
     per ``exp`` of a per-row statistic, whether it was all ones; ``book``: the book's code run.
     """
 
-    def __init__(self, head_dim, block_size, widths):
+    def __init__(self, c):
+        """Record a forward of configuration ``c`` (a :data:`.tiled.Config`)."""
         super().__init__()
-        self.hd, self.size, self.widths = head_dim, block_size, {1, head_dim, *widths}
+        self.hd, self.size = c.d_out // c.num_heads, c.block_size
+        self.widths = {1, self.hd, c.d_in, c.d_out}
         self.scores, self.wide, self.read, self.max_axes, self.exps = [], [], set(), [], []
         self.book, self._wide, self._products, self._saved = [], [], [], []
         self.nan, self.torch_attention, self.widest = False, False, 0
