@@ -115,11 +115,8 @@ class Run:
     @property
     def story(self):
         """What held more than a block of scores, in the reader's terms."""
-        how = (
-            "Your softmax reads all of a row's scores at once"
-            if self.r.read & SOFTMAXES
-            else ("Your code joins the blocks' scores with torch.cat" * ("cat" in self.r.wide))
-        )
+        how = "Your softmax reads all of a row's scores at once" * bool(self.r.read & SOFTMAXES)
+        how = how or "Your code joins the blocks' scores with torch.cat" * ("cat" in self.r.wide)
         return how and f"{how}: that is the whole score matrix again, one row block at a time. "
 
     @property
