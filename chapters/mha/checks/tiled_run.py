@@ -26,7 +26,7 @@ class Run:
         try:
             self.m = cls(*c[:3], c.dropout, c.num_heads, block_size=self.bs, qkv_bias=c.qkv_bias)
             self.m.eval().W_query.weight.mul_(c.query_gain)  # under no_grad
-            self.m.query_block = self.query_block
+            self.own, self.m.query_block = self.m.query_block, self.query_block
             with self.r:
                 self.out = self.m(self.x)  # (2, num_tokens, d_out)
         except Exception as error:
@@ -53,7 +53,7 @@ class Run:
             after = q_start + q.shape[2]
             keys, values = keys.clone(), values.clone()  # (b, num_heads, num_tokens, head_dim)
             keys[:, :, after:] = values[:, :, after:] = torch.nan
-        self.returned.append((q, self.cls.query_block(self.m, q, keys, values, q_start)))
+        self.returned.append((q, self.own(q, keys, values, q_start)))
         return self.returned[-1][1]
 
     @property
