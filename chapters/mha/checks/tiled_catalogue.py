@@ -1,22 +1,16 @@
-"""Chapter 7's catalogue: the right reference, and every mistake its check knows, in order.
+"""Chapter 7's catalogue: the online softmax, and every mistake its check knows, in order.
 
 A mistake is a fact of a run (a property of :class:`.tiled_run.Run`) or a buggy reference: the
-switches of :func:`online` it changes, compared with the eval-mode output (the training-mode one
-when marked ``"train"``). ``MISTAKES`` pairs each with the message the reader sees.
+switches of :func:`online` it changes (none: the right output), compared with the eval-mode output
+(the training-mode one for a ``drop`` switch). ``MISTAKES`` pairs each with the message the
+reader sees. A training output that matches no mistake is accepted: the check's dropout
+(``dropped``) keeps entries by their place in the tensor it is given, which a right answer
+blocking the keys otherwise, or drawing its own mask, does not share.
 """
 
 import torch
 
-from .reference import Recipe, attend
 from .tiled_recorder import dropped
-
-
-def reference(m, x, training=False):
-    """MultiHeadAttention's output on ``m``'s weights (in training, with ``dropped`` weights)."""
-    q, k, v = (m.split_heads(f(x)) for f in (m.W_query, m.W_key, m.W_value))  # (b, H, T, hd)
-    p = m.dropout.p if training else 0
-    context = attend(q, k, v, Recipe(dropout=(lambda w: dropped(w, p)) if p else None))
-    return m.out_proj(context.transpose(1, 2).flatten(2))  # (b, T, d_out)
 
 
 # fmt: off
@@ -70,8 +64,8 @@ MISTAKES = (  # what a run shows, most specific first, and what the reader is to
     ("partial", "Your code is right on {divisible} tokens, but on {c.num_tokens} tokens, which "
      "blocks of {bs} do not divide, it goes wrong: reach the last, shorter key block."),
     ("block_kind", "Your query_block returned {block_kind}. Return a tensor shaped like q."),
-    ("error", "Calling your class on an input of shape {x_shape} raised {error_text}."),
-    ("misshapen", "Your forward returned no tensor of shape {right_shape}."),
+    ("error", "Calling your class on an input raised {error_text}."),
+    ("misshapen", "Your forward returned no tensor shaped like MultiHeadAttention's output."),
     ("wide", "{story}Your code holds scores for {r.widest} keys (or queries) at once, but a "
      "block has block_size={bs}: take keys block by block, carrying a running max, sum and out."),
     (dict(training=True), "In evaluation mode your output changes from call to call: dropout is "
@@ -134,13 +128,12 @@ MISTAKES = (  # what a run shows, most specific first, and what the reader is to
      "a causal pass needs {causal} (of {blocks_n} × {blocks_n}): skip key blocks all future."),
     ("twice", "Your output is right, but your code computed {computed} blocks of scores where a "
      "causal pass needs {causal}: each one {times:g} times. Keep a running maximum instead."),
-    *((("train", dict(drop=kind)), f"In training mode your {says}" + TRAINED) for kind, says in (
+    *((dict(drop=kind), f"In training mode your {says}" + TRAINED) for kind, says in (
         ("none", "code applies no dropout"), ("values", "dropout drops single numbers of the "
          "values"), ("context", "dropout drops single numbers of an output"), ("running output",
          "dropout drops single numbers of an output, the running one"), ("twice", "code scales "
          "kept weights by 1 / (1 - p) twice: dropout is applied twice"), ("scores", "dropout "
          "acts on the scores"), ("masked scores", "dropout acts on the scores"), ("sum",
          "dropout reaches the running sum"))),
-    ("trained_wrong", "In training mode your dropout does something else" + TRAINED),
 )
 # fmt: on

@@ -1,13 +1,5 @@
-"""Chapter 7's one shape recorder: what a forward computes, seen as the torch functions it calls.
-
-The practice asks for attention that never holds a score matrix larger than a block.
-:class:`Recorder` (a ``TorchFunctionMode``) notes the scores a forward computes (products over
-``head_dim``: ``@``, ``einsum``, an elementwise product summed over it), tensors of scores wider
-than a block and what made or read them, maxima over other axes than the keys', the ``exp`` of
-per-row factors and PyTorch's own attention. It makes dropout deterministic (``dropped``) and
-replaces the book's ``TiledAttention.query_block`` and ``MultiHeadAttention.forward`` by
-recorders while it is active.
-"""
+"""Chapter 7's one shape recorder, for a practice that never holds a score matrix larger than a
+block: what a forward computes, seen as the torch functions it calls (:class:`Recorder`)."""
 
 import torch
 import torch.nn.functional as F
@@ -29,17 +21,22 @@ def dropped(t, p):
 
 
 class Recorder(TorchFunctionMode):
-    """What the torch functions called inside a ``with`` block computed (the module's docstring).
+    """What the torch functions called inside a ``with`` block computed; dropout made
+    deterministic (``dropped``); the book's ``TiledAttention.query_block`` and
+    ``MultiHeadAttention.forward`` noted in ``book`` when they run.
 
-    ``scores``: the shapes of the products of scores (``nan``: one held nan); ``wide``: functions
-    that made a tensor of scores wider than a block, ``widest`` its width, ``read``: those that
-    read one; ``max_axes``: ``(dims, shape)`` of maxima over other axes than the last; ``exps``:
-    per ``exp`` of a per-row statistic, whether it was all ones; ``book``: the book's code run.
+    ``scores``: the shapes of the products over ``head_dim`` (``@``, ``einsum``, an elementwise
+    product summed over it), ``nan``: one held nan; ``wide``: functions that made a tensor of
+    scores wider than a block, ``widest`` its width, ``read``: those that read one; ``max_axes``:
+    ``(dims, shape)`` of maxima over other axes than the last; ``exps``: per ``exp`` of a per-row
+    statistic, whether it was all ones; ``torch_attention``: PyTorch's own attention ran.
     """
 
-    def __init__(self, head_dim, block_size, widths):
+    def __init__(self, c):
+        """Record a forward of configuration ``c`` (a :data:`.tiled.Config`)."""
         super().__init__()
-        self.hd, self.size, self.widths = head_dim, block_size, {1, head_dim, *widths}
+        self.hd, self.size = c.d_out // c.num_heads, c.block_size
+        self.widths = {1, self.hd, c.d_in, c.d_out}
         self.scores, self.wide, self.read, self.max_axes, self.exps = [], [], set(), [], []
         self.book, self._wide, self._products, self._saved = [], [], [], []
         self.nan, self.torch_attention, self.widest = False, False, 0

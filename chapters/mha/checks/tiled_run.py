@@ -1,9 +1,5 @@
-"""One run of chapter 7's answer: what it shows of the catalogue, and the facts it quotes.
-
-:class:`Run` builds the reader's class on one configuration, calls it in eval mode under a
-:class:`.tiled_recorder.Recorder`, and answers each test of the check's ``CATALOGUE``: a fact
-(one of its properties) or a buggy reference (:func:`.tiled_catalogue.online`).
-"""
+"""One run of chapter 7's answer: a fact (a property of :class:`Run`) or a buggy reference
+(:func:`.tiled_catalogue.online`) for each test of the check's ``CATALOGUE``."""
 
 from functools import cached_property
 
@@ -11,83 +7,83 @@ import torch
 
 from .core import describe_error
 from .reference import same
-from .tiled_catalogue import online, reference
+from .tiled_catalogue import online
 from .tiled_recorder import SOFTMAXES, Recorder
 
 
 class Run:
     """The reader's class built on configuration ``c`` and called on a seeded input in eval mode
-    under a :class:`Recorder` (``r``): what it shows of the catalogue, and the facts it quotes."""
+    under a :class:`.tiled_recorder.Recorder` (``r``): what it shows, and the facts it quotes."""
 
     def __init__(self, cls, c):
         self.cls, self.c, self.m, self.out, self.error = cls, c, None, None, None
+        self.returned, self.hide = [], False  # query_block's (q, output); hide future keys?
         seeded = torch.Generator().manual_seed(c.seed)
         self.x = torch.randn(2, c.num_tokens, c.d_in, generator=seeded)  # (2, num_tokens, d_in)
         self.bs, self.last, self.head_dim = c.block_size, c.block_size - 1, c.d_out // c.num_heads
-        self.bs2, self.end2, self.r = 2 * self.bs, 2 * self.bs - 1, self.recorder()
+        self.bs2, self.end2, self.r = 2 * self.bs, 2 * self.bs - 1, Recorder(c)
         torch.manual_seed(c.seed)
         try:
             self.m = cls(*c[:3], c.dropout, c.num_heads, block_size=self.bs, qkv_bias=c.qkv_bias)
             self.m.eval().W_query.weight.mul_(c.query_gain)  # under no_grad
+            self.own, self.m.query_block = self.m.query_block, self.query_block
             with self.r:
                 self.out = self.m(self.x)  # (2, num_tokens, d_out)
         except Exception as error:
             self.error = error
 
-    def recorder(self):
-        return Recorder(self.c.d_out // self.c.num_heads, self.c.block_size, self.c[:2])
-
     def shows(self, test):
-        """Whether this run shows ``test``: a fact, or a buggy reference's output (eval mode, or
-        ``("train", switches)``) where the right one differs."""
+        """Whether this run shows ``test``: a fact, or a buggy reference's output (in training
+        for a ``drop`` switch) where the right one differs."""
         try:
             if isinstance(test, str):
                 return bool(getattr(self, test))
-            train, switches = test if isinstance(test, tuple) else (None, test)
+            train = "drop" in test
             output, wrong = (self.trained, self.trained_wrong) if train else (self.out, self.wrong)
-            buggy = wrong and online(self.m, self.x, **{"training": bool(train), **switches})
+            buggy = wrong and online(self.m, self.x, **{"training": train, **test})
             return wrong and output.shape == buggy.shape and torch.allclose(
                 output.double(), buggy.double(), 1e-4, 1e-5, equal_nan=True)  # fmt: skip
         except Exception:
             return False
 
-    def blocks(self, hide_future=False):
-        """``(q, output, recorder)`` of ``query_block`` on each block of queries; with
-        ``hide_future`` the keys and values after the block are nan."""
-        m, found = self.m, []
-        queries, keys, values = (m.split_heads(f(self.x)) for f in (m.W_query, m.W_key, m.W_value))
-        for q_start in range(0, self.c.num_tokens, self.bs):
-            q, k, v = queries[:, :, q_start : q_start + self.bs], keys.clone(), values.clone()
-            if hide_future:
-                k[:, :, q_start + q.shape[2] :] = v[:, :, q_start + q.shape[2] :] = torch.nan
-            with self.recorder() as r:
-                found.append((q, m.query_block(q, k, v, q_start), r))
-        return found
+    def query_block(self, q, keys, values, q_start):
+        """The reader's ``query_block``, noting what it returned; with ``hide``, the keys and
+        values after the block are nan (a pass that reads them computes nan scores)."""
+        if self.hide:
+            after = q_start + q.shape[2]
+            keys, values = keys.clone(), values.clone()  # (b, num_heads, num_tokens, head_dim)
+            keys[:, :, after:] = values[:, :, after:] = torch.nan
+        self.returned.append((q, self.own(q, keys, values, q_start)))
+        return self.returned[-1][1]
+
+    @property
+    def future(self):
+        """Blocks computed more than once, some of them after the queries."""
+        self.hide, r = True, Recorder(self.c)
+        with r:
+            self.m(self.x)
+        return self.twice and r.nan
 
     @cached_property
     def trained(self):
-        """The training-mode output (dropout as ``dropped``), or the exception it raised."""
-        self.m.train()
+        """The training-mode output, dropout as ``dropped`` (an exception: no test shows)."""
         try:
-            with self.recorder():
-                return self.m(self.x)  # (2, num_tokens, d_out)
-        except Exception as error:
-            return error
+            with Recorder(self.c):
+                return self.m.train()(self.x)  # (2, num_tokens, d_out)
         finally:
             self.m.eval()
 
-    right = cached_property(lambda s: reference(s.m, s.x))
+    right = cached_property(lambda s: online(s.m, s.x))
     built_wrong = property(lambda s: s.m is None)
     starting = property(lambda s: isinstance(s.error, NotImplementedError))
     torch_attention = property(lambda s: s.r.torch_attention)
     book = property(lambda s: s.r.book)
     wrong = cached_property(lambda s: not same(s.out, s.right))
     misshapen = property(lambda s: not torch.is_tensor(s.out) or s.out.shape != s.right.shape)
-    trained_wrong = cached_property(lambda s: s.c.dropout and not same(s.trained, s.trained_right))
-    trained_right = property(lambda s: reference(s.m, s.x, training=True))
+    trained_wrong = cached_property(
+        lambda s: s.c.dropout and not same(s.trained, online(s.m, s.x, training=True))
+    )
     error_text = property(lambda s: describe_error(s.error))
-    x_shape = property(lambda s: tuple(s.x.shape))
-    right_shape = property(lambda s: tuple(s.right.shape))
     gap = property(lambda s: float((s.out - s.right).abs().nan_to_num(torch.inf).max()))
     all_nan = property(lambda s: bool(s.out.isnan().all()))
     has_nan = property(lambda s: bool(s.out.isnan().any()))
@@ -97,7 +93,6 @@ class Run:
     blocks_n = property(lambda s: -(-s.c.num_tokens // s.bs))
     causal = property(lambda s: s.blocks_n * (s.blocks_n + 1) // 2)
     twice = property(lambda s: s.computed > s.causal)
-    future = property(lambda s: s.twice and any(r.nan for *_, r in s.blocks(hide_future=True)))
     times = property(lambda s: s.computed / s.causal)
     divisible = property(lambda s: s.c.num_tokens - s.c.num_tokens % s.bs)
     call = property(lambda s: f"{s.cls.__name__}(" + ", ".join(f"{k}={v}" for k, v in zip(
@@ -109,7 +104,7 @@ class Run:
         """Wrong, yet right on the longest length the block divides."""
         x = self.x[:, : self.divisible]
         within = 0 < self.divisible < self.c.num_tokens
-        return self.wrong and within and same(self.m(x), reference(self.m, x))
+        return self.wrong and within and same(self.m(x), online(self.m, x))
 
     @property
     def computed(self):
@@ -120,11 +115,8 @@ class Run:
     @property
     def story(self):
         """What held more than a block of scores, in the reader's terms."""
-        how = (
-            "Your softmax reads all of a row's scores at once"
-            if self.r.read & SOFTMAXES
-            else ("Your code joins the blocks' scores with torch.cat" * ("cat" in self.r.wide))
-        )
+        how = "Your softmax reads all of a row's scores at once" * bool(self.r.read & SOFTMAXES)
+        how = how or "Your code joins the blocks' scores with torch.cat" * ("cat" in self.r.wide)
         return how and f"{how}: that is the whole score matrix again, one row block at a time. "
 
     @property
@@ -137,7 +129,7 @@ class Run:
     def block_kind(self):
         """What ``query_block`` returned on the first block, when the forward raised and it is
         not a tensor shaped like ``q``."""
-        q, block, _ = self.blocks()[0] if self.error is not None else (None, None, None)
+        q, block = self.returned[0] if self.error is not None and self.returned else (None, None)
         if torch.is_tensor(block):
             shapes = f"shape {tuple(block.shape)} for q of shape {tuple(q.shape)}"
             return block.shape != q.shape and shapes
