@@ -5,7 +5,7 @@ writes ``forward`` (the untouched skeleton raises NotImplementedError when the c
 :func:`class_problem` names an answer that is not such a class, or is the book's own class or
 ``forward`` (by identity); :func:`watching` records, while the check runs
 the answer, the book's ``forward`` methods it calls (each replaced by a recorder for that time)
-and PyTorch's own attention (a :class:`~torch.overrides.TorchFunctionMode`). A determined reader
+and PyTorch's own attention (a :class:`.shortcuts.Watch`). A determined reader
 can get round both; they catch the natural shortcuts, not tampering.
 """
 
@@ -13,9 +13,9 @@ import contextlib
 import sys
 
 import torch
-import torch.nn.functional as F
 
 from .core import kind_of
+from .shortcuts import Watch
 
 #: The book's package ("mha"); its checker ("mha.checks") is the reader's to use.
 PACKAGE, CHECKER = __package__.rpartition(".")[0], __package__
@@ -85,37 +85,11 @@ TORCH_NAMES = {
 }
 
 
-class Seen(set):
-    """What of PyTorch's attention ran ("kernel", "layer", "grouped"), and the last torch
-    function called with its tensors' shapes (``last``)."""
-
-    last = ("", [])
-
-
-class _TorchAttention(torch.overrides.TorchFunctionMode):
-    """Records in a :class:`Seen` the calls of PyTorch's attention and the last call."""
-
-    def __init__(self, seen):
-        super().__init__()
-        self.seen = seen
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
-        if shapes:  # where an error happened: the last call on tensors
-            self.seen.last = (getattr(func, "__name__", ""), shapes)
-        if func is F.scaled_dot_product_attention:
-            self.seen.add("grouped" if kwargs.get("enable_gqa") else "kernel")
-        elif func is F.multi_head_attention_forward:  # nn.MultiheadAttention, in a mode
-            self.seen.add("layer")
-        return func(*args, **kwargs)
-
-
 @contextlib.contextmanager
 def watching():
-    """Yield ``(book, torch_attention)``: the names of the book classes whose ``forward`` ran,
-    and what of PyTorch's attention ran, while the block runs."""
-    book, seen, saved = [], Seen(), []
+    """Yield ``(book, watch)``: the names of the book classes whose ``forward`` ran, and a
+    :class:`.shortcuts.Watch` (torch's own dropout) of PyTorch's attention, while the block runs."""
+    book, watch, saved = [], Watch(fixed=False), []
 
     def recorder(cls, forward):
         def recorded(self, *args, **kwargs):
@@ -128,8 +102,8 @@ def watching():
         for cls in book_classes():
             saved.append((cls, vars(cls)["forward"]))
             cls.forward = recorder(cls, vars(cls)["forward"])
-        with _TorchAttention(seen):
-            yield book, seen
+        with watch:
+            yield book, watch
     finally:
         for cls, forward in saved:
             cls.forward = forward

@@ -48,26 +48,28 @@ def _dropout(t, p=0.5, training=True, inplace=False):
 
 
 class Watch(TorchFunctionMode):
-    """While on, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and the kernel
-    :func:`sdpa` plus ``bump``. Records torch's attention (``kernel``; ``grouped``, enable_gqa;
-    ``layer``) and ``failed``: the name, shapes and strides of the first call that raised."""
+    """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
+    enable_gqa; "layer") and in ``failed`` the name, shapes and strides of the first call that
+    raised. With ``fixed``, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and
+    the kernel :func:`sdpa` plus ``bump``; without, both are torch's own."""
 
-    def __init__(self, bump=0.0):
+    def __init__(self, bump=0.0, fixed=True):
         super().__init__()
-        self.bump, self.failed = bump, None
-        self.kernel = self.grouped = self.layer = False
+        self.bump, self.fixed, self.seen, self.failed = bump, fixed, set(), None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        self.layer |= func in LAYERS
-        self.kernel |= func is KERNEL
-        self.grouped |= func is KERNEL and bool(kwargs.get("enable_gqa"))
+        self.seen |= {"layer"} if func in LAYERS else set()
+        self.seen |= {"kernel"} if func is KERNEL else set()
+        self.seen |= {"grouped"} if func is KERNEL and kwargs.get("enable_gqa") else set()
         try:
-            if func in (F.dropout, torch.dropout):
+            if self.fixed and func in (F.dropout, torch.dropout):
                 return _dropout(*args, **kwargs)
-            if func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
+            if self.fixed and func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
                 return kept(args[0]).to(args[0].dtype).expand_as(args[0])
-            return sdpa(*args, **kwargs) + self.bump if func is KERNEL else func(*args, **kwargs)
+            if self.fixed and func is KERNEL:
+                return sdpa(*args, **kwargs) + self.bump
+            return func(*args, **kwargs)
         except Exception:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             shapes, strides = [tuple(t.shape) for t in tensors], [t.stride() for t in tensors]
@@ -99,11 +101,11 @@ def torch_message(watch, here, kernel=True):
     """What to say when a forward hands attention to PyTorch's layer (or, with ``kernel``, to
     its fused kernel), or None."""
     what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
-    if not watch.layer:
-        grouped = ", with enable_gqa=True," if watch.grouped else ""
+    if "layer" not in watch.seen:
+        grouped = ", with enable_gqa=True," if "grouped" in watch.seen else ""
         what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
     told = f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
-    return told if watch.layer or kernel and watch.kernel else None
+    return told if "layer" in watch.seen or kernel and "kernel" in watch.seen else None
 
 
 def _code(forward):

@@ -31,9 +31,9 @@ def check_wrapper(cls):
     problem = class_problem(cls, "check_wrapper", "MyWrapper", "the loop over heads")
     if problem:
         return CheckResult(False, problem)
-    with watching() as (book, seen):
+    with watching() as (book, watch):
         for config in CONFIGS:
-            trial = Trial(cls, config, book, seen)
+            trial = Trial(cls, config, book, watch)
             if set(book) - {"CausalAttention"}:
                 return CheckResult(False, delegation(cls, book, "the loop over heads"))
             mistake = first_mistake(MISTAKES, trial) or (None if trial.joined() else UNKNOWN)
