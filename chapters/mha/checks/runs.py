@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import torch
 
+from .class_answer import book_calls
 from .core import CheckResult, describe_error
 from .reference import same
-from .shortcuts import Watch, book_calls, refusal
+from .shortcuts import Watch, refusal
 
 
 class Run:

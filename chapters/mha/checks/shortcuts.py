@@ -1,23 +1,21 @@
-"""Natural shortcuts in chapters 5 and 6's class practices, seen simply: the starting code or the
-book's own class (by identity), the book's forwards (a recorder in place of the guard each one
-calls), PyTorch's attention (a :class:`Watch`). The watch also makes dropout drop the same weights
-on every run, so that where a forward drops is a buggy reference like any other mistake."""
+"""Natural shortcuts in the class practices, seen simply: the starting code or the book's own
+class (by identity, :func:`refusal`), the book's forwards (:func:`.class_answer.book_calls`),
+PyTorch's attention (a :class:`Watch`). For chapters 5 and 6 the watch also makes dropout drop
+the same weights on every run, so that where a forward drops is a buggy reference like any
+other mistake."""
 
 import ast
 import contextlib
 import inspect
-import sys
 import textwrap
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .. import attention, gqa
+from .class_answer import book_calls, book_modules
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
-#: Every book forward calls one, whatever route (super(), a saved reference, a module inside).
-GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
 
 
 def kept(t):
@@ -78,23 +76,11 @@ class Watch(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def book_calls():
-    """Record the book's forwards that run, by recorders of the :data:`GUARDS` each one calls."""
-    calls, patched = [], []
-
-    def recorder(guard):
-        return lambda *args: calls.append(sys._getframe(1).f_code.co_qualname) or guard(*args)
-
-    for module in [m for name, m in list(sys.modules.items()) if name.startswith("mha.") and m]:
-        for name, value in list(vars(module).items()):
-            if any(value is guard for guard in GUARDS):
-                patched.append((module, name, value))
-                setattr(module, name, recorder(value))
-    try:
-        yield calls
-    finally:
-        for module, name, value in patched:
-            setattr(module, name, value)
+def watching():
+    """Yield ``(book, watch)`` while the block runs: the book's forwards that ran
+    (:func:`.class_answer.book_calls`) and a :class:`Watch` with torch's own dropout."""
+    with book_calls() as book, Watch(fixed=False) as watch:
+        yield book, watch
 
 
 def torch_message(watch, here, kernel=True):
@@ -114,15 +100,6 @@ def _code(forward):
         return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(forward))))
     except (OSError, TypeError, SyntaxError):
         return None
-
-
-def book_modules():
-    """The module classes with a forward that the book's own modules (not its checks) define."""
-    modules = [m for n, m in list(sys.modules.items()) if n.startswith("mha.") and m]
-    return tuple({value for module in modules for value in list(vars(module).values())
-                  if isinstance(value, type) and issubclass(value, torch.nn.Module)
-                  and "forward" in vars(value) and value.__module__.startswith("mha.")
-                  and not value.__module__.startswith("mha.checks")})  # fmt: skip
 
 
 def refusal(cls, start, own, inherited):

@@ -34,8 +34,7 @@ class SplitTrial:
                     self.output = self.module(self.x)
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
-            self.error = error
-        self.last = (watch.failed or ("", []))[:2]  # the torch function that failed
+            self.error, self.last = error, (watch.failed or ("", []))[:2]  # the failing call
         self.torch_attention = set(watch.seen)
 
     def expected(self, recipe=CORRECT, num_heads=None):

@@ -14,8 +14,9 @@ from collections import namedtuple
 import torch
 from torch import nn
 
-from .class_answer import Skeleton, class_problem, delegation, watching
+from .class_answer import Skeleton, class_problem, delegation
 from .core import CheckResult, Exercise, first_mistake, never_raises
+from .shortcuts import watching
 from .split_mistakes import MISTAKES
 from .split_trial import SplitTrial
 

@@ -2,7 +2,7 @@
 
 :class:`Trial` builds the class and runs it (:class:`.heads.HeadsRun`), counting the heads'
 forwards however they were called (the book's forwards are recorded while the check runs:
-:func:`.class_answer.watching`); :data:`MISTAKES` names what went wrong, most specific first.
+:func:`.shortcuts.watching`); :data:`MISTAKES` names what went wrong, most specific first.
 """
 
 import torch
@@ -34,7 +34,9 @@ class Trial:
         watch.seen.clear()
         if isinstance(heads, nn.ModuleList) and heads and all(is_head(h) for h in heads):
             self.run = HeadsRun(self.module, x)
-        self.forwards = book.count("CausalAttention")  # head forwards, however they were called
+        self.forwards = book.count(
+            "CausalAttention.forward"
+        )  # head forwards, however they were called
 
     def __getattr__(self, name):
         if name.startswith("_") or name == "run":
