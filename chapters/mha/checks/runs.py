@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .class_answer import book_calls
 from .core import CheckResult, describe_error
 from .reference import same
-from .shortcuts import Watch, refusal
+from .shortcuts import Watch, book_calls, refusal
 
 
 class Run:
