@@ -72,7 +72,7 @@ QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: not {opt_out})
 from mha import MultiHeadAttention, TiledAttention, example_batch
 from mha.counting import count_ops
 from mha.measure_tiled import score_memory
-from mha.checks.class_answer import watching
+from mha.checks.shortcuts import watching
 from mha.checks.tiled import TiledAttentionStart, online_softmax
 module = MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
 count_ops(module, example_batch())

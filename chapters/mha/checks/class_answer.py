@@ -1,24 +1,26 @@
-"""Answers that are classes written from a skeleton (chapters 1 and 3), and their shortcuts.
+"""The book's classes, and answers that are classes written from a skeleton.
 
 The reader subclasses a :class:`Skeleton` (the constructor given, a ``forward`` that raises) and
-writes ``forward`` (the untouched skeleton raises NotImplementedError when the check runs it).
-:func:`class_problem` names an answer that is not such a class, or is the book's own class or
-``forward`` (by identity); :func:`watching` records, while the check runs
-the answer, the book's ``forward`` methods it calls (each replaced by a recorder for that time)
-and PyTorch's own attention (a :class:`~torch.overrides.TorchFunctionMode`). A determined reader
-can get round both; they catch the natural shortcuts, not tampering.
+writes ``forward``. :func:`class_problem` names an answer that is not such a class, or is the
+book's own class or ``forward`` (by identity); :func:`book_calls` records, while a check runs the
+answer, the book's forwards that run: each book forward and each guard they call (:data:`GUARDS`,
+which catches a forward taken before the check) is replaced by a recorder for that time. A
+determined reader can get round it; it catches the natural shortcuts, not tampering.
 """
 
 import contextlib
+import functools
 import sys
 
 import torch
-import torch.nn.functional as F
 
+from .. import attention, gqa
 from .core import kind_of
 
 #: The book's package ("mha"); its checker ("mha.checks") is the reader's to use.
 PACKAGE, CHECKER = __package__.rpartition(".")[0], __package__
+#: Every book forward calls one, whatever route (super(), a saved reference, a module inside).
+GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
 
 
 class Skeleton(torch.nn.Module):
@@ -28,17 +30,18 @@ class Skeleton(torch.nn.Module):
         raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
-def book_classes():
-    """The module classes of the book's modules loaded now that define their own ``forward``."""
-    found = []
+def book_modules():
+    """The module classes with their own forward that the book's modules loaded now (not its
+    checks) define."""
+    found = set()
     for name, module in list(sys.modules.items()):
-        if not name.startswith(PACKAGE + ".") or name.startswith(CHECKER):
+        if not name.startswith(PACKAGE + ".") or name.startswith(CHECKER) or module is None:
             continue
         for value in list(vars(module).values()):
             is_module = isinstance(value, type) and issubclass(value, torch.nn.Module)
             if is_module and value.__module__ == name and "forward" in vars(value):
-                found.append(value)
-    return found
+                found.add(value)
+    return tuple(found)
 
 
 def name_of(cls):
@@ -64,7 +67,7 @@ def class_problem(cls, check, example, what):
         return f"{check} expects a class, but got {kind_of(cls)}. Pass the class by its name."
     if not issubclass(cls, torch.nn.Module):
         return f"{name} is a class, but not an nn.Module: subclass the chapter's skeleton."
-    for book in book_classes():
+    for book in book_modules():
         if cls is book:
             return (
                 f"{name} is the book's own class: its forward is the one this practice asks "
@@ -85,59 +88,41 @@ TORCH_NAMES = {
 }
 
 
-class Seen(set):
-    """What of PyTorch's attention ran ("kernel", "layer", "grouped"), and the last torch
-    function called with its tensors' shapes (``last``)."""
-
-    last = ("", [])
-
-
-class _TorchAttention(torch.overrides.TorchFunctionMode):
-    """Records in a :class:`Seen` the calls of PyTorch's attention and the last call."""
-
-    def __init__(self, seen):
-        super().__init__()
-        self.seen = seen
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
-        if shapes:  # where an error happened: the last call on tensors
-            self.seen.last = (getattr(func, "__name__", ""), shapes)
-        if func is F.scaled_dot_product_attention:
-            self.seen.add("grouped" if kwargs.get("enable_gqa") else "kernel")
-        elif func is F.multi_head_attention_forward:  # nn.MultiheadAttention, in a mode
-            self.seen.add("layer")
-        return func(*args, **kwargs)
-
-
 @contextlib.contextmanager
-def watching():
-    """Yield ``(book, torch_attention)``: the names of the book classes whose ``forward`` ran,
-    and what of PyTorch's attention ran, while the block runs."""
-    book, seen, saved = [], Seen(), []
+def book_calls():
+    """Record the book's forwards that run ("MultiHeadAttention.forward"), whatever the route:
+    each book forward and each of the :data:`GUARDS` is replaced by a recorder while it lasts."""
+    calls, patched = [], []
 
-    def recorder(cls, forward):
+    def forward_recorder(cls, forward):
+        @functools.wraps(forward)  # its source stays the book's (inspect unwraps)
         def recorded(self, *args, **kwargs):
-            book.append(cls.__name__)
+            calls.append(f"{cls.__name__}.forward")
             return forward(self, *args, **kwargs)
 
         return recorded
 
+    def guard_recorder(guard):
+        return lambda *args: calls.append(sys._getframe(1).f_code.co_qualname) or guard(*args)
+
+    for cls in book_modules():
+        patched.append((cls, "forward", vars(cls)["forward"]))
+        cls.forward = forward_recorder(cls, vars(cls)["forward"])
+    for module in [m for n, m in list(sys.modules.items()) if n.startswith(PACKAGE + ".") and m]:
+        for name, value in list(vars(module).items()):
+            if any(value is guard for guard in GUARDS):
+                patched.append((module, name, value))
+                setattr(module, name, guard_recorder(value))
     try:
-        for cls in book_classes():
-            saved.append((cls, vars(cls)["forward"]))
-            cls.forward = recorder(cls, vars(cls)["forward"])
-        with _TorchAttention(seen):
-            yield book, seen
+        yield calls
     finally:
-        for cls, forward in saved:
-            cls.forward = forward
+        for owner, name, value in reversed(patched):
+            setattr(owner, name, value)
 
 
 def delegation(cls, book, what):
     """What to say when ``cls``'s forward hands its work to the book classes in ``book``."""
-    names = " and ".join(f"{name}.forward" for name in sorted(set(book)))
+    names = " and ".join(sorted(set(book)))
     return (
         f"{name_of(cls)}.forward hands its work to the book's {names}, so it does not compute "
         f"attention itself. Write {what} in your own forward, from the skeleton's layers."

@@ -82,8 +82,8 @@ UNUSED = "Your forward calls the kernel but does not use what it returns: change
 
 def after_match(r):
     """Once the outputs are right: the kernel did the work, and its result was used."""
-    unused = r.watch.kernel and torch.equal(r.again(bump=1.0), r.output)
-    return STEPWISE if not r.watch.kernel else UNUSED if unused else None
+    unused = "kernel" in r.watch.seen and torch.equal(r.again(bump=1.0), r.output)
+    return STEPWISE if "kernel" not in r.watch.seen else UNUSED if unused else None
 
 
 FUSED = Practice(

@@ -1,23 +1,21 @@
-"""Natural shortcuts in chapters 5 and 6's class practices, seen simply: the starting code or the
-book's own class (by identity), the book's forwards (a recorder in place of the guard each one
-calls), PyTorch's attention (a :class:`Watch`). The watch also makes dropout drop the same weights
-on every run, so that where a forward drops is a buggy reference like any other mistake."""
+"""Natural shortcuts in the class practices, seen simply: the starting code or the book's own
+class (by identity, :func:`refusal`), the book's forwards (:func:`.class_answer.book_calls`),
+PyTorch's attention (a :class:`Watch`). For chapters 5 and 6 the watch also makes dropout drop
+the same weights on every run, so that where a forward drops is a buggy reference like any
+other mistake."""
 
 import ast
 import contextlib
 import inspect
-import sys
 import textwrap
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .. import attention, gqa
+from .class_answer import book_calls, book_modules
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
-#: Every book forward calls one, whatever route (super(), a saved reference, a module inside).
-GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
 
 
 def kept(t):
@@ -48,26 +46,28 @@ def _dropout(t, p=0.5, training=True, inplace=False):
 
 
 class Watch(TorchFunctionMode):
-    """While on, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and the kernel
-    :func:`sdpa` plus ``bump``. Records torch's attention (``kernel``; ``grouped``, enable_gqa;
-    ``layer``) and ``failed``: the name, shapes and strides of the first call that raised."""
+    """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
+    enable_gqa; "layer") and in ``failed`` the name, shapes and strides of the first call that
+    raised. With ``fixed``, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and
+    the kernel :func:`sdpa` plus ``bump``; without, both are torch's own."""
 
-    def __init__(self, bump=0.0):
+    def __init__(self, bump=0.0, fixed=True):
         super().__init__()
-        self.bump, self.failed = bump, None
-        self.kernel = self.grouped = self.layer = False
+        self.bump, self.fixed, self.seen, self.failed = bump, fixed, set(), None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        self.layer |= func in LAYERS
-        self.kernel |= func is KERNEL
-        self.grouped |= func is KERNEL and bool(kwargs.get("enable_gqa"))
+        self.seen |= {"layer"} if func in LAYERS else set()
+        self.seen |= {"kernel"} if func is KERNEL else set()
+        self.seen |= {"grouped"} if func is KERNEL and kwargs.get("enable_gqa") else set()
         try:
-            if func in (F.dropout, torch.dropout):
+            if self.fixed and func in (F.dropout, torch.dropout):
                 return _dropout(*args, **kwargs)
-            if func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
+            if self.fixed and func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
                 return kept(args[0]).to(args[0].dtype).expand_as(args[0])
-            return sdpa(*args, **kwargs) + self.bump if func is KERNEL else func(*args, **kwargs)
+            if self.fixed and func is KERNEL:
+                return sdpa(*args, **kwargs) + self.bump
+            return func(*args, **kwargs)
         except Exception:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             shapes, strides = [tuple(t.shape) for t in tensors], [t.stride() for t in tensors]
@@ -76,34 +76,22 @@ class Watch(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def book_calls():
-    """Record the book's forwards that run, by recorders of the :data:`GUARDS` each one calls."""
-    calls, patched = [], []
-
-    def recorder(guard):
-        return lambda *args: calls.append(sys._getframe(1).f_code.co_qualname) or guard(*args)
-
-    for module in [m for name, m in list(sys.modules.items()) if name.startswith("mha.") and m]:
-        for name, value in list(vars(module).items()):
-            if any(value is guard for guard in GUARDS):
-                patched.append((module, name, value))
-                setattr(module, name, recorder(value))
-    try:
-        yield calls
-    finally:
-        for module, name, value in patched:
-            setattr(module, name, value)
+def watching():
+    """Yield ``(book, watch)`` while the block runs: the book's forwards that ran
+    (:func:`.class_answer.book_calls`) and a :class:`Watch` with torch's own dropout."""
+    with book_calls() as book, Watch(fixed=False) as watch:
+        yield book, watch
 
 
 def torch_message(watch, here, kernel=True):
     """What to say when a forward hands attention to PyTorch's layer (or, with ``kernel``, to
     its fused kernel), or None."""
     what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
-    if not watch.layer:
-        grouped = ", with enable_gqa=True," if watch.grouped else ""
+    if "layer" not in watch.seen:
+        grouped = ", with enable_gqa=True," if "grouped" in watch.seen else ""
         what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
     told = f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
-    return told if watch.layer or kernel and watch.kernel else None
+    return told if "layer" in watch.seen or kernel and "kernel" in watch.seen else None
 
 
 def _code(forward):
@@ -112,15 +100,6 @@ def _code(forward):
         return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(forward))))
     except (OSError, TypeError, SyntaxError):
         return None
-
-
-def book_modules():
-    """The module classes with a forward that the book's own modules (not its checks) define."""
-    modules = [m for n, m in list(sys.modules.items()) if n.startswith("mha.") and m]
-    return tuple({value for module in modules for value in list(vars(module).values())
-                  if isinstance(value, type) and issubclass(value, torch.nn.Module)
-                  and "forward" in vars(value) and value.__module__.startswith("mha.")
-                  and not value.__module__.startswith("mha.checks")})  # fmt: skip
 
 
 def refusal(cls, start, own, inherited):

@@ -12,6 +12,7 @@ from .core import describe_error, evaluating, kind_of, listed
 from .dropout import dropout_place, dropout_story, training_outputs
 from .heads import attempt
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
+from .shortcuts import Watch
 
 WRONG_PROJECTIONS = [p for p in itertools.product(PROJECTIONS, repeat=3) if p != PROJECTIONS]
 
@@ -20,7 +21,7 @@ class SplitTrial:
     """The reader's class built on ``c`` and called once in eval mode: what it built, returned
     or raised (``stage``: "constructor" or "forward"), and the facts the messages quote."""
 
-    def __init__(self, cls, c, seen):
+    def __init__(self, cls, c, watch):
         self.cls, self.c = cls, c
         self.module = self.output = self.error = self.stage = self.training_error = None
         self.call = f"{name_of(cls)}({', '.join(f'{k}={v!r}' for k, v in c.kwargs.items())})"
@@ -33,8 +34,8 @@ class SplitTrial:
                     self.output = self.module(self.x)
         except Exception as error:
             self.stage = "constructor" if self.module is None else "forward"
-            self.error, self.last = error, seen.last  # the torch function that failed
-        self.torch_attention = seen & {"kernel", "layer", "grouped"}
+            self.error, self.last = error, (watch.failed or ("", []))[:2]  # the failing call
+        self.torch_attention = set(watch.seen)
 
     def expected(self, recipe=CORRECT, num_heads=None):
         """What ``recipe`` computes from this instance's own weights, in eval mode."""
@@ -110,7 +111,7 @@ class SplitTrial:
             if self.matches(num_heads=k):  # right for k heads, with this instance's weights
                 return k
         for k in (k for k in range(2, 9) if k != c.num_heads):  # or only works with k heads
-            if SplitTrial(self.cls, c._replace(d_out=k * c.head_dim, num_heads=k), set()).passed:
+            if SplitTrial(self.cls, c._replace(d_out=k * c.head_dim, num_heads=k), Watch()).passed:
                 return k
         return None
 
@@ -118,7 +119,7 @@ class SplitTrial:
     def works_on_full_length_input(self):
         c = self.c
         full = c._replace(num_tokens=c.context_length)
-        return c.num_tokens < c.context_length and SplitTrial(self.cls, full, set()).passed
+        return c.num_tokens < c.context_length and SplitTrial(self.cls, full, Watch()).passed
 
     @property
     def keys_transposed_on_heads(self):

@@ -14,8 +14,9 @@ from collections import namedtuple
 import torch
 from torch import nn
 
-from .class_answer import Skeleton, class_problem, delegation, watching
+from .class_answer import Skeleton, class_problem, delegation
 from .core import CheckResult, Exercise, first_mistake, never_raises
+from .shortcuts import watching
 from .split_mistakes import MISTAKES
 from .split_trial import SplitTrial
 
@@ -73,10 +74,11 @@ def check_weight_split(cls):
     problem = class_problem(cls, "check_weight_split", "MyWeightSplit", "the weight split")
     if problem:
         return CheckResult(False, problem)
-    with watching() as (book, seen), torch.random.fork_rng(devices=[]):
+    with watching() as (book, watch), torch.random.fork_rng(devices=[]):
         for config in CONFIGS:
-            seen.clear()
-            trial = SplitTrial(cls, config, seen)
+            watch.seen.clear()
+            watch.failed = None
+            trial = SplitTrial(cls, config, watch)
             if book:
                 return CheckResult(False, delegation(cls, book, "the weight split"))
             if trial.correct:

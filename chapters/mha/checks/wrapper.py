@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from ..attention import CausalAttention
-from .class_answer import Skeleton, class_problem, delegation, watching
+from .class_answer import Skeleton, class_problem, delegation
 from .core import CheckResult, Exercise, first_mistake, never_raises
+from .shortcuts import watching
 from .wrapper_trial import CONFIGS, MISTAKES, UNKNOWN, Trial
 
 
@@ -31,10 +32,10 @@ def check_wrapper(cls):
     problem = class_problem(cls, "check_wrapper", "MyWrapper", "the loop over heads")
     if problem:
         return CheckResult(False, problem)
-    with watching() as (book, seen):
+    with watching() as (book, watch):
         for config in CONFIGS:
-            trial = Trial(cls, config, book, seen)
-            if set(book) - {"CausalAttention"}:
+            trial = Trial(cls, config, book, watch)
+            if set(book) - {"CausalAttention.forward"}:
                 return CheckResult(False, delegation(cls, book, "the loop over heads"))
             mistake = first_mistake(MISTAKES, trial) or (None if trial.joined() else UNKNOWN)
             if mistake is not None:

@@ -2,7 +2,7 @@
 
 :class:`Trial` builds the class and runs it (:class:`.heads.HeadsRun`), counting the heads'
 forwards however they were called (the book's forwards are recorded while the check runs:
-:func:`.class_answer.watching`); :data:`MISTAKES` names what went wrong, most specific first.
+:func:`.shortcuts.watching`); :data:`MISTAKES` names what went wrong, most specific first.
 """
 
 import torch
@@ -21,7 +21,7 @@ CONFIGS = ((3, 2, 3, 6, 1), (4, 4, 2, 5, 2), (5, 3, 1, 4, 3))
 class Trial:
     """The reader's class built on one configuration and run once; the facts messages quote."""
 
-    def __init__(self, cls, config, book, seen):
+    def __init__(self, cls, config, book, watch):
         d_in, d_out, num_heads, num_tokens, seed = config
         kwargs = dict(d_in=d_in, d_out=d_out, context_length=6, dropout=0.0, num_heads=num_heads)
         with torch.random.fork_rng(devices=[]):
@@ -30,11 +30,13 @@ class Trial:
         self.call = f"{name_of(cls)}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
         x = torch.rand((2, num_tokens, d_in), generator=torch.Generator().manual_seed(500 + seed))
         heads = getattr(self.module, "heads", None)
-        self.run, self.seen, book[:] = None, seen, []
-        seen.clear()
+        self.run, self.seen, book[:] = None, watch.seen, []
+        watch.seen.clear()
         if isinstance(heads, nn.ModuleList) and heads and all(is_head(h) for h in heads):
             self.run = HeadsRun(self.module, x)
-        self.forwards = book.count("CausalAttention")  # head forwards, however they were called
+        self.forwards = book.count(
+            "CausalAttention.forward"
+        )  # head forwards, however they were called
 
     def __getattr__(self, name):
         if name.startswith("_") or name == "run":
