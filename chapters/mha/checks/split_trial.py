@@ -10,7 +10,7 @@ import torch
 from .class_answer import TORCH_NAMES, name_of
 from .core import describe_error, evaluating, kind_of, listed
 from .dropout import dropout_place, dropout_story, training_outputs
-from .heads import attempt
+from .head_faults import attempt
 from .reference import CORRECT, PROJECTIONS, Recipe, same, split_attention
 from .shortcuts import Watch
 

@@ -1,6 +1,6 @@
 """One run of chapter 1's answer (a wrapper class) on one configuration, and its mistakes.
 
-:class:`Trial` builds the class and runs it (:class:`.heads.HeadsRun`), counting the heads'
+:class:`Trial` builds the class and runs it (:class:`HeadsRun`), counting the heads'
 forwards however they were called (the book's forwards are recorded while the check runs:
 :func:`.shortcuts.watching`); :data:`MISTAKES` names what went wrong, most specific first.
 """
@@ -8,10 +8,24 @@ forwards however they were called (the book's forwards are recorded while the ch
 import torch
 from torch import nn
 
+from .arguments import JOINS
 from .class_answer import name_of
 from .core import Mistake, describe_error, listed
-from .heads import JOINS, HeadsRun, attempt, is_head
+from .head_faults import attempt, is_head
 from .reference import same
+from .wrapper_args import Attempt
+
+
+class HeadsRun(Attempt):
+    """``module`` called once on ``x`` at once, so that the heads' forwards a caller counts next
+    are this run's: its output, what each head was given (``calls`` per head, in ``order``)."""
+
+    def __init__(self, module, x):
+        super().__init__(module, None, x)
+        _, self.received, self.order = self.run
+
+    calls = property(lambda run: [len(inputs) for inputs in run.received])
+
 
 #: (d_in, d_out, num_heads, num_tokens, seed): three heads first (chains, order and joins all
 #: show), then d_in = d_out (a chain runs without an error), then a single head.
