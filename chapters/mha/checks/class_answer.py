@@ -1,11 +1,11 @@
 """The book's classes, and answers that are classes written from a skeleton.
 
 The reader subclasses a :class:`Skeleton` (the constructor given, a ``forward`` that raises) and
-writes ``forward``. :func:`class_problem` names an answer that is not such a class, or is the
-book's own class or ``forward`` (by identity); :func:`book_calls` records, while a check runs the
-answer, the book's forwards that run: each book forward and each guard they call (:data:`GUARDS`,
-which catches a forward taken before the check) is replaced by a recorder for that time. A
-determined reader can get round it; it catches the natural shortcuts, not tampering.
+writes ``forward``. :func:`book_calls` records, while a check runs the answer, the book's forwards
+that run: each book forward and each guard they call (:data:`GUARDS`, which catches a forward
+taken before the check) is replaced by a recorder for that time. A determined reader can get
+round it; it catches the natural shortcuts, not tampering (:func:`.shortcuts.refusal` names an
+answer that is no class of the reader's own).
 """
 
 import contextlib
@@ -15,7 +15,6 @@ import sys
 import torch
 
 from .. import attention, gqa
-from .core import kind_of
 
 #: The book's package ("mha"); its checker ("mha.checks") is the reader's to use.
 PACKAGE, CHECKER = __package__.rpartition(".")[0], __package__
@@ -52,42 +51,6 @@ def name_of(cls):
         return "your class"
 
 
-def class_problem(cls, check, example, what):
-    """What is wrong with ``cls`` before it runs, in words, or ``None``: not a module class, or
-    the book's own class or ``forward`` (``what`` names the reader's part of the work)."""
-    name = name_of(cls) if isinstance(cls, type) else type(cls).__name__
-    if cls is None:
-        return f"{check} got None. Run the cell that defines your class, then {check}({example})."
-    if isinstance(cls, torch.nn.Module):
-        return (
-            f"You passed an instance of {name}, not the class. Pass the class itself, "
-            f"{check}({name}): the check builds its own instances, with several sizes."
-        )
-    if not isinstance(cls, type):
-        return f"{check} expects a class, but got {kind_of(cls)}. Pass the class by its name."
-    if not issubclass(cls, torch.nn.Module):
-        return f"{name} is a class, but not an nn.Module: subclass the chapter's skeleton."
-    for book in book_modules():
-        if cls is book:
-            return (
-                f"{name} is the book's own class: its forward is the one this practice asks "
-                f"you to write. Subclass the skeleton and write {what} yourself."
-            )
-        if cls.forward is vars(book)["forward"]:
-            return (
-                f"{name}.forward is {book.__name__}.forward, the book's own: nothing in it is "
-                f"yours yet. Subclass the skeleton and write {what} in your own forward."
-            )
-    return None
-
-
-#: PyTorch's own attention, as the messages name it.
-TORCH_NAMES = {
-    "kernel": "torch.nn.functional.scaled_dot_product_attention, PyTorch's fused kernel",
-    "layer": "torch.nn.MultiheadAttention, PyTorch's own attention layer",
-}
-
-
 @contextlib.contextmanager
 def book_calls():
     """Record the book's forwards that run ("MultiHeadAttention.forward"), whatever the route:
@@ -118,12 +81,3 @@ def book_calls():
     finally:
         for owner, name, value in reversed(patched):
             setattr(owner, name, value)
-
-
-def delegation(cls, book, what):
-    """What to say when ``cls``'s forward hands its work to the book classes in ``book``."""
-    names = " and ".join(sorted(set(book)))
-    return (
-        f"{name_of(cls)}.forward hands its work to the book's {names}, so it does not compute "
-        f"attention itself. Write {what} in your own forward, from the skeleton's layers."
-    )

@@ -1,6 +1,6 @@
 """Chapter 5's check: a forward that hands attention to ``F.scaled_dot_product_attention``. Each
 known wrong output is a buggy reference, :func:`fused` with one ingredient changed; the kernel's
-result must be used, and dropout act inside it. :mod:`.runs` runs the check."""
+result must be used, and dropout act inside it. :mod:`.practice` runs the check."""
 
 import textwrap
 
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .core import Exercise, never_raises
-from .runs import Practice, check_practice
+from .practice import Practice, check_practice
 from .shortcuts import dropped, sdpa, torch_message
 
 
@@ -33,9 +33,8 @@ class FusedAttentionStart(nn.Module):
 
 
 # fmt: off
-KEYS = ("d_in", "d_out", "context_length", "dropout", "num_heads")
 ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
-        (8, 8, 7, 0.5, 4, 0, 7))  # KEYS, then qkv_bias and num_tokens
+        (8, 8, 7, 0.5, 4, 0, 7))  # Practice.keys, then qkv_bias and num_tokens
 
 
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
@@ -87,9 +86,9 @@ def after_match(r):
 
 
 FUSED = Practice(
-    start=FusedAttentionStart, own=True, keys=KEYS, rows=ROWS,
+    start=FusedAttentionStart, own=True, rows=ROWS,
     early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
-    torch=lambda watch: torch_message(watch, "Split the heads and call the kernel.", kernel=False),
+    torch=lambda r: torch_message(r.watch, "Split the heads and call the kernel.", kernel=False),
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
     "shape? fused_attention.hint(1), just below the check, starts from there.",

@@ -1,13 +1,14 @@
 """Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers. A
 known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a forward
-that raises is read from the call that failed (``EARLY``). :mod:`.runs` runs the check."""
+that raises is read from the call that failed (``EARLY``). :mod:`.practice` runs the check."""
 
 import textwrap
 
 from ..gqa import GroupedQueryAttention
 from .core import Exercise, never_raises
+from .practice import Practice, check_practice
 from .reference import Recipe, attend
-from .runs import Practice, check_practice
+from .runs import LAYERS
 from .shortcuts import dropped, torch_message
 
 # fmt: off
@@ -25,17 +26,15 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
               "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
     root = {"head_dim": hd, "kv_width": G * hd, "d_out": H * hd, "group_size": H // G, "none": 1}
-    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim,
-                    dropout=lambda w: at("weights", w))
-    context = at("heads", attend(q, spread[keys](k), at("values", spread[values](v)), recipe))
+    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim, dropout=at)
+    context = at("heads", attend(q, spread[keys](k), spread[values](v), recipe))
     context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
     context = at("context", context)  # (b, T, d_out)
     return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
 
 
 EARLY = (  # before the output, what the forward built or the call that failed shows
-    (lambda f: not all(hasattr(f["module"], n) for n in ("W_query", "W_key", "W_value")), "The "
-     "check could not use your instance's W_query, W_key or W_value: keep those layers."),
+    LAYERS,
     (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
      "per head: keys and values have one block per group, here {kv} columns."),
     (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
@@ -73,7 +72,7 @@ TORCH = "Chapter 5's practice hands attention to that kernel; write chapter 3's 
 GQA = Practice(
     start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    torch=lambda w: torch_message(w, TORCH),
+    torch=lambda r: torch_message(r.watch, TORCH),
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",

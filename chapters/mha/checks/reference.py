@@ -2,9 +2,9 @@
 
 A check compares the reader's output with a value computed here from the reader's *own* layers,
 so a module with any weights can be checked. A :class:`Recipe` is one way of computing attention:
-its defaults are right, and a buggy reference changes one ingredient. The same code serves one
-head (3-D tensors) and weight splits (4-D). :func:`same` is the one tolerance of every check.
-The causal mask is built here, never read from the reader's ``mask`` buffer.
+its defaults are right, a buggy reference changes one ingredient. It serves one head (3-D) and
+weight splits (4-D); the causal mask is built here, never read from the reader's ``mask``.
+:func:`same` is the one tolerance of every check.
 """
 
 from dataclasses import dataclass, replace
@@ -14,6 +14,10 @@ import torch.nn.functional as F
 
 #: The three projections every attention module in the book has, in this order.
 PROJECTIONS = ("W_query", "W_key", "W_value")
+
+
+def untouched(place, t):  # no dropout at ``place``
+    return t
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class Recipe:
     # "-inf after softmax", "diagonal too", "keep-mask to sdpa", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: bool = True  # apply the module's out_proj, when it has one
-    dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
+    dropout: object = untouched  # f(place, t) at "values", "raw scores" (before the mask),
+    # "weights", "heads" (each head's context), "context" (merged) and "output": dropout, or not
 
     def but(self, **changes):
         """This recipe with some ingredients changed."""
@@ -57,10 +62,8 @@ def project(module, x, recipe=CORRECT):
 
 def attend(queries, keys, values, recipe=CORRECT):
     """Causal attention over the last two axes, ``(..., num_tokens, head_dim)``, per ``recipe``.
-
-    ``d_out`` for the "sqrt d_out" scale is the width of all heads together (the head axis,
-    when there is one, is axis 1). A number as the recipe's scale divides the scores by it.
-    """
+    The "sqrt d_out" scale's ``d_out`` is the width of all heads (a head axis is axis 1); a
+    number as the recipe's scale divides the scores by it."""
     num_tokens, head_dim = queries.shape[-2:]
     heads = queries.shape[1] if queries.dim() == 4 else 1
     scale = {
@@ -69,7 +72,7 @@ def attend(queries, keys, values, recipe=CORRECT):
         "head_dim": head_dim,
         "none": 1.0,
     }.get(recipe.scale, recipe.scale)
-    future = future_mask(num_tokens, queries.device)
+    future, at = future_mask(num_tokens, queries.device), recipe.dropout
     if recipe.mask == "keep-mask to sdpa":  # a bool attn_mask means *keep* there
         return F.scaled_dot_product_attention(
             queries, keys, values, attn_mask=future, scale=1 / scale
@@ -78,17 +81,14 @@ def attend(queries, keys, values, recipe=CORRECT):
         future = future_mask(num_tokens, queries.device, diagonal=0)
     if recipe.mask == "inverted":  # the past and the token itself hidden, the future visible
         future = ~future
-    scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
+    scores = at("raw scores", queries @ keys.transpose(-2, -1))  # (..., num_tokens, num_tokens)
+    fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
     if recipe.mask in ("diagonal too", "inverted") or recipe.mask.endswith("before softmax"):
-        fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
         scores = scores.masked_fill(future, fill)
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
     if recipe.mask.endswith("after softmax"):
-        fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
         weights = weights.masked_fill(future, fill)
-    if recipe.dropout is not None:
-        weights = recipe.dropout(weights)
-    return weights @ values  # (..., num_tokens, head_dim)
+    return at("weights", weights) @ at("values", values)  # (..., num_tokens, head_dim)
 
 
 def head_output(head, x, recipe=CORRECT):
@@ -114,8 +114,7 @@ def merge_heads(context, how="blocks"):
         return context.reshape(b, num_tokens, num_heads * head_dim)
     if how == "interleaved":  # column j * num_heads + h holds head h's value j
         return context.permute(0, 2, 3, 1).reshape(b, num_tokens, num_heads * head_dim)
-    if how == "reversed":
-        context = context.flip(1)
+    context = context.flip(1) if how == "reversed" else context
     return context.transpose(1, 2).reshape(b, num_tokens, num_heads * head_dim)
 
 
@@ -124,10 +123,12 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
     queries, keys, values = (
         split_heads(t, num_heads, recipe.split) for t in project(module, x, recipe)
     )  # each (b, num_heads, num_tokens, head_dim)
-    context = merge_heads(attend(queries, keys, values, recipe), recipe.merge)
+    at = recipe.dropout
+    context = at("heads", attend(queries, keys, values, recipe))
+    context = at("context", merge_heads(context, recipe.merge))  # (b, num_tokens, d_out)
     out_proj = getattr(module, "out_proj", None)
     if recipe.out_proj and out_proj is not None:
-        return out_proj(context)  # (b, num_tokens, d_out)
+        return at("output", out_proj(context))  # (b, num_tokens, d_out)
     return context  # (b, num_tokens, d_out)
 
 

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .class_answer import book_calls, book_modules
+from .class_answer import book_calls, book_modules, name_of
+from .core import kind_of
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
 
@@ -41,8 +42,8 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **
     return dropped(torch.softmax(scores, -1), dropout_p) @ v  # (..., num_tokens, head_dim)
 
 
-def _dropout(t, p=0.5, training=True, inplace=False):
-    return dropped(t, p) if training else t
+def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, torch.dropout
+    return dropped(t, p) if (training if train is None else train) else t
 
 
 class Watch(TorchFunctionMode):
@@ -105,25 +106,31 @@ def _code(forward):
 def refusal(cls, start, own, inherited):
     """What to say when ``cls`` is no class of the reader's own, or None: not a module class, one
     of the book's, not built on ``start`` (when ``own``), the starting code (``inherited``), or a
-    book forward taken, missing or pasted."""
-    book, name = book_modules(), getattr(cls, "__name__", type(cls).__name__)
+    book forward taken, missing or pasted. ``own`` None: any module class but the book's is run
+    as it is, even without a forward or with the book's pasted; False: none built on another
+    book class."""
+    book, name, strict = book_modules(), name_of(cls), own is not None
     if not isinstance(cls, type):
-        kind = "None" if cls is None else f"the function {name}" if callable(cls) else f"a {name}"
-        kind = f"an instance of {name}" if isinstance(cls, torch.nn.Module) else kind
+        kind = f"the function {name}" if callable(cls) else kind_of(cls)
+        kind = f"an instance of {type(cls).__name__}, not the class" if isinstance(
+            cls, torch.nn.Module) else kind  # fmt: skip
         return f"The check expects a class, but got {kind}: pass your class itself, by its name."
     forwards = {b.forward: b.__name__ for b in book}
-    pasted = [b for f, b in forwards.items() if _code(f) == _code(getattr(cls, "forward", None))]
+    taken = forwards.get(cls.forward) if issubclass(cls, torch.nn.Module) else None
+    mine = _code(getattr(cls, "forward", None))
+    pasted = [b for f, b in forwards.items() if strict and mine and _code(f) == mine]
     return (
         f"{name} is a class, but not an nn.Module: subclass {start.__name__}."
         if not issubclass(cls, torch.nn.Module) else
-        f"{name} is one of the book's own modules, or built on one: subclass {start.__name__}."
-        if cls in book or issubclass(cls, book) and not issubclass(cls, start) else
+        f"{name} is one of the book's own modules: the book's own class, or built on one. "
+        f"Subclass {start.__name__} and write the forward yourself."
+        if cls in book or strict and issubclass(cls, book) and not issubclass(cls, start) else
         f"{name} does not start from {start.__name__}, so the check cannot know its layers."
         if own and not issubclass(cls, start) else inherited.format(name=name)
-        if cls.forward is start.forward else
-        f"{name}.forward is the book's {forwards[cls.forward]}.forward: write your own."
-        if cls.forward in forwards else
+        if inherited and cls.forward is start.forward else
+        f"{name}.forward is {taken}.forward, the book's own: what runs is the book's {taken}"
+        ".forward, not yours. Write your own." if taken else
         f"{name} has no forward method at all: write def forward(self, x): inside it."
-        if cls.forward is torch.nn.Module.forward else
+        if strict and cls.forward is torch.nn.Module.forward else
         f"{name}.forward is the book's {pasted[0]}.forward, line for line." if pasted else None
     )  # fmt: skip

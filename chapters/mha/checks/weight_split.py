@@ -2,47 +2,20 @@
 
 The reader subclasses :class:`WeightSplitSkeleton` (``MultiHeadAttention``'s layers, a ``forward``
 that raises) and writes ``forward``. :func:`check_weight_split` builds the class in several
-configurations (:mod:`.split_trial`) and compares its output, in eval mode, with the reference
-computed from each instance's own layers; most mistakes are buggy references, the same
-computation with one ingredient changed (:class:`.reference.Recipe`). With dropout it also runs
-training mode, where dropout must drop whole weights. A forward that uses PyTorch's attention or
-the book's own class is refused (:mod:`.class_answer`).
+configurations and compares its output with the reference computed from each instance's own
+layers (:mod:`.split_mistakes`: most mistakes are buggy references, the same computation with one
+ingredient changed); in training mode dropout must drop whole weights. :mod:`.practice` runs it.
 """
-
-from collections import namedtuple
 
 import torch
 from torch import nn
 
-from .class_answer import Skeleton, class_problem, delegation
-from .core import CheckResult, Exercise, first_mistake, never_raises
-from .shortcuts import watching
-from .split_mistakes import MISTAKES
-from .split_trial import SplitTrial
-
-
-class Config(namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias "
-                             "dropout seed", defaults=(False, 0.0, 0))):  # fmt: skip
-    """One way the check builds the reader's class and calls it."""
-
-    head_dim = property(lambda c: c.d_out // c.num_heads)
-    input_shape = property(lambda c: (2, c.num_tokens, c.d_in))
-    kwargs = property(lambda c: dict(zip(("d_in", "d_out", "context_length", "dropout",
-                      "num_heads"), (c.d_in, c.d_out, c.context_length, c.dropout, c.num_heads)))
-                      | ({"qkv_bias": True} if c.qkv_bias else {}))  # fmt: skip
-
-
-#: Several heads and a full-length input first (most mistakes show there), then a shorter
-#: input than the mask, one head, d_in > d_out, head_dim 1, biases, and dropout.
-CONFIGS = (
-    Config(d_in=5, d_out=12, context_length=6, num_heads=3, num_tokens=6, seed=1),
-    Config(d_in=6, d_out=8, context_length=8, num_heads=2, num_tokens=5, seed=2),
-    Config(d_in=4, d_out=6, context_length=5, num_heads=1, num_tokens=5, seed=3),
-    Config(d_in=3, d_out=8, context_length=7, num_heads=4, num_tokens=3, seed=4),
-    Config(d_in=10, d_out=6, context_length=4, num_heads=6, num_tokens=4, seed=5),
-    Config(d_in=4, d_out=6, context_length=6, num_heads=3, num_tokens=6, qkv_bias=True, seed=6),
-    Config(d_in=3, d_out=4, context_length=5, num_heads=2, num_tokens=5, dropout=0.5, seed=7),
-)
+from .class_answer import Skeleton
+from .core import Exercise, never_raises
+from .practice import Practice, check_practice
+from .reference import same
+from .shortcuts import torch_message
+from .split_mistakes import EARLY, MISTAKES, split
 
 
 class WeightSplitSkeleton(Skeleton):
@@ -67,34 +40,61 @@ class WeightSplitSkeleton(Skeleton):
         self.register_buffer("mask", future.bool())  # True: a later token
 
 
+#: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): several heads and a
+#: full-length input first (most mistakes show there), then a shorter input than the mask, one
+#: head, d_in > d_out, head_dim 1, biases, and dropout.
+ROWS = (
+    (5, 12, 6, 0.0, 3, 0, 6),
+    (6, 8, 8, 0.0, 2, 0, 5),
+    (4, 6, 5, 0.0, 1, 0, 5),
+    (3, 8, 7, 0.0, 4, 0, 3),
+    (10, 6, 4, 0.0, 6, 0, 4),
+    (4, 6, 6, 0.0, 3, 1, 6),
+    (3, 4, 5, 0.5, 2, 0, 5),
+)
+HERE = "Chapter 5's practice uses it; here, write them with @, masked_fill and torch.softmax."
+KEEP = " (For chapter 5: a bool attn_mask marks the keys to *keep*, not to hide.)"
+
+
+def torch_used(r):
+    """What to say when the forward hands attention to PyTorch (with a word on a bool mask)."""
+    try:
+        keep = "kernel" in r.watch.seen and same(r.output, split(r, mask="keep-mask to sdpa"))
+    except Exception:  # the module cannot be run as a weight split
+        keep = False
+    return torch_message(r.watch, HERE + KEEP * keep)
+
+
+WEIGHT_SPLIT = Practice(
+    start=WeightSplitSkeleton,
+    own=None,
+    rows=ROWS,
+    reference=split,
+    mistakes=MISTAKES,
+    early=EARLY,
+    quiet=True,
+    torch=torch_used,
+    starting="Your forward still raises NotImplementedError: this is the starting code, and the "
+    "forward pass is yours to write. What does each head need from W_query, W_key and W_value, "
+    "and in which shape? The first hint, just below the check, starts from there.",
+    inherited=None,
+    delegates="Your forward hands its work to the book's {calls}, so it does not compute "
+    "attention itself. Write the weight split in your own forward, from the skeleton's layers.",
+    belongs="Dropout belongs on the attention weights, after the softmax: "
+    "attn_weights = self.dropout(attn_weights).",
+    praise=f"Your forward pass matches the reference, computed from each instance's own "
+    f"weights, in all {len(ROWS)} configurations: 1, 2, 3, 4 and 6 heads, d_in ≠ d_out, inputs "
+    "shorter than context_length, biases, and dropout (off in eval mode, on whole attention "
+    "weights in training mode), written without torch's own attention (the fused kernel or "
+    "nn.MultiheadAttention).",
+)
+
+
 @never_raises
 def check_weight_split(cls):
     """Check a weight-split class: build it in several configurations and compare its output
     with the reference computed from each instance's own layers."""
-    problem = class_problem(cls, "check_weight_split", "MyWeightSplit", "the weight split")
-    if problem:
-        return CheckResult(False, problem)
-    with watching() as (book, watch), torch.random.fork_rng(devices=[]):
-        for config in CONFIGS:
-            watch.seen.clear()
-            watch.failed = None
-            trial = SplitTrial(cls, config, watch)
-            if book:
-                return CheckResult(False, delegation(cls, book, "the weight split"))
-            if trial.correct:
-                continue
-            mistake = first_mistake(MISTAKES, trial)
-            quiet = trial.stage == "constructor" or mistake.name == "the starting code"
-            seen_with = f"\n(Seen with {trial.call}.)" * (not quiet)
-            return CheckResult(False, mistake.tell(trial) + seen_with)
-    return CheckResult(
-        True,
-        f"Your forward pass matches the reference, computed from each instance's own weights, "
-        f"in all {len(CONFIGS)} configurations: 1, 2, 3, 4 and 6 heads, d_in ≠ d_out, inputs "
-        "shorter than context_length, biases, and dropout (off in eval mode; in training mode "
-        "token 0's context is 0 or its value / (1 - p), the mean of 48 calls is the eval output), "
-        "written without torch's own attention (the fused kernel or nn.MultiheadAttention).",
-    )
+    return check_practice(WEIGHT_SPLIT, cls)
 
 
 class MyWeightSplit(WeightSplitSkeleton):

@@ -1,16 +1,17 @@
 """Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`.
 
-:func:`check_wrapper` builds the reader's class with three, two and one heads: every head must
-run once on the same ``x``, in list order, their outputs joined on the last axis."""
+:func:`check_wrapper` builds the reader's class with three, two and one heads (:mod:`.practice`
+runs it): every head must run once on the same ``x``, in list order, their outputs joined on the
+last axis."""
 
 import torch
 from torch import nn
 
 from ..attention import CausalAttention
-from .class_answer import Skeleton, class_problem, delegation
-from .core import CheckResult, Exercise, first_mistake, never_raises
-from .shortcuts import watching
-from .wrapper_trial import CONFIGS, MISTAKES, UNKNOWN, Trial
+from .class_answer import Skeleton
+from .core import Exercise, first_mistake, never_raises
+from .practice import Practice, check_practice
+from .wrapper_trial import MISTAKES, STARTING, UNKNOWN, Trial
 
 
 class WrapperSkeleton(Skeleton):
@@ -25,28 +26,40 @@ class WrapperSkeleton(Skeleton):
         )
 
 
+#: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
+#: (chains, order and joins all show), then d_in = d_out (a chain runs without an error), then one.
+ROWS = ((3, 2, 6, 0.0, 3, 0, 6), (4, 4, 6, 0.0, 2, 0, 5), (5, 3, 6, 0.0, 1, 0, 4))
+
+
+def judge(p, run):
+    """What is wrong with one run of the wrapper, or None: the book's classes doing the work
+    (its heads aside), else the first of :data:`.wrapper_trial.MISTAKES`."""
+    if set(run.calls) - {"CausalAttention.forward"}:
+        return p.delegates.format(calls=" and ".join(sorted(set(run.calls))))
+    trial = Trial(run)
+    mistake = first_mistake(MISTAKES, trial) or (None if trial.joined() else UNKNOWN)
+    return mistake and mistake.tell(trial)
+
+
+WRAPPER = Practice(
+    start=WrapperSkeleton,
+    own=None,
+    rows=ROWS,
+    judge=judge,
+    quiet=True,
+    starting=STARTING,
+    delegates="Your forward hands its work to the book's {calls}, so it does not compute "
+    "attention itself. Write the loop over heads in your own forward, from the skeleton's layers.",
+    praise="With 1, 2 and 3 heads, every head reads the same x, the heads run in list order, and "
+    "their outputs sit side by side on the last axis: num_heads × d_out values per token.",
+)
+
+
 @never_raises
 def check_wrapper(cls):
     """Check chapter 1's exercise: a wrapper class whose forward runs every head on ``x``, in
     list order, and joins their outputs on the last axis."""
-    problem = class_problem(cls, "check_wrapper", "MyWrapper", "the loop over heads")
-    if problem:
-        return CheckResult(False, problem)
-    with watching() as (book, watch):
-        for config in CONFIGS:
-            trial = Trial(cls, config, book, watch)
-            if set(book) - {"CausalAttention.forward"}:
-                return CheckResult(False, delegation(cls, book, "the loop over heads"))
-            mistake = first_mistake(MISTAKES, trial) or (None if trial.joined() else UNKNOWN)
-            if mistake is not None:
-                quiet = mistake.name in ("constructor raises", "the starting code")
-                seen_with = f"\n(Seen with {trial.call}.)" * (not quiet)
-                return CheckResult(False, mistake.tell(trial) + seen_with)
-    return CheckResult(
-        True,
-        "With 1, 2 and 3 heads, every head reads the same x, the heads run in list order, and "
-        "their outputs sit side by side on the last axis: num_heads × d_out values per token.",
-    )
+    return check_practice(WRAPPER, cls)
 
 
 class MyWrapper(WrapperSkeleton):

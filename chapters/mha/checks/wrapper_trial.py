@@ -1,17 +1,16 @@
 """One run of chapter 1's answer (a wrapper class) on one configuration, and its mistakes.
 
-:class:`Trial` builds the class and runs it (:class:`HeadsRun`), counting the heads'
-forwards however they were called (the book's forwards are recorded while the check runs:
-:func:`.shortcuts.watching`); :data:`MISTAKES` names what went wrong, most specific first.
+:class:`Trial` reads a run of the class (:class:`.runs.Run`, which records the book's forwards
+however they were called) and runs it once more with its heads watched (:class:`HeadsRun`);
+:data:`MISTAKES` names what went wrong, most specific first.
 """
 
 import torch
 from torch import nn
 
 from .arguments import JOINS
-from .class_answer import name_of
-from .core import Mistake, describe_error, listed
-from .head_faults import attempt, is_head
+from .core import Mistake, listed
+from .head_faults import is_head
 from .reference import same
 from .wrapper_args import Attempt
 
@@ -27,37 +26,24 @@ class HeadsRun(Attempt):
     calls = property(lambda run: [len(inputs) for inputs in run.received])
 
 
-#: (d_in, d_out, num_heads, num_tokens, seed): three heads first (chains, order and joins all
-#: show), then d_in = d_out (a chain runs without an error), then a single head.
-CONFIGS = ((3, 2, 3, 6, 1), (4, 4, 2, 5, 2), (5, 3, 1, 4, 3))
-
-
 class Trial:
-    """The reader's class built on one configuration and run once; the facts messages quote."""
+    """Chapter 1's answer on one run (:class:`.runs.Run`): the book's forwards and torch's
+    attention the run saw, its heads' inputs and order (:class:`HeadsRun`), the facts messages
+    quote."""
 
-    def __init__(self, cls, config, book, watch):
-        d_in, d_out, num_heads, num_tokens, seed = config
-        kwargs = dict(d_in=d_in, d_out=d_out, context_length=6, dropout=0.0, num_heads=num_heads)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.module = attempt(lambda: cls(**kwargs))
-        self.call = f"{name_of(cls)}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
-        x = torch.rand((2, num_tokens, d_in), generator=torch.Generator().manual_seed(500 + seed))
-        heads = getattr(self.module, "heads", None)
-        self.run, self.seen, book[:] = None, watch.seen, []
-        watch.seen.clear()
+    def __init__(self, run):
+        self.call, self.seen, self.build_error = run.call, run.watch.seen, run.error_text
+        self.module = run.error if run.stage == "constructor" else run.module
+        self.forwards = run.calls.count("CausalAttention.forward")  # however they were called
+        heads, self.run = getattr(self.module, "heads", None), None
         if isinstance(heads, nn.ModuleList) and heads and all(is_head(h) for h in heads):
-            self.run = HeadsRun(self.module, x)
-        self.forwards = book.count(
-            "CausalAttention.forward"
-        )  # head forwards, however they were called
+            self.run = HeadsRun(self.module, run.x)
 
     def __getattr__(self, name):
         if name.startswith("_") or name == "run":
             raise AttributeError(name)
         return getattr(self.run, name)
 
-    build_error = property(lambda t: describe_error(t.module))
     skipped = property(lambda t: [str(n) for n, c in enumerate(t.calls, 1) if c == 0])
     skipped_heads = property(
         lambda t: "head" + "s" * (len(t.skipped) > 1) + " " + listed(t.skipped)
@@ -87,6 +73,9 @@ class Trial:
 
 
 # fmt: off
+STARTING = ("Your forward still raises NotImplementedError: this is the starting code, and the "
+            "forward pass is yours to write. What should each head be given, and what becomes of "
+            "the heads' outputs? The first hint, just below the check, starts from there.")
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 MISTAKES = (
     Mistake("constructor raises", "Building your class as {call} raised {build_error}. Subclass "
@@ -99,11 +88,7 @@ MISTAKES = (
             "raised {error_text}: an nn.ModuleList holds the heads but computes nothing. Call each "
             "head in it on x.",
             lambda t: isinstance(t.error, NotImplementedError) and "ModuleList" in str(t.error)),
-    Mistake("the starting code", "Your forward still raises NotImplementedError: this is the "
-            "starting code, and the forward pass is yours to write. What should each head be "
-            "given, and what becomes of the heads' outputs? The first hint, just below the check, "
-            "starts from there.",
-            lambda t: isinstance(t.error, NotImplementedError)),
+    Mistake("the starting code", STARTING, lambda t: isinstance(t.error, NotImplementedError)),
     JOINS[0],
     Mistake("head.forward called", "Your forward calls head.forward(x) instead of the head itself, "
             "which skips what calling a module does (its hooks, which tools and this check use): "
