@@ -52,6 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .core import CheckResult, describe_error, fill
+from .facts import attempt
 from .reference import same
 
 
@@ -68,8 +69,8 @@ class Buggy:
         output computed from ``evidence``, and differs from ``evidence.right`` (where both
         agree, the answer is right, never this mistake)."""
         output = evidence.output
-        return not same(output, _attempt(lambda e: e.right, evidence)) and same(
-            output, _attempt(self.compute, evidence)
+        return not same(output, attempt(lambda e: e.right, evidence)) and same(
+            output, attempt(self.compute, evidence)
         )
 
     def tell(self, evidence):
@@ -88,18 +89,10 @@ class Catalogue:
     raised: str = "Your code raised {error} on one of the check's inputs. Fix that first."
 
 
-def _attempt(function, config):
-    """``function(config)``, or the exception it raised."""
-    try:
-        return function(config)
-    except Exception as error:
-        return error
-
-
 def matching(reference, outputs, configurations):
     """Whether ``outputs`` equal ``reference``'s outputs on every configuration."""
     return all(
-        same(output, _attempt(reference, config))
+        same(output, attempt(reference, config))
         for output, config in zip(outputs, configurations, strict=True)
     )
 
@@ -110,7 +103,7 @@ def run_catalogue(catalogue, answer, evidence=None):
 
     ``evidence`` fills the messages' ``{fact}`` fields; ``{error}`` is always available.
     """
-    outputs = [_attempt(answer, config) for config in catalogue.configurations]
+    outputs = [attempt(answer, config) for config in catalogue.configurations]
     error = next((o for o in outputs if isinstance(o, Exception)), None)
     facts = _Facts(evidence, error)
     if error is not None:

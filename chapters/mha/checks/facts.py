@@ -1,5 +1,6 @@
 """Mistakes and the facts their messages quote: :class:`Mistake`, :func:`fill` and the words
-for values and errors; :func:`evaluating` runs a module as every check does."""
+for values and errors; :func:`attempt` turns an exception into a value, and :func:`evaluating`
+runs a module as every check does."""
 
 import contextlib
 import inspect
@@ -66,6 +67,15 @@ def listed(names):
 def first_mistake(catalogue, *evidence):
     """The first mistake in ``catalogue`` recognised in ``evidence``, or ``None``."""
     return next((mistake for mistake in catalogue if mistake.found_in(*evidence)), None)
+
+
+def attempt(function, *args, **kwargs):
+    """``function(*args, **kwargs)``, or the exception it raised: a value to describe or compare
+    (:func:`.reference.same` matches no exception)."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:
+        return error
 
 
 def describe_error(error):

@@ -10,6 +10,7 @@ from .practice import Practice, check_practice
 from .reference import Recipe, attend
 from .runs import LAYERS
 from .shortcuts import dropped, torch_message
+from .split_mistakes import STEPS
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
@@ -50,8 +51,6 @@ EARLY = (  # before the output, what the forward built or the call that failed s
      "blocks, the keys only {G}. Repeat each key and value block once per head of its group."))
 MIXED = "Keys and values map to heads in two ways: a head mixes another group's values."
 SCALE = "The scores are scaled by {}; a head has head_dim = {{hd}} terms: divide by √head_dim."
-AFTER = "The causal mask comes after the softmax: mask the scores with -inf before it."
-AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop="weights"), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, as repeat cycles "
@@ -60,11 +59,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(scale="kv_width"), SCALE.format("√(num_kv_groups × head_dim) = √{kv}")),
     (dict(scale="d_out"), SCALE.format("√d_out = √{d_out}")),
     (dict(scale="group_size"), SCALE.format("√group_size = √{n}: sharing keys changes no product")),
-    (dict(scale="none"), "The scores are not scaled: divide them by self.head_dim ** 0.5."),
-    (dict(mask="none"), "There is no causal mask: every token attends to later tokens too."),
-    (dict(mask="0 before softmax"), "The future is filled with 0 instead of -inf: e⁰ = 1 > 0."),
-    (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
-    (dict(softmax_dim=-2), AXIS), (dict(softmax_dim=1), AXIS), (dict(softmax_dim=0), AXIS),
+    *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")

@@ -1,6 +1,6 @@
 """What one head of chapter 2's wrapper computes and how it was built, in words: the facts of
 :class:`.wrapper_args.Attempt` about a single head (:func:`is_head`, :func:`reshaped`,
-:func:`head_fault`), and :func:`attempt`, which turns an exception into a value."""
+:func:`head_fault`)."""
 
 import torch
 
@@ -9,14 +9,6 @@ from .reference import PROJECTIONS, Recipe, attend, project, same
 
 #: The chapter's batch: two sequences of six tokens three values wide.
 PROBE = torch.rand((2, 6, 3), generator=torch.Generator().manual_seed(2024))  # (b, tokens, d_in)
-
-
-def attempt(function, *args):
-    """``function(*args)``, or the exception it raised."""
-    try:
-        return function(*args)
-    except Exception as error:
-        return error
 
 
 def is_head(module):

@@ -70,6 +70,14 @@ STRIDED = ("Your heads take every num_heads-th column, but each head owns a bloc
            "consecutive columns: view(b, num_tokens, num_heads, head_dim).")
 AFTER = "The causal mask is applied after the softmax: mask the scores with -inf before it."
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
+STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own reference) names them
+    (dict(scale="none"), "The scores are not scaled: divide them by √head_dim first."),
+    (dict(mask="none"), "There is no causal mask: every token attends to later tokens. Fill their "
+     "scores with -inf before the softmax."),
+    (dict(mask="0 before softmax"), "The future positions are filled with 0 instead of -inf: a "
+     "score of 0 still gets weight after the softmax."),
+    (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
+    *((dict(softmax_dim=d), AXIS) for d in (-2, 1, 0)))
 ROLES = ("queries", "keys", "values")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop="weights"), "Your forward gives a different output each time, even in eval mode: "
@@ -94,17 +102,11 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "products have head_dim = {hd} terms: divide by √head_dim."),
     (dict(scale="head_dim"), "The scores are divided by head_dim = {hd} itself, not by its square "
      "root."),
-    (dict(scale="none"), "The scores are not scaled: divide them by √head_dim first."),
-    (dict(mask="none"), "There is no causal mask: every token attends to later tokens. Fill their "
-     "scores with -inf before the softmax."),
+    *STEPS,
     (dict(mask="diagonal too"), "Your mask hides the diagonal too, so a token cannot attend to "
      "itself: hide only later tokens, as the skeleton's self.mask does."),
     (dict(mask="inverted"), "Your mask is inverted: it hides each token and the ones before it. "
      "The skeleton's self.mask is True on the later tokens, the ones to hide: use it as is."),
-    (dict(mask="0 before softmax"), "The future positions are filled with 0 instead of -inf: a "
-     "score of 0 still gets weight after the softmax."),
-    (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
-    *((dict(softmax_dim=d), AXIS) for d in (-2, 1, 0)),
     (dict(out_proj=False), "Your class defines out_proj, but the forward never applies it to the "
      "context."),
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "

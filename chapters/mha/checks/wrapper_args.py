@@ -8,7 +8,8 @@ from functools import cached_property
 import torch
 
 from .core import describe_error, evaluating, kind_of
-from .head_faults import PROBE, attempt, head_fault, is_head, reshaped
+from .facts import attempt
+from .head_faults import PROBE, head_fault, is_head, reshaped
 from .reference import PROJECTIONS, head_output, same
 
 
