@@ -1,8 +1,8 @@
 """One run of chapter 1's answer (a wrapper class) on one configuration, and its mistakes.
 
 :class:`Trial` reads a run of the class (:class:`.runs.Run`, which records the book's forwards
-however they were called) and runs it once more with its heads watched (:class:`HeadsRun`);
-:data:`MISTAKES` names what went wrong, most specific first.
+however they were called) and runs it once more with its heads watched; :data:`MISTAKES` names
+what went wrong, most specific first.
 """
 
 import torch
@@ -15,35 +15,21 @@ from .reference import same
 from .wrapper_args import Attempt
 
 
-class HeadsRun(Attempt):
-    """``module`` called once on ``x`` at once, so that the heads' forwards a caller counts next
-    are this run's: its output, what each head was given (``calls`` per head, in ``order``)."""
-
-    def __init__(self, module, x):
-        super().__init__(module, None, x)
-        _, self.received, self.order = self.run
-
-    calls = property(lambda run: [len(inputs) for inputs in run.received])
-
-
-class Trial:
-    """Chapter 1's answer on one run (:class:`.runs.Run`): the book's forwards and torch's
-    attention the run saw, its heads' inputs and order (:class:`HeadsRun`), the facts messages
-    quote."""
+class Trial(Attempt):
+    """Chapter 1's answer on one run (:class:`.runs.Run`: the book's forwards and torch's
+    attention it saw), run once more with its heads watched (:attr:`.wrapper_args.Attempt.run`:
+    what each head was given, ``calls`` per head, in ``order``); the facts messages quote."""
 
     def __init__(self, run):
+        super().__init__(run.module, None, run.x)
         self.call, self.seen, self.build_error = run.call, run.watch.seen, run.error_text
-        self.module = run.error if run.stage == "constructor" else run.module
+        self.built = run.stage != "constructor"
         self.forwards = run.calls.count("CausalAttention.forward")  # however they were called
-        heads, self.run = getattr(self.module, "heads", None), None
-        if isinstance(heads, nn.ModuleList) and heads and all(is_head(h) for h in heads):
-            self.run = HeadsRun(self.module, run.x)
+        heads = getattr(self.module, "heads", None)
+        self.has_heads = isinstance(heads, nn.ModuleList) and all(is_head(h) for h in heads)
 
-    def __getattr__(self, name):
-        if name.startswith("_") or name == "run":
-            raise AttributeError(name)
-        return getattr(self.run, name)
-
+    calls = property(lambda t: [len(inputs) for inputs in t.run[1]])
+    order = property(lambda t: t.run[2])
     skipped = property(lambda t: [str(n) for n, c in enumerate(t.calls, 1) if c == 0])
     skipped_heads = property(
         lambda t: "head" + "s" * (len(t.skipped) > 1) + " " + listed(t.skipped)
@@ -51,7 +37,6 @@ class Trial:
     repeated = property(lambda t: next((n for n, c in enumerate(t.calls, 1) if c > 1), None))
     times = property(lambda t: t.calls[t.repeated - 1])
     run_order = property(lambda t: ", ".join(str(n + 1) for n in t.order))
-    num_heads = property(lambda t: len(t.calls))
     no_head_called = property(lambda t: isinstance(t.output, torch.Tensor) and not any(t.calls))
 
     @property
@@ -80,10 +65,10 @@ STARTING = ("Your forward still raises NotImplementedError: this is the starting
 MISTAKES = (
     Mistake("constructor raises", "Building your class as {call} raised {build_error}. Subclass "
             "WrapperSkeleton and leave __init__ to it: the exercise is the forward pass.",
-            lambda t: isinstance(t.module, Exception)),
+            lambda t: not t.built),
     Mistake("no list of heads", "Your instance has no list of heads in self.heads: subclass "
             "WrapperSkeleton, which builds them, and write only forward.",
-            lambda t: t.run is None),
+            lambda t: not t.has_heads or not t.heads),
     Mistake("the list of heads called", "Your forward calls the list of heads itself, and PyTorch "
             "raised {error_text}: an nn.ModuleList holds the heads but computes nothing. Call each "
             "head in it on x.",
