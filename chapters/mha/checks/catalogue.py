@@ -44,8 +44,9 @@ A sketch, for an exercise "write causal attention for one head"::
 Mistakes that are not about the output (the answer is a class, not a module; it raises) are
 :class:`.core.Mistake` entries. A :class:`Buggy` fits in the same catalogue, for
 :func:`.core.first_mistake`: there ``compute(evidence)`` and ``evidence.right`` are compared with
-``evidence.output``, as in chapter 2's joins of heads (:data:`.arguments.JOINS`) and chapter 3's
-weight splits (:mod:`.split_mistakes`).
+``evidence.output``, as in chapter 2's joins of heads (:data:`.arguments.JOINS`). Class
+practices (chapters 1, 3, 5, 6) write the same buggy references as ``(changes, message)`` rows of
+a :class:`.practice.Practice`.
 """
 
 from collections.abc import Callable

@@ -13,6 +13,7 @@ from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal
 
+# fmt: off
 CONTEXT = "In training mode dropout acts on the merged context, not on the weights."
 PLACES = (  # where a training-mode output drops, as a buggy reference, and what to say
     ("values", "In training mode dropout acts on the values, not on whole attention weights."),
@@ -20,16 +21,16 @@ PLACES = (  # where a training-mode output drops, as a buggy reference, and what
     ("output", "In training mode single numbers of your output are dropped: after out_proj."),
     ("raw scores", "In training mode dropout acts before the softmax, on the scores."),
     ("twice", "In training mode kept weights are scaled by 1 / (1 - p) twice: dropout is applied "
-     "twice."),
-)  # fmt: skip
-NONE = "In training mode your output is the eval one: no dropout, although dropout={p}, so no "
-NONE += "attention weight is ever dropped."
-TRAINING = "Your output is right in eval mode, but in training mode (after module.train()) it "
-TRAINING += "raised {error}."
+     "twice."))
+NONE = ("In training mode your output is the eval one: no dropout, although dropout={p}, so no "
+        "attention weight is ever dropped.")
+TRAINING = ("Your output is right in eval mode, but in training mode (after module.train()) it "
+            "raised {error}.")
 NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
 NOISE = "In training mode your output changes, but not as dropout does. That is noise, not dropout."
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
 UNKNOWN = "Right shape, wrong values (largest difference {gap:.3g}), no known mistake. Check: "
+# fmt: on
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Natural shortcuts in the class practices, seen simply: the starting code or the book's own
 class (by identity, :func:`refusal`), the book's forwards (:func:`.class_answer.book_calls`),
-PyTorch's attention (a :class:`Watch`). For chapters 5 and 6 the watch also makes dropout drop
-the same weights on every run, so that where a forward drops is a buggy reference like any
-other mistake."""
+PyTorch's attention (a :class:`Watch`). While a practice runs (:mod:`.practice`), the watch also
+makes dropout drop the same weights on every run, so that where a forward drops is a buggy
+reference like any other mistake."""
 
 import ast
 import contextlib

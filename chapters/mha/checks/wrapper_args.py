@@ -1,7 +1,7 @@
 """The evidence chapter 2's catalogue (:mod:`.arguments`) judges: the reader's wrapper run once
 on the chapter's batch (:class:`Attempt`), each head's right output computed from its own
-weights (:func:`.reference.head_output`), and the facts the messages quote. Chapter 1's runner
-uses the same run (:class:`.heads.HeadsRun`)."""
+weights (:func:`.reference.head_output`), and the facts the messages quote. Chapter 1's trial
+(:class:`.wrapper_trial.Trial`) is one too."""
 
 from functools import cached_property
 
