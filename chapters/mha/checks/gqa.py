@@ -27,7 +27,7 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
               "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
     root = {"head_dim": hd, "kv_width": G * hd, "d_out": H * hd, "group_size": H // G, "none": 1}
-    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim, dropout=at)
+    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim, drop_at=at)
     context = at("heads", attend(q, spread[keys](k), spread[values](v), recipe))
     context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
     context = at("context", context)  # (b, T, d_out)

@@ -33,7 +33,8 @@ class Recipe:
     # "-inf after softmax", "diagonal too", "keep-mask to sdpa", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: bool = True  # apply the module's out_proj, when it has one
-    dropout: object = untouched  # f(place, t) at "values", "raw scores" (before the mask),
+    dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
+    drop_at: object = untouched  # f(place, t) at "values", "raw scores" (before the mask),
     # "weights", "heads" (each head's context), "context" (merged) and "output": dropout, or not
 
     def but(self, **changes):
@@ -72,7 +73,7 @@ def attend(queries, keys, values, recipe=CORRECT):
         "head_dim": head_dim,
         "none": 1.0,
     }.get(recipe.scale, recipe.scale)
-    future, at = future_mask(num_tokens, queries.device), recipe.dropout
+    future, at = future_mask(num_tokens, queries.device), recipe.drop_at
     if recipe.mask == "keep-mask to sdpa":  # a bool attn_mask means *keep* there
         return F.scaled_dot_product_attention(
             queries, keys, values, attn_mask=future, scale=1 / scale
@@ -88,7 +89,8 @@ def attend(queries, keys, values, recipe=CORRECT):
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
     if recipe.mask.endswith("after softmax"):
         weights = weights.masked_fill(future, fill)
-    return at("weights", weights) @ at("values", values)  # (..., num_tokens, head_dim)
+    weights = at("weights", weights if recipe.dropout is None else recipe.dropout(weights))
+    return weights @ at("values", values)  # (..., num_tokens, head_dim)
 
 
 def head_output(head, x, recipe=CORRECT):
@@ -123,7 +125,7 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
     queries, keys, values = (
         split_heads(t, num_heads, recipe.split) for t in project(module, x, recipe)
     )  # each (b, num_heads, num_tokens, head_dim)
-    at = recipe.dropout
+    at = recipe.drop_at
     context = at("heads", attend(queries, keys, values, recipe))
     context = at("context", merge_heads(context, recipe.merge))  # (b, num_tokens, d_out)
     out_proj = getattr(module, "out_proj", None)
@@ -135,7 +137,6 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
 def same(output, expected):
     """Equal shapes and values up to float32 rounding, with nan where ``expected`` has nan; an
     output that is nan everywhere matches nothing (it says only that something made nan).
-
     The one tolerance of every check: relative 1e-4 and absolute 1e-5, compared in float64, so
     a right answer computed in another order, or on another CPU code path, is never called
     wrong, while every catalogued mistake differs by far more."""

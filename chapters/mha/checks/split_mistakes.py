@@ -21,7 +21,7 @@ def split(r, num_heads=None, drop=None, **changes):
             return dropped(dropped(t, r.p), r.p)
         return dropped(t, r.p) if drop == place else t
 
-    recipe = CORRECT.but(dropout=at, **changes)
+    recipe = CORRECT.but(drop_at=at, **changes)
     return split_attention(r.module, r.x, num_heads or r.kwargs["num_heads"], recipe)
 
 
