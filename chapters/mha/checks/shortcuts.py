@@ -105,10 +105,10 @@ def _code(forward):
 
 def refusal(cls, start, own, inherited):
     """What to say when ``cls`` is no class of the reader's own, or None: not a module class, one
-    of the book's, not built on ``start`` (when ``own``), the starting code (``inherited``), or a
-    book forward taken, missing or pasted. ``own`` None: any module class but the book's is run
-    as it is, even without a forward or with the book's pasted; False: none built on another
-    book class."""
+    of the book's, not built on ``start`` (when ``own``), the starting code (``inherited``: ""
+    accepts it, None runs it), or a book forward taken, missing or pasted. ``own`` None: any
+    module class but the book's is run as it is, even without a forward or with the book's
+    pasted; False: none built on another book class."""
     book, name, strict = book_modules(), name_of(cls), own is not None
     if not isinstance(cls, type):
         kind = f"the function {name}" if callable(cls) else kind_of(cls)
@@ -127,7 +127,7 @@ def refusal(cls, start, own, inherited):
         if cls in book or strict and issubclass(cls, book) and not issubclass(cls, start) else
         f"{name} does not start from {start.__name__}, so the check cannot know its layers."
         if own and not issubclass(cls, start) else inherited.format(name=name)
-        if inherited and cls.forward is start.forward else
+        if inherited is not None and cls.forward is start.forward else
         f"{name}.forward is {taken}.forward, the book's own: what runs is the book's {taken}"
         ".forward, not yours. Write your own." if taken else
         f"{name} has no forward method at all: write def forward(self, x): inside it."
