@@ -72,12 +72,12 @@ QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: not {opt_out})
 from mha import MultiHeadAttention, TiledAttention, example_batch
 from mha.counting import count_ops
 from mha.measure_tiled import score_memory
-from mha.checks.shortcuts import watching
+from mha.checks.shortcuts import Watch
 from mha.checks.tiled import TiledAttentionStart, online_softmax
 module = MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
 count_ops(module, example_batch())
 score_memory(TiledAttention(3, 4, 6, 0.0, num_heads=2, block_size=2), example_batch())
-with torch.no_grad(), watching():
+with torch.no_grad(), Watch():
     module.W_query.weight.mul_(2.0)
 online_softmax.check(TiledAttentionStart)
 print("torch._dynamo" in sys.modules)

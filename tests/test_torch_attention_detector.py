@@ -1,7 +1,7 @@
-"""The detector of PyTorch's own attention that chapters 1 and 3's checks use
-(:func:`mha.checks.shortcuts.watching`): it sees the fused kernel and
-``nn.MultiheadAttention`` by the routes a reader takes, and nothing in attention written step by
-step."""
+"""The detector of PyTorch's own attention that every class practice's run uses
+(:class:`mha.checks.shortcuts.Watch`): it sees the fused kernel and ``nn.MultiheadAttention`` by
+the routes a reader takes, and nothing in attention written step by step; the book's forwards
+are recorded beside it (:func:`mha.checks.shortcuts.book_calls`)."""
 
 import pytest
 import torch
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha import MultiHeadAttention
-from mha.checks.shortcuts import watching
+from mha.checks.shortcuts import Watch, book_calls
 
 QKV = [torch.rand(1, 2, 4, 3, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3)]
 
@@ -36,13 +36,13 @@ def layer_call(need_weights):
     ids=["sdpa", "sdpa enable_gqa", "layer fast path", "layer with weights"],
 )
 def test_every_route_to_torchs_attention_is_seen(run, seen):
-    with torch.no_grad(), watching() as (book, torch_attention):
+    with torch.no_grad(), book_calls() as book, Watch() as torch_attention:
         run()
     assert seen <= torch_attention.seen and not book
 
 
 def test_attention_written_step_by_step_is_not_torchs_but_the_book_forward_is_seen():
     module = MultiHeadAttention(3, 4, 5, 0.0, 2).eval()
-    with torch.no_grad(), watching() as (book, torch_attention):
+    with torch.no_grad(), book_calls() as book, Watch() as torch_attention:
         module(torch.rand(1, 5, 3))
     assert not torch_attention.seen and set(book) == {"MultiHeadAttention.forward"}

@@ -5,7 +5,6 @@ makes dropout drop the same weights on every run, so that where a forward drops 
 reference like any other mistake."""
 
 import ast
-import contextlib
 import inspect
 import textwrap
 
@@ -13,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .class_answer import book_calls, book_modules, name_of
+from .class_answer import book_calls as book_calls  # re-exported: the shortcuts in one place
+from .class_answer import book_modules, name_of
 from .core import kind_of
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
@@ -49,12 +49,12 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 class Watch(TorchFunctionMode):
     """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
     enable_gqa; "layer") and in ``failed`` the name, shapes and strides of the first call that
-    raised. With ``fixed``, dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`) and
-    the kernel :func:`sdpa` plus ``bump``; without, both are torch's own."""
+    raised. Dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`), and the kernel
+    :func:`sdpa` plus ``bump``."""
 
-    def __init__(self, bump=0.0, fixed=True):
+    def __init__(self, bump=0.0):
         super().__init__()
-        self.bump, self.fixed, self.seen, self.failed = bump, fixed, set(), None
+        self.bump, self.seen, self.failed = bump, set(), None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -62,11 +62,11 @@ class Watch(TorchFunctionMode):
         self.seen |= {"kernel"} if func is KERNEL else set()
         self.seen |= {"grouped"} if func is KERNEL and kwargs.get("enable_gqa") else set()
         try:
-            if self.fixed and func in (F.dropout, torch.dropout):
+            if func in (F.dropout, torch.dropout):
                 return _dropout(*args, **kwargs)
-            if self.fixed and func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
+            if func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
                 return kept(args[0]).to(args[0].dtype).expand_as(args[0])
-            if self.fixed and func is KERNEL:
+            if func is KERNEL:
                 return sdpa(*args, **kwargs) + self.bump
             return func(*args, **kwargs)
         except Exception:
@@ -74,14 +74,6 @@ class Watch(TorchFunctionMode):
             shapes, strides = [tuple(t.shape) for t in tensors], [t.stride() for t in tensors]
             self.failed = self.failed or (getattr(func, "__name__", ""), shapes, strides)
             raise
-
-
-@contextlib.contextmanager
-def watching():
-    """Yield ``(book, watch)`` while the block runs: the book's forwards that ran
-    (:func:`.class_answer.book_calls`) and a :class:`Watch` with torch's own dropout."""
-    with book_calls() as book, Watch(fixed=False) as watch:
-        yield book, watch
 
 
 def torch_message(watch, here, kernel=True):
