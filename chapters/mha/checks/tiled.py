@@ -1,7 +1,7 @@
 """Chapter 7's exercise: ``query_block``, the online softmax over the key blocks a query needs.
 
 The check builds the reader's class in each of :data:`CONFIGS`, runs it
-(:class:`.tiled_recorder.Run`) and names the first mistake of :data:`.tiled_catalogue.CATALOGUE`
+(:class:`.tiled_run.Run`) and names the first mistake of :data:`.tiled_catalogue.CATALOGUE`
 that a run shows: a fact of the run, or a wrong output that matches a buggy reference.
 """
 
@@ -13,7 +13,7 @@ from ..tiled import TiledAttention
 from .core import CheckResult, Exercise, first_mistake, never_raises
 from .shortcuts import refusal
 from .tiled_catalogue import CATALOGUE
-from .tiled_recorder import Run
+from .tiled_run import Run
 
 
 class TiledAttentionStart(TiledAttention):
@@ -24,22 +24,19 @@ class TiledAttentionStart(TiledAttention):
         raise NotImplementedError("write the loop over key blocks in query_block")
 
 
-START_LOOP = TiledAttentionStart.query_block
-
-
 Config = namedtuple(
     "Config",
-    "d_in d_out context_length num_heads num_tokens qkv_bias block_size query_gain dropout seed",
+    "d_in d_out context_length dropout num_heads block_size qkv_bias num_tokens query_gain seed",
 )
 #: Lengths a block divides and not, shorter than a block, one token, biases, dropout, and scores
 #: in the hundreds (W_query × 250), where exp overflows; head_dim is no block size nor d_in.
 CONFIGS = (
-    Config(6, 6, 12, 2, 12, False, 4, 1, 0.0, 1),
-    Config(5, 9, 14, 3, 10, True, 4, 1, 0.0, 2),
-    Config(4, 6, 8, 1, 3, False, 5, 1, 0.0, 3),
-    Config(4, 6, 8, 2, 1, False, 4, 1, 0.0, 4),
-    Config(8, 12, 9, 4, 9, False, 4, 1, 0.5, 5),
-    Config(6, 6, 12, 2, 12, False, 4, 250, 0.0, 6),
+    Config(6, 6, 12, 0.0, 2, 4, False, 12, 1, 1),
+    Config(5, 9, 14, 0.0, 3, 4, True, 10, 1, 2),
+    Config(4, 6, 8, 0.0, 1, 5, False, 3, 1, 3),
+    Config(4, 6, 8, 0.0, 2, 4, False, 1, 1, 4),
+    Config(8, 12, 9, 0.5, 4, 4, False, 9, 1, 5),
+    Config(6, 6, 12, 0.0, 2, 4, False, 12, 250, 6),
 )
 
 
@@ -47,16 +44,14 @@ def _refusal(cls):
     """What is wrong with ``cls`` before it runs (:func:`.shortcuts.refusal`; the start's forward
     is meant to be inherited), or with its ``query_block``: the book's, or the starting code's."""
     problem = refusal(cls, TiledAttentionStart, own=True, inherited="")
-    if problem or cls.query_block not in (TiledAttention.query_block, START_LOOP):
-        return problem
-    if cls.query_block is TiledAttention.query_block:
-        return (
-            f"{cls.__name__} is one of the book's own modules, or built on one: write query_block."
+    if not problem and cls.query_block is TiledAttention.query_block:
+        problem = f"{cls.__name__} is one of the book's own modules, or built on one: write it."
+    if not problem and cls.query_block is TiledAttentionStart.query_block:
+        problem = (
+            f"{cls.__name__} has no query_block of its own yet: the starting code's only raises. "
+            "What must each row remember from one key block to the next? online_softmax.hint(1)."
         )
-    return (
-        f"{cls.__name__} has no query_block of its own yet: the starting code's only raises. What "
-        "must each row remember from one key block to the next? See online_softmax.hint(1)."
-    )
+    return problem
 
 
 @never_raises
