@@ -635,8 +635,8 @@ def test_every_catalogued_mistake_has_a_case():
 
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("training", [False, True])
-def test_the_catalogues_online_softmax_without_a_switch_is_multi_head_attention(config, training):
-    """The buggy references differ from the right output by one switch: with none, it is
+def test_the_catalogues_online_softmax_without_a_mistake_is_multi_head_attention(config, training):
+    """The buggy references differ from the right output by one mistake: with none, it is
     MultiHeadAttention's output, the book's forward (in training, with the check's dropout)."""
     torch.manual_seed(config.seed)
     m = TiledAttentionStart(*config[:3], config.dropout, config.num_heads, config.block_size)

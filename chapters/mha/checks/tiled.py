@@ -45,11 +45,15 @@ def _refusal(cls):
     is meant to be inherited), or with its ``query_block``: the book's, or the starting code's."""
     problem = refusal(cls, TiledAttentionStart, own=True, inherited="")
     if not problem and cls.query_block is TiledAttention.query_block:
-        problem = f"{cls.__name__} is one of the book's own modules, or built on one: write it."
+        problem = (
+            f"{cls.__name__} is one of the book's own modules, or built on one: write your own "
+            "query_block."
+        )
     if not problem and cls.query_block is TiledAttentionStart.query_block:
         problem = (
             f"{cls.__name__} has no query_block of its own yet: the starting code's only raises. "
-            "What must each row remember from one key block to the next? online_softmax.hint(1)."
+            "What must each row of a query block remember from one key block to the next? "
+            "online_softmax.hint(1) starts from there."
         )
     return problem
 

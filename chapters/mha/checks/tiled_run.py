@@ -109,11 +109,13 @@ class Run(Recorder):
     @property
     def story(self):
         """What held more than a block of scores, in the reader's terms."""
-        how = "Your code joins the blocks' scores with torch.cat" * (
-            "cat" in dict(self.wide_scores)
-        )
-        how = "Your softmax reads all of a row's scores at once" * bool(self.read & SOFTMAX) or how
-        return how and f"{how}: that is the whole score matrix again, one row block at a time. "
+        if self.read & SOFTMAX:
+            how = "Your softmax reads all of a row's scores at once"
+        elif "cat" in dict(self.wide_scores):
+            how = "Your code joins the blocks' scores with torch.cat"
+        else:
+            return ""
+        return f"{how}: that is the whole score matrix again, one row block at a time. "
 
     @property
     def max_axes(self):
