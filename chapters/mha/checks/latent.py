@@ -54,8 +54,7 @@ ABSORBED = Catalogue(
     right=absorbed,
     mistakes=tuple(Buggy(message, message, partial(absorbed, **kw)) for kw, message in MISTAKES),
     praise="Your absorbed pass equals forward's output; no latent expanded.",
-    unknown="The output is not the absorbed one, and no catalogued mistake explains it: "
-    "see hint(2).",
+    unknown="Not the absorbed output, and no catalogued mistake explains it: see hint(2).",
 )
 #: d_in, d_out, heads, latent_dim, tokens, qkv_bias, seed, dropout (in training mode).
 CONFIGS = (

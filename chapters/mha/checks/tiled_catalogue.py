@@ -110,8 +110,9 @@ SEEN = "\n(Seen with {call}.)"
 
 
 def _entry(name, message):
-    """A line of :data:`TABLE` as a :class:`.core.Mistake` or a :class:`.catalogue.Buggy`."""
-    message = " ".join(message.split()) + TRAINED * name.startswith("drop ")
+    """An entry of :data:`TABLE` as a :class:`.core.Mistake` or a :class:`.catalogue.Buggy`."""
+    message = " ".join(message.split())  # the table's line breaks are not the reader's
+    message += TRAINED if name.startswith("drop ") else ""
     message += "" if name in ("built_wrong", "starting") else SEEN
     if name.isidentifier():
         return Mistake(name, message, attrgetter(name))
