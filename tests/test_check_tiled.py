@@ -9,9 +9,10 @@ import torch.nn.functional as F
 
 from mha import MultiHeadAttention, TiledAttention
 from mha.checks.reference import same
-from mha.checks.tiled import CATALOGUE, CONFIGS, TiledAttentionStart, online_softmax
-from mha.checks.tiled_catalogue import online
-from mha.checks.tiled_recorder import Recorder
+from mha.checks.shortcuts import Watch
+from mha.checks.tiled import CONFIGS, TiledAttentionStart, online_softmax
+from mha.checks.tiled_catalogue import CATALOGUE
+from mha.checks.tiled_reference import online
 
 NEG = -torch.inf
 
@@ -626,21 +627,21 @@ def test_every_catalogued_mistake_has_a_case():
     a constructor that raises, a forward that returns no tensor and the catch-alls aside)."""
     told = [word for _, _, passed, words, _ in CASES if not passed for word in words]
     untold = ("built_wrong", "misshapen", "wrong")
-    for test, message in CATALOGUE:
-        if test in untold:
+    for mistake in CATALOGUE:
+        if mistake.name in untold:
             continue
-        assert any(word in message for word in told), message
+        assert any(word in mistake.message for word in told), mistake.message
 
 
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("training", [False, True])
-def test_the_catalogues_online_softmax_without_a_switch_is_multi_head_attention(config, training):
-    """The buggy references differ from the right output by one switch: with none, it is
+def test_the_catalogues_online_softmax_without_a_mistake_is_multi_head_attention(config, training):
+    """The buggy references differ from the right output by one mistake: with none, it is
     MultiHeadAttention's output, the book's forward (in training, with the check's dropout)."""
     torch.manual_seed(config.seed)
     m = TiledAttentionStart(*config[:3], config.dropout, config.num_heads, config.block_size)
     x = torch.randn(2, config.num_tokens, config.d_in)
-    with torch.no_grad(), Recorder(config):
+    with torch.no_grad(), Watch():
         book = MultiHeadAttention.forward(m.train(training), x)
         assert same(online(m, x, training=training), book)
 

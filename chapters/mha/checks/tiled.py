@@ -1,9 +1,8 @@
 """Chapter 7's exercise: ``query_block``, the online softmax over the key blocks a query needs.
 
-The check builds the reader's class in each of ``CONFIGS`` and names the first mistake of
-:data:`.tiled_catalogue.CATALOGUE` that a run (:class:`.tiled_run.Run`) shows: a wrong output
-matches a buggy reference, or a fact of the run holds (a score matrix wider than a block, blocks
-computed twice or above the diagonal, dropout misplaced in training).
+The check builds the reader's class in each of :data:`CONFIGS`, runs it
+(:class:`.tiled_run.Run`) and names the first mistake of :data:`.tiled_catalogue.CATALOGUE`
+that a run shows: a fact of the run, or a wrong output that matches a buggy reference.
 """
 
 from collections import namedtuple
@@ -11,8 +10,9 @@ from collections import namedtuple
 import torch
 
 from ..tiled import TiledAttention
-from .core import CheckResult, Exercise, fill, never_raises
-from .tiled_catalogue import MISTAKES
+from .core import CheckResult, Exercise, first_mistake, never_raises
+from .shortcuts import refusal
+from .tiled_catalogue import CATALOGUE
 from .tiled_run import Run
 
 
@@ -24,69 +24,56 @@ class TiledAttentionStart(TiledAttention):
         raise NotImplementedError("write the loop over key blocks in query_block")
 
 
-Config = namedtuple("Config", "d_in d_out context_length num_heads num_tokens qkv_bias block_size "
-                    "query_gain dropout seed")  # fmt: skip
+Config = namedtuple(
+    "Config",
+    "d_in d_out context_length dropout num_heads block_size qkv_bias num_tokens query_gain seed",
+)
 #: Lengths a block divides and not, shorter than a block, one token, biases, dropout, and scores
 #: in the hundreds (W_query × 250), where exp overflows; head_dim is no block size nor d_in.
-CONFIGS = tuple(Config(*c) for c in ((6, 6, 12, 2, 12, False, 4, 1, 0.0, 1),
-    (5, 9, 14, 3, 10, True, 4, 1, 0.0, 2), (4, 6, 8, 1, 3, False, 5, 1, 0.0, 3),
-    (4, 6, 8, 2, 1, False, 4, 1, 0.0, 4), (8, 12, 9, 4, 9, False, 4, 1, 0.5, 5),
-    (6, 6, 12, 2, 12, False, 4, 250, 0.0, 6)))  # fmt: skip
-BOOK = __package__.split(".")[0] + "."  # the book's modules: mha.*
-# fmt: off
-START = ("What must each row of a query block remember from one key block to the next? "
-         "online_softmax.hint(1) starts from there.")
-CATALOGUE = (  # what the answer is, then what it computes (MISTAKES)
-    ("built_wrong", "Building your class raised {error_text}: keep the starting constructor."),
-    ("starting", "Your query_block still raises NotImplementedError: this is the starting code, "
-     "and the loop over key blocks is yours to write. " + START),
-    ("book", "Your code hands the work to the book's {r.book[0]}: write the loop yourself."),
-    ("torch_attention", "Your code calls PyTorch's own attention (scaled_dot_product_attention or "
-     "nn.MultiheadAttention), which does the online softmax for you: write it yourself."),
-    *MISTAKES,
+CONFIGS = (
+    Config(6, 6, 12, 0.0, 2, 4, False, 12, 1, 1),
+    Config(5, 9, 14, 0.0, 3, 4, True, 10, 1, 2),
+    Config(4, 6, 8, 0.0, 1, 5, False, 3, 1, 3),
+    Config(4, 6, 8, 0.0, 2, 4, False, 1, 1, 4),
+    Config(8, 12, 9, 0.5, 4, 4, False, 9, 1, 5),
+    Config(6, 6, 12, 0.0, 2, 4, False, 12, 250, 6),
 )
-# fmt: on
 
 
-def _not_an_answer(cls):
-    """What is wrong with ``cls`` before it runs (not a class, the book's, no query_block)."""
-    name, own = getattr(cls, "__name__", ""), getattr(cls, "query_block", None)
-    module = isinstance(cls, type) and issubclass(cls, torch.nn.Module)
-    start = module and issubclass(cls, TiledAttentionStart)
-    book = module and any(k.__module__.startswith(BOOK) for k in cls.__mro__)
-    kind, write = f"the function {name}" if callable(cls) else "something else", "subclass "
-    write += "TiledAttentionStart and write query_block."
-    for wrong, message in (
-        (cls is None, "online_softmax.check got None: run the cell that defines your class."),
-        (isinstance(cls, torch.nn.Module), f"You passed an instance of {type(cls).__name__}: "
-         "pass the class itself; the check builds its own instances, with several sizes."),
-        (not isinstance(cls, type), f"online_softmax.check expects a class, but got {kind}."),
-        (not module, f"{name} is a class, but not an nn.Module: {write}"),
-        (book and not start or own is TiledAttention.query_block,
-         f"{name} is one of the book's own modules, or built on one: {write}"),
-        (not start, f"{name} does not start from TiledAttentionStart: {write}"),
-        (own is TiledAttentionStart.query_block, f"{name} has no query_block of its own yet: "
-         f"the starting code's only raises. {START}"),
-    ):  # fmt: skip
-        if wrong:
-            return message
-    return None
+def _refusal(cls):
+    """What is wrong with ``cls`` before it runs (:func:`.shortcuts.refusal`; the start's forward
+    is meant to be inherited), or with its ``query_block``: the book's, or the starting code's."""
+    problem = refusal(cls, TiledAttentionStart, own=True, inherited="")
+    if not problem and cls.query_block is TiledAttention.query_block:
+        problem = (
+            f"{cls.__name__} is one of the book's own modules, or built on one: write your own "
+            "query_block."
+        )
+    if not problem and cls.query_block is TiledAttentionStart.query_block:
+        problem = (
+            f"{cls.__name__} has no query_block of its own yet: the starting code's only raises. "
+            "What must each row of a query block remember from one key block to the next? "
+            "online_softmax.hint(1) starts from there."
+        )
+    return problem
 
 
 @never_raises
 def check_online_softmax(cls):
     """Check a class whose ``query_block`` runs the online softmax over key blocks: the first
     mistake of the catalogue that a run shows, in the first configuration that shows one."""
-    problem = _not_an_answer(cls)
+    problem = _refusal(cls)
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         for run in (Run(cls, c) for c in CONFIGS if not problem):
-            test, message = next(((t, m) for t, m in CATALOGUE if run.shows(t)), (None, None))
-            seen = "" if test in ("built_wrong", "starting") else "\n(Seen with {call}.)"
-            problem = message and fill(message + seen, run)
-    return CheckResult(not problem, problem or (
-        f"Your loop matches MultiHeadAttention in all {len(CONFIGS)} configurations, holds no "
+            mistake = first_mistake(CATALOGUE, run)
+            problem = mistake and mistake.tell(run)
+    return CheckResult(
+        not problem,
+        problem
+        or f"Your loop matches MultiHeadAttention in all {len(CONFIGS)} configurations, holds no "
         "scores wider than a block, computes each causal block once, and in training shows none "
-        "of the dropout mistakes this check knows."))  # fmt: skip
+        "of the dropout mistakes this check knows.",
+    )
 
 
 online_softmax = Exercise(
