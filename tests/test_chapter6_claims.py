@@ -35,7 +35,7 @@ from mha.gqa import (
 )
 
 PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
-D_MODEL, NUM_HEADS, BATCH, PROMPT, NEW = 1024, 16, 4, 1024, 16  # the chapter's timed layer
+D_MODEL, NUM_HEADS, BATCH, PROMPT, NEW = 1024, 16, 4, 1024, 8  # the chapter's timed layer
 GROUPS = {"MHA": 16, "GQA": 4, "MQA": 1}
 
 
