@@ -144,7 +144,7 @@ class GroupedQueryAttention(nn.Module):
 
 @contextlib.contextmanager
 def weights_on_meta():
-    """Inside the ``with`` block, modules get weights with shapes but no
+    """Inside the ``with`` block, modules get parameters with shapes but no
     values: every parameter they register moves to PyTorch's "meta" device.
 
     So a Llama-sized layer can be counted without hundreds of MiB of weights
