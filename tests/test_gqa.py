@@ -5,6 +5,8 @@ and the chapter's figures follow the book's phone-legibility rules."""
 
 import ast
 import inspect
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -22,6 +24,7 @@ from mha.gqa import (
     prefill,
     scaling_verdict,
     timing_verdict,
+    weights_on_meta,
 )
 from mha.plots import MAX_WIDTH_IN, MIN_TEXT_PT, OKABE_ITO
 from mha.predictions import Unreadable
@@ -143,7 +146,7 @@ def test_parameter_count_is_the_queries_and_out_proj_plus_two_key_value_projecti
 
 
 def test_a_llama_sized_layer_has_a_quarter_of_the_key_value_parameters_of_multi_head():
-    with torch.device("meta"):
+    with weights_on_meta():
         gqa = GroupedQueryAttention(4096, 4096, 8, 0.0, num_heads=32, num_kv_groups=8)
         mha = MultiHeadAttention(4096, 4096, 8, 0.0, num_heads=32)
     kv = sum(p.numel() for name in ("W_key", "W_value") for p in getattr(gqa, name).parameters())
@@ -151,6 +154,49 @@ def test_a_llama_sized_layer_has_a_quarter_of_the_key_value_parameters_of_multi_
         p.numel() for name in ("W_key", "W_value") for p in getattr(mha, name).parameters()
     )
     assert kv == 2 * 4096 * 1024 == kv_mha // 4
+
+
+def test_weights_on_meta_gives_shapes_without_values_or_random_numbers_and_a_real_mask():
+    real = build(5, 12, 6, 2, True)
+    rng = torch.random.get_rng_state()
+    with weights_on_meta():
+        shapes_only = GroupedQueryAttention(5, 12, 9, 0.0, 6, 2, qkv_bias=True)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    for (name, p), (_, q) in zip(
+        shapes_only.named_parameters(), real.named_parameters(), strict=True
+    ):
+        assert p.is_meta and p.shape == q.shape and p.requires_grad, name
+    assert not shapes_only.mask.is_meta and torch.equal(shapes_only.mask, real.mask)
+
+
+def test_weights_on_meta_ends_with_its_block_even_after_an_error():
+    with pytest.raises(ValueError), weights_on_meta():
+        GroupedQueryAttention(5, 12, 9, 0.0, num_heads=6, num_kv_groups=4)
+    assert not any(p.is_meta for p in build(5, 12, 6, 2, False).parameters())
+
+
+def test_llama_sized_modules_on_meta_weights_import_neither_sympy_nor_dynamo():
+    """The point of weights_on_meta: chapter 6 counts Llama-sized layers without the seconds of
+    CPU that an operation on a meta tensor costs the first time (sympy, torch._dynamo). Checked
+    in a fresh process, after checking that importing torch and mha alone imports neither."""
+    code = """
+import sys
+import torch
+from torch import nn
+from mha import GroupedQueryAttention, MultiHeadAttention
+from mha.gqa import weights_on_meta
+heavy = ("sympy", "torch._dynamo")
+print("before:", [m for m in heavy if m in sys.modules])
+with weights_on_meta():
+    GroupedQueryAttention(4096, 4096, 8, 0.0, 32, num_kv_groups=8)
+    MultiHeadAttention(4096, 4096, 8, 0.0, num_heads=32)
+    nn.Linear(4096, 14336, bias=False), nn.RMSNorm(4096)
+print("after:", [m for m in heavy if m in sys.modules])
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    ).stdout
+    assert out.splitlines()[-2:] == ["before: []", "after: []"], out
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=IDS)

@@ -8,10 +8,14 @@ the cache holds the keys and values of every earlier token, and its size is
 what sharing them saves.
 """
 
+import contextlib
 import re
 
 import torch
 from torch import nn
+from torch.nn.modules.module import (
+    register_module_parameter_registration_hook,
+)
 
 from .predictions import Unreadable, read
 
@@ -136,6 +140,28 @@ class GroupedQueryAttention(nn.Module):
         context = (attn_weights @ values).transpose(1, 2)  # (b, T, H, hd)
         context = context.reshape(b, num_tokens, self.d_out)  # (b, T, d_out)
         return self.out_proj(context)  # (b, T, d_out)
+
+
+@contextlib.contextmanager
+def weights_on_meta():
+    """Inside the ``with`` block, modules get parameters with shapes but no
+    values: every parameter they register moves to PyTorch's "meta" device.
+
+    So a Llama-sized layer can be counted without hundreds of MiB of weights
+    and without drawing a random number. Buffers, such as the small causal
+    mask, stay real. ``with torch.device("meta")`` would build the mask there
+    too, and building it there runs PyTorch's Python shape checks, whose
+    first use imports sympy and torch._dynamo: seconds of CPU.
+    """
+
+    def to_meta(module, name, param):
+        return nn.Parameter(param.to("meta"), param.requires_grad)
+
+    hook = register_module_parameter_registration_hook(to_meta)
+    try:
+        yield
+    finally:
+        hook.remove()
 
 
 def kv_cache_bytes(
