@@ -54,7 +54,7 @@ LARGE_BLOCK_MIB = 64
 LARGE_BLOCK_WARMUP = 10
 #: Warm-up rounds stop when no module's faults per call fell in the last PATIENCE rounds, or
 #: after WARMUP_CAP rounds, whichever comes first.
-PATIENCE = 3
+PATIENCE = 2
 WARMUP_CAP = 12
 
 
