@@ -283,32 +283,23 @@ def test_a_slow_measurement_with_too_few_blocks_gets_the_missing_ones_one_call_e
     assert kept["slow"].blocks == 4 and not kept["slow"].capped  # the first call's block is kept
 
 
-def test_a_fast_measurement_with_too_few_blocks_is_retaken_with_time_for_enough():
-    class Timer:  # 10 runs a block both times: the blocks of both calls are kept
+def test_a_fast_measurement_gets_its_missing_blocks_at_the_same_size_without_a_new_estimate():
+    class Timer:  # 10 runs a block: the missing blocks are 10 runs each, timed directly
         def __init__(self):
-            self.answers, self.asked = [[0.01], [0.01, 0.02]], []
+            self.asked, self.timed = [], []
 
         def blocked_autorange(self, min_run_time):
             self.asked.append(min_run_time)
-            return Measurement(10, self.answers.pop(0), task_spec=None)
+            return Measurement(10, [0.01], task_spec=None)
+
+        def _timeit(self, number):
+            self.timed.append(number)
+            return 0.02
 
     timer = Timer()
     measurement, capped = measure(timer, min_run_time=0.001, min_blocks=3, max_run_time=1.0)
-    assert timer.asked == [0.001, pytest.approx(2 * 0.01)]  # time for 2 blocks more
-    assert measurement.raw_times == [0.01, 0.01, 0.02] and not capped
-
-
-def test_a_retry_with_blocks_of_another_size_replaces_the_first_blocks():
-    class Timer:  # a fast statement: 10 runs a block, then 100 runs a block in the retry
-        def __init__(self):
-            self.answers = [([0.01], 10), ([0.1] * 4, 100)]
-
-        def blocked_autorange(self, min_run_time):
-            raw, number = self.answers.pop(0)
-            return Measurement(number_per_run=number, raw_times=raw, task_spec=None)
-
-    measurement, capped = measure(Timer(), min_run_time=0.001, min_blocks=3, max_run_time=1.0)
-    assert measurement.number_per_run == 100 and measurement.raw_times == [0.1] * 4
+    assert timer.asked == [0.001] and timer.timed == [10, 10]  # no second blocked_autorange
+    assert measurement.number_per_run == 10 and measurement.raw_times == [0.01, 0.02, 0.02]
     assert not capped
 
 
@@ -357,6 +348,22 @@ def test_the_sweep_times_every_implementation_at_every_configuration(monkeypatch
         if r.sweep == "heads" and r.implementation == "wrapper"
     ]
     assert [m for _, m in wrapper] == [5, 10] and wrapper[1][0] == 2 * wrapper[0][0] - 1
+
+
+def test_blocks_added_one_at_a_time_bring_their_resource_use_and_the_sweep_reads_it(monkeypatch):
+    log = fake_timer(monkeypatch, {name: [0.005] for name in TIMED})  # one block a call: slow
+    (kept,) = time_in_rounds(
+        fake_cases(["wrapper"]), min_run_time=0.001, min_blocks=3, max_run_time=1, rounds=1
+    )
+    assert log.count(("wrapper", "timeit")) == 2 and kept["wrapper"].usage is not None
+    assert kept["wrapper"].usage.minor_faults >= 0  # per call of the two blocks added
+    log.clear()
+    monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
+    called = []
+    monkeypatch.setattr(timing_module, "resource_use", lambda *a, **k: called.append(a))
+    rows = run_sweep(TINY)
+    assert not called  # every end's resource use came from the added blocks' calls
+    assert sum(not math.isnan(r.user_ms) for r in rows) == 4 * len(TIMED)
 
 
 def test_a_backward_sweep_counts_three_times_the_flops(monkeypatch):

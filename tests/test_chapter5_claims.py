@@ -34,6 +34,7 @@ import torch
 
 from mha import MultiHeadAttention
 from mha.bench import held_in_memory, timed_modules
+from mha.bench.faults import LARGE_BLOCK_MIB
 from mha.counting import QuietDispatchMode, operator_counts
 
 D_OUT, HEADS, COUNT_TOKENS = 192, 12, 64  # the chapter's QUICK sweep
@@ -260,7 +261,7 @@ print(json.dumps([found.large_block[kept], split.minor_faults]))
 
 def kept_memory_takes_the_faults_away(large_block_faults, split_faults, num_tokens=1024):
     """Cell 47: with the settings, a freed score tensor's memory stays in the heap and the next
-    forward reuses it. So the C library honours them (a 64 MiB block stops faulting: under 1 %
+    forward reuses it. So the C library honours them (the large block stops faulting: under 1 %
     of its pages per allocation) and the split, warmed up, faults next to never: the median of
     its timed calls stays under 1 % of one score matrix's pages.
 
@@ -273,7 +274,7 @@ def kept_memory_takes_the_faults_away(large_block_faults, split_faults, num_toke
     median of 2 calls of 1,024), the others took 0. How much the split faults *without* the
     settings depends on the process's history (4,040 and 49,348 faults per call were measured in
     two fresh processes), so that side is not a claim."""
-    block_pages = 64 * 2**20 // PAGE
+    block_pages = LARGE_BLOCK_MIB * 2**20 // PAGE
     pages = HEADS * num_tokens * num_tokens * 4 // PAGE
     return large_block_faults < block_pages / 100 and split_faults < pages / 100
 
@@ -304,9 +305,9 @@ def kept_faults_on_both_code_paths():
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator on Linux")
 def test_keeping_freed_memory_takes_the_faults_away_on_both_code_paths():
     found = kept_faults_on_both_code_paths()
-    print(f"under the settings, pages of {PAGE} B, (64 MiB block's faults, split's): {found}")
+    print(f"under the settings, pages of {PAGE} B, (large block's faults, split's): {found}")
     missed = {path: f for path, f in found.items() if not kept_memory_takes_the_faults_away(*f)}
-    assert not missed, f"under the settings, (64 MiB block's faults, split's per call): {missed}"
+    assert not missed, f"under the settings, (large block's faults, split's per call): {missed}"
 
 
 def test_the_fault_claims_can_fail():
@@ -314,7 +315,8 @@ def test_the_fault_claims_can_fail():
     assert kept_memory_takes_the_faults_away(0, 0)
     assert not kept_memory_takes_the_faults_away(0, pages)  # faulting when kept
     assert not kept_memory_takes_the_faults_away(16_385, 0)  # a C library that ignores them
-    assert not kept_memory_takes_the_faults_away(64 * 2**20 // PAGE // 50, 0)  # 2 % of the block
+    two_percent = LARGE_BLOCK_MIB * 2**20 // PAGE // 50
+    assert not kept_memory_takes_the_faults_away(two_percent, 0)  # 2 % of the block's pages
 
 
 # --- the prose: no sentence in its wrong form ----------------------------------------------

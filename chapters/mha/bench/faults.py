@@ -46,15 +46,16 @@ MALLOPT_OPTIONS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_MAX": -4}
 SETTINGS = ("default", "keep freed memory")
 #: The settings' names in the experiment's table, short enough for a phone.
 SHORT = {"default": "default", "keep freed memory": "kept"}
-#: The block that tells whether the C library honours the settings: twice glibc's largest mmap
+#: The block that tells whether the C library honours the settings: above glibc's largest mmap
 #: threshold on 64-bit systems (32 MiB), so by default it is mapped, and faults, every time.
-LARGE_BLOCK_MIB = 64
+#: No larger: each of its allocations by default costs a page fault per page.
+LARGE_BLOCK_MIB = 40
 #: Uncounted allocations of the large block. Under the settings the heap grows during the first
 #: few (five on glibc 2.36 with torch 2.13), and each of those faults on every page.
 LARGE_BLOCK_WARMUP = 10
 #: Warm-up rounds stop when no module's faults per call fell in the last PATIENCE rounds, or
 #: after WARMUP_CAP rounds, whichever comes first.
-PATIENCE = 3
+PATIENCE = 2
 WARMUP_CAP = 12
 
 

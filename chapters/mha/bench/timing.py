@@ -37,7 +37,7 @@ from tqdm import tqdm
 from ..counting import operator_counts
 from ..tiled import TiledAttention
 from ..variants import IMPLEMENTATIONS, equivalent_modules
-from .usage import Usage, backward_from, resource_use
+from .usage import Usage, backward_from, now, resource_use, usage_since
 
 #: The resource use of a configuration ``run_sweep`` does not measure it at.
 NOT_MEASURED = Usage(math.nan, math.nan, math.nan, math.nan)
@@ -97,12 +97,14 @@ class Sweep:
 
 
 HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
-#: Small enough for chapter 5 to run in 30 s on two idle cores, wide enough to show
-#: the crossover. blocked_autorange makes each block at least 10 ms long, so that the timer's
-#: own overhead vanishes, so the sweep's time is about blocks × rounds × configurations;
-#: max_run_time and budget bound it when other programs slow the machine down. One round: a
-#: second took the sweep cell from 9 s to 14.6 s, and whether it started depended on how fast
-#: the first one finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s).
+#: Small enough for chapter 5 to stay quick, wide enough to show the crossover.
+#: blocked_autorange makes a block long enough that the timer's own overhead vanishes (a few
+#: ms here), and times blocks for min_run_time, so the sweep's time is about
+#: max(3 blocks, min_run_time) × rounds × configurations, and at the longest length a warm-up
+#: call and min_blocks single calls per module; max_run_time and budget bound it when other
+#: programs slow the machine down. One round: a second took the sweep cell from 9 s to 14.6 s,
+#: and whether it started depended on how fast the first one finished (about 6 s on a 2-core
+#: AMD EPYC, against the budget of 6 s).
 QUICK = Sweep(
     d_out=192,
     batch=1,
@@ -110,7 +112,7 @@ QUICK = Sweep(
     heads_sweep_tokens=64,
     tokens=(16, 64, 256, 512, 1024),
     tokens_sweep_heads=12,
-    min_run_time=0.02,
+    min_run_time=0.01,
     min_blocks=3,
     max_run_time=0.5,
     rounds=1,
@@ -155,7 +157,7 @@ class Row:
     runs: int  # passes timed in that round
     capped: bool  # a measurement hit the time cap before it had min_blocks blocks
     rounds: int  # rounds measured (fewer than asked when the budget ran out)
-    # resource_use's three, measured at each sweep's ends only (nan between: run_sweep)
+    # CPU time and page faults, measured at each sweep's ends only (nan between: run_sweep)
     user_ms: float  # CPU time in user mode per pass, all threads
     sys_ms: float  # CPU time in the kernel per pass, all threads
     minor_faults: float  # minor page faults per pass
@@ -180,6 +182,8 @@ class Timing:
     runs: int
     capped: bool  # some measurement of this module hit the time cap
     rounds: int  # rounds in which the module was measured
+    # per call, over the blocks ``measure`` added one at a time in that round (None: it added none)
+    usage: Usage | None = None
 
 
 class FastPathOff(nn.Module):
@@ -272,12 +276,13 @@ def measure(timer, *, min_run_time, min_blocks, max_run_time, retry=True):
 
     ``blocked_autorange`` stops as soon as ``min_run_time`` has passed, so a statement slower
     than that is timed once, and the median of one sample is no median. When a call timed fewer
-    than ``min_blocks`` blocks, the missing blocks get time (as long as the slowest block it
-    saw, each), but never more than ``max_run_time`` seconds: under load that bounds the time a
-    measurement takes. A slow statement (one run a block) gets its missing blocks one call at a
-    time, each timed on its own: a second ``blocked_autorange`` would first spend a whole call
-    estimating the block size again. A faster one gets one more ``blocked_autorange``; where
-    both timed blocks of the same number of runs, the blocks of both are kept. ``capped`` says
+    than ``min_blocks`` blocks, the missing blocks are timed one at a time, each as many runs as
+    the blocks already timed (``Timer._timeit``, which neither warms up nor estimates the block
+    size again: ``blocked_autorange`` would first spend about a block on a new estimate), and
+    never for more than ``max_run_time`` seconds (as long as the slowest block seen, each): under
+    load that bounds the time a measurement takes. The CPU time and page faults of those blocks'
+    calls come back in the measurement's ``metadata["usage"]`` (``usage.Usage``, per call), so a
+    slow statement's resource use needs no calls of its own (``run_sweep``). ``capped`` says
     that the cap cut the retry short, or that ``retry`` was False and there were too few blocks.
     """
     measurement = timer.blocked_autorange(min_run_time=min_run_time)
@@ -286,20 +291,18 @@ def measure(timer, *, min_run_time, min_blocks, max_run_time, retry=True):
         return measurement, False
     if not retry:
         return measurement, True
-    slowest = max(measurement.raw_times)
+    number = measurement.number_per_run
+    slowest = max(measurement.raw_times)  # seconds per block of `number` runs
     needed = (min_blocks - blocks) * slowest
-    if measurement.number_per_run > 1:
-        more = timer.blocked_autorange(min_run_time=min(needed, max_run_time))
-        if more.number_per_run == measurement.number_per_run:
-            raw_times = measurement.raw_times + more.raw_times  # seconds per block
-            more = Measurement(more.number_per_run, raw_times, more.task_spec, more.metadata)
-        return more, needed > max_run_time and len(more.raw_times) < min_blocks
-    raw_times = list(measurement.raw_times)  # seconds per block of one run
     allowed = min_blocks - blocks if needed <= max_run_time else int(max_run_time // slowest)
+    raw_times = list(measurement.raw_times)
+    start = now()
     for _ in range(max(allowed, 1)):
-        # Timer._timeit, not Timer.timeit: that one first warms up with two more calls.
-        raw_times.append(timer._timeit(1))
-    more = Measurement(1, raw_times, measurement.task_spec, measurement.metadata)
+        # Timer._timeit, not Timer.timeit: that one first warms up with more calls.
+        raw_times.append(timer._timeit(number))
+    usage = usage_since(start, max(allowed, 1) * number)
+    metadata = {**(measurement.metadata or {}), "usage": usage}
+    more = Measurement(number, raw_times, measurement.task_spec, metadata)
     return more, len(raw_times) < min_blocks
 
 
@@ -431,6 +434,7 @@ def _quietest(runs):
         runs=len(measurement.raw_times) * measurement.number_per_run,
         capped=any(capped for _, capped in runs),
         rounds=len(runs),
+        usage=(measurement.metadata or {}).get("usage"),
     )
 
 
@@ -461,11 +465,13 @@ def sweep_ends(configurations):
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
-    After the timings, each (warm) module runs once more for the operator count and, at the two ends
+    After the timings, each (warm) module runs once more for the operator count. At the two ends
     of each sweep (fewest and most heads, shortest and longest sequence: where chapter 5 and the
-    reports read them), for ``usage.resource_use`` (CPU time and page faults per pass). Between
-    the ends those columns are ``nan``: measuring them everywhere took about a sixth of the
-    quick sweep's time.
+    reports read them) the rows carry CPU time and page faults per pass: from the blocks that
+    ``measure`` added one at a time, where it added any (a slow statement's, as at the longest
+    length: no more calls), else from ``usage.resource_use`` on the warm module. Between the
+    ends those columns are ``nan``: measuring them everywhere took about a sixth of the quick
+    sweep's time.
     """
     ceiling = matmul_ceiling(device, sweep.ceiling_size, max(sweep.min_run_time, 0.1), sweep.rounds)
     configurations = sweep.configurations()
@@ -502,7 +508,9 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
             flops = pass_flops(
                 name, sweep.batch, num_tokens, sweep.d_out, sweep.d_out, backward=backward
             )
-            if (sweep_name, num_tokens, num_heads) in ends:
+            if (sweep_name, num_tokens, num_heads) in ends and t.usage is not None:
+                usage = t.usage  # the calls of the blocks its measurement added one at a time
+            elif (sweep_name, num_tokens, num_heads) in ends:
                 runs = max(1, math.ceil(sweep.min_run_time / (t.median_ms / 1e3)))
                 usage = resource_use(module, x_used, runs, grad=grad, warm_up=False)
             else:

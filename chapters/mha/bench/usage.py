@@ -50,6 +50,26 @@ def _run(module, x, grad):
         backward_from(out, grad)
 
 
+def now():
+    """The process's resource usage and the wall clock at this moment; ``usage_since`` turns
+    two such moments into a ``Usage`` per call."""
+    return (resource.getrusage(resource.RUSAGE_SELF) if resource else None), time.perf_counter()
+
+
+def usage_since(start, runs):
+    """``Usage`` per call of the ``runs`` calls made since ``start`` (a ``now()``)."""
+    (before, started), (after, ended) = start, now()
+    wall_ms = (ended - started) / runs * 1e3
+    if resource is None:
+        return Usage(wall_ms, math.nan, math.nan, math.nan)
+    return Usage(
+        wall_ms=wall_ms,
+        user_ms=(after.ru_utime - before.ru_utime) / runs * 1e3,
+        sys_ms=(after.ru_stime - before.ru_stime) / runs * 1e3,
+        minor_faults=(after.ru_minflt - before.ru_minflt) / runs,
+    )
+
+
 def resource_use(module, x, runs, *, grad=None, warm_up=True):
     """``Usage`` per call of ``module(x)`` (and ``.backward(grad)``), averaged over ``runs`` calls.
 
@@ -61,17 +81,7 @@ def resource_use(module, x, runs, *, grad=None, warm_up=True):
     with context:
         if warm_up:
             _run(module, x, grad)
-        before = resource.getrusage(resource.RUSAGE_SELF) if resource else None
-        start = time.perf_counter()
+        start = now()
         for _ in range(runs):
             _run(module, x, grad)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_SELF) if resource else None
-    if resource is None:
-        return Usage(wall / runs * 1e3, math.nan, math.nan, math.nan)
-    return Usage(
-        wall_ms=wall / runs * 1e3,
-        user_ms=(after.ru_utime - before.ru_utime) / runs * 1e3,
-        sys_ms=(after.ru_stime - before.ru_stime) / runs * 1e3,
-        minor_faults=(after.ru_minflt - before.ru_minflt) / runs,
-    )
+        return usage_since(start, runs)
