@@ -364,10 +364,11 @@ def launch_link_problems(page, chapter):
     return problems
 
 
-def offline_rendering_problems(page, blocked):
+def offline_rendering_problems(page, blocked, chapter=None):
     """With every non-local request blocked, the page's text, code and figures still render.
 
-    ``blocked`` lists the requests the page tried to make off this machine.
+    ``blocked`` lists the requests the page tried to make off this machine; with ``chapter``, the
+    page must show as many figures as its notebook outputs (``figure_problems``).
     """
     problems = [
         f"the page needs {kind} from {url}"
@@ -386,7 +387,7 @@ def offline_rendering_problems(page, blocked):
         problems.append(
             "the page has LaTeX math, which needs MathJax from a CDN; write it with ×, √ …"
         )
-    return problems + figure_problems(page)
+    return problems + figure_problems(page, chapter)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -144,8 +144,50 @@ def hidden_output_problems(page, chapter):
     return problems
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
+def kinds_of_hidden_cells(chapter):
+    """The kinds of cell (``tag_reveal``, ...) whose output ``chapter``'s page hides."""
+    found = set()
+    for cell in json.loads(chapter.notebook.read_text())["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        found |= {f"tag_{tag}" for tag in tags} & set(
+            HIDDEN_OUTPUTS.replace(".cell.", "").split(", ")
+        )
+    return found
+
+
+def chapters_with_every_kind():
+    """The fewest chapters (chosen greedily) that together have every kind of hidden cell."""
+    chosen, left = [], set().union(*(kinds_of_hidden_cells(c) for c in CHAPTERS))
+    while left:
+        best = max(CHAPTERS, key=lambda c: len(kinds_of_hidden_cells(c) & left))
+        chosen.append(best)
+        left -= kinds_of_hidden_cells(best)
+    return chosen
+
+
+#: Every chapter on a phone; at the wider widths, the chapters that have every kind of hidden
+#: cell between them. The toggle, the box and how one click opens it are the page's shared code
+#: (reveal.js, boxes.css), the same on every chapter; what the width changes is the layout of
+#: each kind of box (phone-boxes.css), which those chapters show at every width. Every chapter
+#: at every width cost about 45 s of CPU more, for the same verdict.
+PAGES_AND_WIDTHS = [(c, PHONE) for c in CHAPTERS] + [
+    (c, v) for v in (TABLET, DESKTOP) for c in chapters_with_every_kind()
+]
+
+
+def test_the_wider_widths_see_every_kind_of_hidden_cell():
+    kinds = set().union(*(kinds_of_hidden_cells(c) for c in CHAPTERS))
+    assert {"tag_reveal", "tag_solution", "tag_hint"} <= kinds
+    for width in (TABLET, DESKTOP):
+        seen = [kinds_of_hidden_cells(c) for c, v in PAGES_AND_WIDTHS if v == width]
+        assert set().union(*seen) == kinds
+
+
+@pytest.mark.parametrize(
+    ("chapter", "viewport"),
+    PAGES_AND_WIDTHS,
+    ids=[f"{c.name}-{v['width']}px" for c, v in PAGES_AND_WIDTHS],
+)
 def test_in_the_book_one_click_on_the_pages_toggle_shows_the_box(
     visit, book_url, chapter, viewport
 ):

@@ -9,10 +9,12 @@ from .book_site import (
     PHONE,
     PHONE_OVERFLOW_BUDGET,
     TABLET,
+    box_overflow_problems,
     broken_token_problems,
     chapters,
     code_line_problems,
     code_lines,
+    cut_off_text_problems,
     line_budget_problems,
     no_cue_problems,
     open_every_toggle,
@@ -38,6 +40,8 @@ class Reading:
     tables_wider: list  # (first line, scroll width, client width) of each too-wide table
     broken_tokens: list  # inline code broken inside a word
     unwrapped_cut: int | None  # chapter 2 at 390 px: code lines cut once wrapping is undone
+    cut_off: list  # book_site.cut_off_text_problems: code or printed lines past their box's edge
+    box_overflow: list  # book_site.box_overflow_problems: boxes whose text runs past their edge
 
 
 def read_chapter(page, chapter, viewport):
@@ -58,11 +62,14 @@ def read_chapter(page, chapter, viewport):
             scroll_problems += scroll_cue_problems(page, box, where)
         elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
             scroll_problems.append(f"{where} scrolls sideways without a cue")
+    cut_off, box_overflow = cut_off_text_problems(page), box_overflow_problems(page)
     unwrapped_cut = None
     if viewport == PHONE and chapter is CHAPTERS[1]:
         page.add_style_tag(content="pre { white-space: pre !important; }")
         unwrapped_cut = len(code_lines(page).cut)
-    return Reading(printed, code, scroll_problems, tables, broken, unwrapped_cut)
+    return Reading(
+        printed, code, scroll_problems, tables, broken, unwrapped_cut, cut_off, box_overflow
+    )
 
 
 @pytest.fixture(scope="module")
@@ -192,4 +199,27 @@ def test_code_on_a_phone_wraps_whole_with_its_continuations_set_in(readings):
     print(f"\n390 px: {lines} code lines, {wrapped} of them wrapped; {unwrapped_cut} cut unwrapped")
     assert unwrapped_cut, "the measurement misses code lines cut off"
     assert lines > 100, f"only {lines} code lines found"
+    assert not problems, "\n".join(problems)
+
+
+# Moved here from test_reading_on_every_screen.py, where each loaded every chapter again (16 page
+# loads, about 20 s of CPU): the same measurements, on the pages ``readings`` already laid out
+# with every toggle open.
+
+
+def test_no_line_of_code_or_output_is_cut_off_on_a_desktop(readings):
+    problems = [
+        f"{name}: {problem}"
+        for name, reading in readings(DESKTOP).items()
+        for problem in reading.cut_off + reading.box_overflow
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_answers_and_feedback_wrap_on_a_phone(readings):
+    problems = [
+        f"{name}: {problem}"
+        for name, reading in readings(PHONE).items()
+        for problem in reading.box_overflow
+    ]
     assert not problems, "\n".join(problems)

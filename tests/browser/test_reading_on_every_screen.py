@@ -5,7 +5,7 @@
   hides and shows the chapter list (each button is rendered twice; ``_static/navigation.js``);
 - every kind of coloured box keeps WCAG AA contrast in both themes (``_static/boxes.css``), and
   figures keep their colours in the dark theme;
-- no code or printed line is cut off, and every box wraps its text;
+- no code or printed line is cut off, and every box wraps its text (test_phone_reading.py);
 - every figure is sharp on a high-density screen;
 - revealed answers lead with the answer, and no page speaks to notebook users only;
 - a locally built copy says its launch links need the published repository; no placeholder author.
@@ -23,9 +23,7 @@ from .book_site import (
     DESKTOP,
     PHONE,
     TABLET,
-    box_overflow_problems,
     chapters,
-    cut_off_text_problems,
     figure_sharpness_problems,
     landing_page,
     open_every_toggle,
@@ -208,20 +206,7 @@ def test_figures_keep_their_colours_in_dark_mode(visit, book_url):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
-def test_no_line_of_code_or_output_is_cut_off_on_a_desktop(visit, book_url, chapter):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=DESKTOP).page
-    open_every_toggle(page)
-    problems = cut_off_text_problems(page) + box_overflow_problems(page)
-    assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
-def test_answers_and_feedback_wrap_on_a_phone(visit, book_url, chapter):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=PHONE).page
-    open_every_toggle(page)
-    problems = box_overflow_problems(page)
-    assert not problems, "\n".join(problems)
+# Nothing cut off, on a desktop and on a phone: test_phone_reading.py, on its pages.
 
 
 @pytest.mark.parametrize(
