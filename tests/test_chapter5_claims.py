@@ -356,3 +356,13 @@ def test_the_verdict_check_catches_the_old_reading():
     assert infers_skipped_work_from_a_verdict(old)
     new = "a causal call that came out faster there did not skip work (another program"
     assert not infers_skipped_work_from_a_verdict(new)
+
+
+def blocks_named(text):
+    """The sizes the prose gives the allocator experiment's large block ("a 40 MiB block")."""
+    return {int(size) for size in re.findall(r"(\d+) MiB block", text)}
+
+
+def test_the_prose_names_the_large_block_the_experiment_allocates():
+    assert blocks_named(prose()) == {LARGE_BLOCK_MIB}
+    assert blocks_named("a 64 MiB block, over any threshold") != {LARGE_BLOCK_MIB}
