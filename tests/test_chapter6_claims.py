@@ -261,3 +261,21 @@ def test_the_chapter_names_qwen1_5s_grouped_models_and_reads_the_control_as_meas
     assert "the 32B and 110B models" in prose
     assert '"less than 16x" for B, and "B is faster than C": on your machine' not in prose
     assert "This control does not show what bounds the MQA-shaped step" in prose
+
+
+def layer_mismatches(text):
+    """Where the chapter's words or code give the timed layer other sizes than this test's."""
+    wanted = (
+        f"prompt_tokens, new_tokens = {PROMPT}, {NEW}",
+        f"generates {NEW} more tokens",
+        f"sized for all {PROMPT + NEW:,} tokens",
+        f"times the {NEW} generated tokens",
+    )
+    return [phrase for phrase in wanted if phrase not in text]
+
+
+def test_the_chapter_describes_and_builds_the_layer_this_test_sizes():
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    text = re.sub(r"\s+", " ", " ".join("".join(c["source"]) for c in cells))
+    assert layer_mismatches(text) == []
+    assert layer_mismatches(text.replace(f"{NEW} more tokens", "16 more tokens"))
