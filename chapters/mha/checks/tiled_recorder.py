@@ -8,6 +8,7 @@ import torch
 
 from ..tiled import TiledAttention, causal_block_pairs
 from .core import describe_error
+from .facts import attempt
 from .reference import same
 from .shortcuts import Watch, book_calls
 from .tiled_catalogue import online
@@ -62,7 +63,7 @@ class Run(Watch):
         """:func:`.online` with ``mistake``, in eval mode, then in training mode."""
         return torch.cat([online(self.m, self.x, mistake, training) for training in (0, 1)])
 
-    output = property(lambda s: s.error or torch.cat(s.outputs))  # (4, T, d_out)
+    output = property(lambda s: s.error or attempt(torch.cat, s.outputs))  # (4, T, d_out)
     out = property(lambda s: s.outputs[0] if s.outputs else None)  # in eval mode
     right = cached_property(lambda s: s.reference())
     wrong = property(lambda s: not same(s.out, s.right[:2]))
