@@ -451,7 +451,7 @@ CASES = [  # (id, answer, passes, words the message has, words it must not have)
     # the running state
     no("exp overflows", learner((WEIGHTS, "torch.exp(scores)"), (FACTOR, "1.0")), "exp overflows"),
     no("factor after the update", learner((NEW_MAX, NEW_MAX + "\n            row_max = new_max")),
-       "computed before row_max takes new_max"),
+       "then update row_max"),
     no("own block maximum", learner((NEW_MAX, "new_max = block_max"), (FACTOR, "1.0")),
        "Keep one running maximum"),
     no("factor upside down", make(factor="new - old, first block sets it"), "upside down"),
@@ -470,14 +470,14 @@ CASES = [  # (id, answer, passes, words the message has, words it must not have)
        "normalised each", "averaged"),
     no("blocks added", per_block_softmax(lambda parts: parts.sum(0)), "normalised each",
        "added"),
-    no("max over the rows", learner(("amax(-1", "amax(2")), "RuntimeError",
-       "when called in eval mode"),
+    no("max over the rows", learner(("amax(-1", "amax(2")), "maximum over dimension 2",
+       "amax(-1"),
     # the scale
     no("no scaling", make(divisor="none"), "not divided by √head_dim"),
     no("scaled by √d_out", make(divisor="sqrt d_out"), "divided by √d_out"),
     no("divided by head_dim", make(divisor="head_dim"), "not by its square root"),
     # the blocks and the mask
-    no("no diagonal mask", make(diagonal="none"), "needs the causal mask"),
+    no("no diagonal mask", make(diagonal="none"), "Mask the diagonal block"),
     no("whole diagonal masked", make(diagonal="whole"), "hides each query's own key"),
     no("diagonal masked too",
        learner((MASK, "torch.ones(q_end, q_end).triu(0).bool()[q_start:, k_start:k_end]")),
@@ -503,14 +503,14 @@ CASES = [  # (id, answer, passes, words the message has, words it must not have)
        "when called in training mode"),
     # dropout
     no("dropout in eval", make(dropout="always"), "dropout is on"),
-    no("no dropout in training", make(dropout="none"), "applies no dropout"),
-    no("dropout on the values", make(dropout="values"), "drops single numbers of the values"),
-    no("dropout on the context", make(dropout="context"), "drops single numbers"),
-    no("dropout on the running output", make(dropout="running output"), "drops single numbers"),
+    no("no dropout in training", make(dropout="none"), "your dropout is missing"),
+    no("dropout on the values", make(dropout="values"), "single numbers of the values"),
+    no("dropout on the context", make(dropout="context"), "of an output"),
+    no("dropout on the running output", make(dropout="running output"), "of an output"),
     no("dropout twice", make(dropout="twice"), "applied twice"),
-    no("dropout in the sum", make(dropout="both"), "reaches the running sum"),
-    no("dropout on the scores", dropped_scores(before_mask=True), "acts on the scores"),
-    no("dropout on the masked scores", dropped_scores(before_mask=False), "acts on the scores"),
+    no("dropout in the sum", make(dropout="both"), "in the running sum"),
+    no("dropout on the scores", dropped_scores(before_mask=True), "on the scores"),
+    no("dropout on the masked scores", dropped_scores(before_mask=False), "on the scores"),
 ]
 # fmt: on
 

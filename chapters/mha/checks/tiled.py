@@ -1,6 +1,5 @@
-"""Chapter 7's exercise: ``query_block``, the online softmax over the key blocks a query needs.
-The check runs the reader's class in each of :data:`CONFIGS` (:class:`.tiled_recorder.Run`) and
-names the first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run shows."""
+"""Chapter 7's exercise, ``query_block``: the online softmax over the key blocks a query needs,
+checked by running the reader's class in each of :data:`CONFIGS` (:class:`.tiled_recorder.Run`)."""
 
 from collections import namedtuple
 
@@ -14,8 +13,7 @@ from .tiled_recorder import Run
 
 
 class TiledAttentionStart(TiledAttention):
-    """The practice's start: ``TiledAttention``'s layers and ``forward``, which hands each block
-    of queries to ``query_block``, the reader's to write."""
+    """``TiledAttention``'s layers and ``forward``, which hands ``query_block`` each query block."""
 
     def query_block(self, q, keys, values, q_start):
         raise NotImplementedError("write the loop over key blocks in query_block")
@@ -41,8 +39,7 @@ PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval 
 
 @never_raises
 def check_online_softmax(cls):
-    """Check a class whose ``query_block`` runs the online softmax over key blocks: the first
-    mistake of the catalogue that a run shows, in the first configuration that shows one."""
+    """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows."""
     problem = refusal(cls, TiledAttentionStart, own=True, inherited="")  # forward inherited
     if not problem and cls.query_block is TiledAttention.query_block:
         problem = f"{cls.__name__} is one of the book's own modules: write your own query_block."

@@ -1,8 +1,8 @@
-"""Chapter 7's catalogue: :func:`online`, the online softmax, right or with one mistake made (a
-buggy reference), and :data:`TABLE`, the mistakes most specific first, as ``- names: message``.
-A name that is an identifier is a fact of the run (:class:`.tiled_recorder.Run`); any other, a
-buggy reference, is compared with the output in eval and training mode (a training output that
-matches none is accepted: a right answer that blocks the keys otherwise drops other entries)."""
+"""Chapter 7's catalogue: :func:`online`, right or with one mistake made, and :data:`TABLE`, the
+mistakes most specific first, as ``- names: message``. A name that is an identifier is a fact of
+the run (:class:`.tiled_recorder.Run`); any other, a buggy reference, is compared with the output
+in eval and training mode (a training output that matches none is accepted: a right answer that
+blocks the keys otherwise drops other entries)."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -77,41 +77,39 @@ TABLE = """
   the loop over key blocks is yours to write. What must each row of a query block remember
   from one key block to the next? online_softmax.hint(1) starts from there.
 - book: Your code hands the work to the book's {book[0]}: write the loop yourself.
-- torch_attention: Your code calls PyTorch's scaled_dot_product_attention: write the loop yourself.
+- torch_attention: Your code calls PyTorch's attention (scaled_dot_product_attention): write yours.
+- max_axes: Your code takes a maximum over dimension {max_axes} of the scores, not over the keys
+  alone: a row's maximum runs over the last dimension, scores.amax(-1, keepdim=True).
 - error: Your class raised {error_text}, {when}.
 - wide: Your code holds scores for {widest} keys (or queries) at once, but a block has
   block_size={bs}: take keys block by block, carrying a running max, sum and out.
 - dropout in eval: Your dropout is on in evaluation mode, where self.dropout is off: use it.
 - nothing rescaled | sum not rescaled | output not rescaled | own block maximum: Keep one running
-  maximum; when a block raises it, rescale the running sum and output by exp(row_max - new_max),
-  computed before row_max takes new_max.
+  maximum: rescale the running sum and output by exp(row_max - new_max), then update row_max.
 - overflows: Your output is right on small scores, but on scores in the hundreds it holds nan
   or inf: exp overflows above 88.7. Subtract the running maximum before exp.
-- all_nan | factor upside down | ratio of the maxima: Your rescaling factor is upside down, or the
-  ratio of the maxima (every output nan: inf × 0 at the first block, where row_max is -inf). As
+- all_nan | factor upside down | ratio of the maxima: Your rescaling factor is upside down, or a
+  ratio of the maxima, or nan at the first block, where row_max is -inf (every output nan). As
   exp(s - new) = exp(s - old) × exp(old - new), it is exp(old max - new max): 0, then at most 1.
-- scaled by sqrt d_out | divided by head_dim | not scaled: Your scores are not divided by
-  √head_dim: divided by √d_out (all heads' width), or by head_dim, not by its square root, or
-  not at all. Use self.head_dim**0.5.
+- scaled by sqrt d_out | divided by head_dim | not scaled: Your scores are divided by √d_out,
+  or by head_dim, not by its square root, or not divided by √head_dim at all: self.head_dim**0.5.
 - never divided | divided inside the loop: Your output is never divided by the running sum, or
   divided by the running sum inside the loop: divide once, after the last key block.
 - blocks averaged | blocks added: Your key blocks are normalised each on its own, then averaged
   (1/n each) or added: carry one running maximum and sum instead.
-- no mask: The diagonal block needs the causal mask, self.mask[q_start:q_end, k_start:k_end].
 - whole diagonal masked | diagonal masked too | inverted mask: Your mask hides each query's own
   key: masked_fill hides where it is True, and only self.mask is True where a key is later.
-- mask at the origin | mask without column offset: The diagonal block's mask is sliced at the
-  origin, or without the column offset: use self.mask[q_start:q_end, k_start:k_end].
+- no mask | mask at the origin | mask without column offset: Mask the diagonal block with
+  self.mask[q_start:q_end, k_start:k_end], not sliced at the origin or without the column offset.
 - range to q_end - 1 | key block ends early: Your loop misses keys a query sees: blocks start
   in range(0, q_end, self.block_size), end at k_end = min(k_start + self.block_size, q_end).
 - wrong: Your output is not MultiHeadAttention's, and none of the usual mistakes explains it.
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
 - drop none | drop twice | drop values | drop context | drop running output | drop scores | drop
-  masked scores | drop sum: In training mode your code applies no dropout, or it is applied
-  twice, or it drops single numbers of the values or of an output, or acts on the scores, or
-  reaches the running sum. Drop whole weights: out = out * factor + self.dropout(weights) @ v,
-  row_sum undropped.
+  masked scores | drop sum: In training mode your dropout is missing, applied twice, on single
+  numbers of the values or of an output, on the scores, or in the running sum. Drop whole
+  weights: out = out * factor + self.dropout(weights) @ v, row_sum undropped.
 """
 
 

@@ -26,7 +26,8 @@ class Run(Watch):
         super().__init__()
         self.c, self.bs, self.hd = c, c.block_size, c.d_out // c.num_heads
         self.widths = {self.hd, c.d_in, c.d_out}  # a product ending in one mixes values
-        self.scores, self.outputs, self.widest, self.m, self.error = [], [], 0, None, None
+        self.scores, self.maxima, self.outputs, self.widest = [], [], [], 0
+        self.m = self.error = None
         seeded = torch.Generator().manual_seed(c.seed)
         self.x = torch.randn(2, c.num_tokens, c.d_in, generator=seeded)  # (2, num_tokens, d_in)
         torch.manual_seed(c.seed)
@@ -43,6 +44,10 @@ class Run(Watch):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name, tensors = getattr(func, "__name__", ""), [a for a in args if torch.is_tensor(a)]
         out = super().__torch_function__(func, types, args, kwargs)
+        if name in ("amax", "max"):  # a maximum over another axis than the keys'
+            dim = (kwargs or {}).get("dim", args[1] if len(args) > 1 else -1)
+            if isinstance(dim, int) and dim not in (-1, args[0].dim() - 1):
+                self.maxima.append(dim)
         if not torch.is_tensor(out) or not out.is_floating_point():
             return out
         if name in PRODUCTS and tensors and tensors[0].shape[-1] == self.hd:
@@ -70,6 +75,7 @@ class Run(Watch):
     starting = property(lambda s: isinstance(s.error, NotImplementedError))
     book = property(lambda s: [c for c in s.calls if c != "TiledAttention.forward"])
     torch_attention = property(lambda s: bool(s.seen & {"kernel", "layer"}))
+    max_axes = property(lambda s: s.wrong and s.maxima and s.maxima[0])
     error_text = property(lambda s: describe_error(s.error))
     when = property(lambda s: WHEN[len(s.outputs) + (s.m is not None)])
     wide = property(lambda s: s.widest > s.bs)
