@@ -1,122 +1,130 @@
-"""Chapter 7's catalogue: every mistake its check knows, and what the reader is told.
-
-:data:`TABLE` lists them most specific first, as ``- name: message``. A name that is an
-identifier is a fact of the run (a property of :class:`.tiled_run.Run`): a :class:`.core.Mistake`.
-Any other name is a buggy reference, :func:`.tiled_reference.online` with that mistake made (a
-:class:`.catalogue.Buggy`), compared with the output in eval mode and, where the configuration
-has dropout, in training mode too. A training output that matches no mistake is accepted: the
-check's dropout keeps entries by their place in the tensor it is given, which a right answer
-blocking the keys otherwise, or drawing its own mask, does not share.
-"""
+"""Chapter 7's catalogue: :func:`online`, right or with one mistake made, and :data:`TABLE`, the
+mistakes most specific first, as ``- names: message``. A name that is an identifier is a fact of
+the run (:class:`.tiled_recorder.Run`); any other, a buggy reference, is compared with the output
+in eval and training mode (a training output that matches none is accepted: a right answer that
+blocks the keys otherwise drops other entries)."""
 
 import re
-from operator import attrgetter
+from operator import attrgetter, methodcaller
+
+import torch
 
 from .catalogue import Buggy
 from .core import Mistake
+from .shortcuts import dropped
+
+
+def online(m, x, mistake="", training=False):
+    """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a buggy reference's
+    name in :data:`TABLE`) made; in ``training``, with the check's dropout."""
+    p = m.dropout.p if training or mistake == "dropout in eval" else 0.0
+    place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
+
+    def drop(t, *where):  # t, dropped if this mistake puts dropout at one of where
+        return dropped(t, p) if place in where else t
+
+    queries, keys, values = (m.split_heads(f(x)) for f in (m.W_query, m.W_key, m.W_value))
+    hd, size, contexts = m.head_dim, m.block_size, []  # queries, ...: (b, H, T, hd)
+    scale = {"scaled by sqrt d_out": m.d_out**0.5, "divided by head_dim": hd, "not scaled": 1}
+    for q_start in range(0, x.shape[1], size):
+        q = queries[:, :, q_start : q_start + size]  # (b, H, rows, hd)
+        q_end, parts = q_start + q.shape[2], []
+        row_max = q.new_full((*q.shape[:3], 1), -torch.inf)  # (b, H, rows, 1)
+        row_sum, out = torch.zeros_like(row_max), torch.zeros_like(q)
+        for k_start in range(0, q_end - (mistake == "range to q_end - 1"), size):
+            k_end = min(k_start + size - (mistake == "key block ends early"), q_end)
+            k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]  # (b, H, cols, hd)
+            s = drop(q @ k.mT / scale.get(mistake, hd**0.5), "scores")  # (b, H, rows, cols)
+            i, j = torch.arange(q_start, q_end)[:, None], torch.arange(k_start, k_end)
+            hidden = {
+                "no mask": j < 0,
+                "diagonal masked too": j >= i,
+                "inverted mask": j <= i,
+                "whole diagonal masked": (j >= 0) & (k_end > q_start + 1),
+                "mask at the origin": j - k_start > i - q_start,
+                "mask without column offset": j - k_start > i,
+            }.get(mistake, j > i)
+            s = drop(s.masked_fill(hidden, -torch.inf), "masked scores")
+            if mistake.startswith("blocks"):  # each block normalised on its own
+                parts.append(drop(torch.softmax(s, -1), "weights") @ v)
+                continue
+            own = s.amax(-1, keepdim=True)
+            new_max = own if mistake == "own block maximum" else torch.maximum(row_max, own)
+            w, first = torch.exp(s - new_max), row_max == -torch.inf
+            f = {
+                "own block maximum": 1.0,
+                "factor upside down": torch.where(first, 0.0, torch.exp(new_max - row_max)),
+                "ratio of the maxima": torch.where(first, 0.0, row_max / new_max),
+            }.get(mistake, torch.exp(row_max - new_max))
+            kept = drop(drop(w, "weights", "sum", "twice"), "twice")  # out's weights
+            summed = kept if place == "sum" else w  # row_sum's
+            row_sum = row_sum * (1 if mistake in ("sum not rescaled", "nothing rescaled") else f)
+            row_sum = row_sum + summed.sum(-1, keepdim=True)
+            out = drop(out, "running output")
+            out = out * (1 if mistake in ("output not rescaled", "nothing rescaled") else f)
+            out = out + kept @ drop(v, "values")
+            out = out / row_sum if mistake == "divided inside the loop" else out
+            row_max = new_max
+        end = out if mistake in ("never divided", "divided inside the loop") else out / row_sum
+        mean = sum(parts) / max(len(parts), 1)
+        block = {"blocks averaged": mean, "blocks added": sum(parts)}.get(mistake, end)
+        contexts.append(drop(block, "context"))
+    return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
+
 
 TABLE = """
-- built_wrong: Building your class raised {error_text}: keep the starting constructor.
 - starting: Your query_block still raises NotImplementedError: this is the starting code, and
   the loop over key blocks is yours to write. What must each row of a query block remember
   from one key block to the next? online_softmax.hint(1) starts from there.
 - book: Your code hands the work to the book's {book[0]}: write the loop yourself.
-- torch_attention: Your code calls PyTorch's own attention (scaled_dot_product_attention or
-  nn.MultiheadAttention), which does the online softmax for you: write it yourself.
-- max_axes: Your code takes a maximum over {max_axes} scores, not over the keys alone: a row's
-  maximum runs over the last dimension, scores.amax(-1, keepdim=True).
-- partial: Your code is right on {divisible} tokens, but on {c.num_tokens} tokens, which blocks
-  of {bs} do not divide, it goes wrong: reach the last, shorter key block.
-- block_kind: Your query_block returned {block_kind}. Return a tensor shaped like q.
-- error: Calling your class on an input raised {error_text}.
-- misshapen: Your forward returned no tensor shaped like MultiHeadAttention's output.
-- wide: {story}Your code holds scores for {widest} keys (or queries) at once, but a block has
+- torch_attention: Your code calls PyTorch's attention (scaled_dot_product_attention): write yours.
+- max_axes: Your code takes a maximum over dimension {max_axes} of the scores, not over the keys
+  alone: a row's maximum runs over the last dimension, scores.amax(-1, keepdim=True).
+- error: Your class raised {error_text}, {when}.
+- wide: Your code holds scores for {widest} keys (or queries) at once, but a block has
   block_size={bs}: take keys block by block, carrying a running max, sum and out.
-- dropout in eval: In evaluation mode your output changes from call to call: dropout is on.
-  Use self.dropout, which is off in evaluation mode.
-- factor_one: Your factor is 1 at every block, even the first, where it must be 0: it is
-  computed after row_max became new_max. Compute it first, then update row_max.
-- nothing rescaled: Neither the running sum nor the running output is rescaled when a block
-  raises the maximum: multiply both by exp(old max - new max).
-- sum not rescaled: The running output is rescaled, but the running sum is not: multiply it by
-  exp(old max - new max) too.
-- output not rescaled: The running sum is rescaled, but the running output is not: multiply it
-  by exp(old max - new max) too.
+- dropout in eval: Your dropout is on in evaluation mode, where self.dropout is off: use it.
+- nothing rescaled | sum not rescaled | output not rescaled | own block maximum: Keep one running
+  maximum: rescale the running sum and output by exp(row_max - new_max), then update row_max.
 - overflows: Your output is right on small scores, but on scores in the hundreds it holds nan
   or inf: exp overflows above 88.7. Subtract the running maximum before exp.
-- scoreless: For the queries {scoreless} your code computed no score at all: no key block
-  was visited (nan). They need range(0, q_end, self.block_size), q_end = q_start + rows.
-- all_nan: Every output is nan: at the first block row_max is -inf, row_sum and out are 0, and
-  inf × 0 is nan. exp(row_max - new_max) is 0 there, at most 1 after.
-- factor upside down: Your rescaling factor is upside down: exp(new max - old max) grows the
-  old terms. A larger maximum shrinks them: exp(old - new), at most 1.
-- scaled by sqrt d_out: Your scores are divided by √d_out = √{c.d_out}, the width of all heads.
-  Each head's are scaled by √head_dim = √{hd}: self.head_dim**0.5.
-- divided by head_dim: Your scores are divided by head_dim = {hd}, not by its square root:
-  self.head_dim**0.5.
-- never divided: Your output is never divided by the running sum: its weights are
-  unnormalised. After the last key block, return out / row_sum.
-- sum rescaled by factor squared: Your running sum is rescaled by the factor squared; it moves
-  to a new maximum as the output does: row_sum * factor.
-- ratio of the maxima: Your factor is the ratio of the maxima, old / new; exp(s - new) =
-  exp(s - old) × exp(old - new): the factor is exp(old max - new max).
-- own block maximum: Each block's weights are relative to that block's own maximum, then added
-  as if they shared one. Keep one running maximum and rescale what came before.
-- no mask: Every query sees the keys after it inside its own block: the diagonal block needs
-  the causal mask, self.mask[q_start:q_end, k_start:k_end].
-- whole diagonal masked: The whole diagonal block is masked (or skipped): a query never sees
-  the keys of its own block, itself included. Mask only the keys after each query.
-- divided inside the loop: The output is divided by the running sum inside the loop, then
-  added to unnormalised terms: divide once, after the last block.
-- diagonal masked too: Your mask hides each query's own key as well as the later ones
-  (diagonal=0): the first token sees nothing (nan).
-- mask at the origin: For queries {bs} to {end2}, keys 0 to {last}, you hide
-  self.mask[0:{bs}, 0:{bs}]: the mask sliced at the origin. Use self.mask[{bs}:{bs2}, 0:{bs}].
-- mask without column offset: For queries and keys {bs} to {end2}, you hide
-  self.mask[{bs}:{bs2}, 0:{bs}]: without the column offset. Use
-  self.mask[{bs}:{bs2}, {bs}:{bs2}].
-- inverted mask: For queries and keys 0 to {last}, you hide what ~self.mask[0:{bs}, 0:{bs}]
-  marks: your mask is inverted. masked_fill hides where it is True: drop the ~.
-- key block ends early: For queries 0 to {last}, your code gives no weight to key {last}: does
-  a key block end early? k_end = min(k_start + self.block_size, q_end).
-- blocks averaged: Each key block a query sees gets the same share of its weight, 1/n: your
-  blocks are normalised each on its own, then averaged. Carry one running sum.
-- blocks added: Each key block a query sees gets the same share of its weight, 1: your blocks
-  are normalised each on its own, then added. Carry one running sum.
-- has_nan: Some outputs are nan. A row whose scores in a block are all -inf has a maximum of
-  -inf, and exp(-inf + inf) is nan. Skip the key blocks entirely after the queries.
-- not scaled: The scores are not divided by √head_dim, as MultiHeadAttention divides them:
-  scores = q @ k.transpose(2, 3) / self.head_dim**0.5.
-- wrong: Your output has the right shape, not the right values (off by up to {gap:.3g}), and
-  none of the usual mistakes explains it: check each step of the loop.
-- future: Your output is right, but your code computed {computed} blocks of scores where a
-  causal pass needs {causal} (of {blocks_n} × {blocks_n}): skip key blocks all future.
-- twice: Your output is right, but your code computed {computed} blocks of scores where a
-  causal pass needs {causal}: each one {times:g} times. Keep a running maximum instead.
-- drop none: In training mode your code applies no dropout
-- drop values: In training mode your dropout drops single numbers of the values
-- drop context: In training mode your dropout drops single numbers of an output
-- drop running output: In training mode your dropout drops single numbers of an output, the
-  running one
-- drop twice: In training mode your code scales kept weights by 1 / (1 - p) twice: dropout is
-  applied twice
-- drop scores: In training mode your dropout acts on the scores
-- drop masked scores: In training mode your dropout acts on the scores
-- drop sum: In training mode your dropout reaches the running sum
+- all_nan | factor upside down | ratio of the maxima: Your rescaling factor is upside down, or a
+  ratio of the maxima, or nan at the first block, where row_max is -inf (every output nan). As
+  exp(s - new) = exp(s - old) × exp(old - new), it is exp(old max - new max): 0, then at most 1.
+- scaled by sqrt d_out | divided by head_dim | not scaled: Your scores are divided by √d_out,
+  or by head_dim, not by its square root, or not divided by √head_dim at all: self.head_dim**0.5.
+- never divided | divided inside the loop: Your output is never divided by the running sum, or
+  divided by the running sum inside the loop: divide once, after the last key block.
+- blocks averaged | blocks added: Your key blocks are normalised each on its own, then averaged
+  (1/n each) or added: carry one running maximum and sum instead.
+- whole diagonal masked | diagonal masked too | inverted mask: Your mask hides each query's own
+  key: masked_fill hides where it is True, and only self.mask is True where a key is later.
+- no mask | mask at the origin | mask without column offset: Mask the diagonal block with
+  self.mask[q_start:q_end, k_start:k_end], not sliced at the origin or without the column offset.
+- range to q_end - 1 | key block ends early: Your loop misses keys a query sees: blocks start
+  in range(0, q_end, self.block_size), end at k_end = min(k_start + self.block_size, q_end).
+- wrong: Your output is not MultiHeadAttention's, and none of the usual mistakes explains it.
+- extra: Your output is right, but your code computed {computed} blocks of scores where a
+  causal pass needs {causal}: compute each once, and skip key blocks all future.
+- drop none | drop twice | drop values | drop context | drop running output | drop scores | drop
+  masked scores | drop sum: In training mode your dropout is missing, applied twice, on single
+  numbers of the values or of an output, on the scores, or in the running sum. Drop whole
+  weights: out = out * factor + self.dropout(weights) @ v, row_sum undropped.
 """
-#: After each dropout mistake's message; after every message but the first two, the run's call.
-TRAINED = ". Drop whole weights: out = out * factor + self.dropout(weights) @ v, row_sum undropped."
-SEEN = "\n(Seen with {call}.)"
 
 
-def _entry(name, message):
-    """An entry of :data:`TABLE` as a :class:`.core.Mistake` or a :class:`.catalogue.Buggy`."""
+def _entries(names, message):
+    """An entry of :data:`TABLE` as :class:`.core.Mistake` and :class:`.catalogue.Buggy` items."""
     message = " ".join(message.split())  # the table's line breaks are not the reader's
-    message += TRAINED if name.startswith("drop ") else ""
-    message += "" if name in ("built_wrong", "starting") else SEEN
-    if name.isidentifier():
-        return Mistake(name, message, attrgetter(name))
-    return Buggy(name, message, lambda run: run.reference(name))
+    for name in " ".join(names.split()).split(" | "):
+        if name.isidentifier():
+            yield Mistake(name, message, attrgetter(name))
+        else:
+            yield Buggy(name, message, methodcaller("reference", name))
 
 
-CATALOGUE = tuple(_entry(*e) for e in re.findall(r"^- (.+?): (.+?)(?=^- |\Z)", TABLE, re.M | re.S))
+CATALOGUE = tuple(
+    entry
+    for names, message in re.findall(r"^- (.+?): (.+?)(?=^- |\Z)", TABLE, re.M | re.S)
+    for entry in _entries(names, message)
+)

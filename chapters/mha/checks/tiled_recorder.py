@@ -1,61 +1,87 @@
-"""Chapter 7's one shape recorder, for a practice that never holds a score matrix larger than a
-block: what a forward computes, seen as the torch functions it calls (:class:`Recorder`)."""
+"""Chapter 7's one shape recorder (:class:`Run`), for a practice that never holds a score matrix
+larger than a block, and the facts of a run that :data:`.tiled_catalogue.TABLE` names."""
+
+from functools import cached_property
+from unittest import mock
 
 import torch
 
-from .shortcuts import Watch
+from ..tiled import TiledAttention, causal_block_pairs
+from .core import describe_error
+from .facts import attempt
+from .reference import same
+from .shortcuts import Watch, book_calls
+from .tiled_catalogue import online
 
-PRODUCTS, SOFTMAX = {"matmul", "__matmul__", "bmm", "mm", "einsum"}, {"softmax", "logsumexp"}
+PRODUCTS, BOOKS_LOOP = {"matmul", "__matmul__", "bmm", "mm", "einsum"}, TiledAttention.query_block
+WHEN = ("when built", "when called in eval mode", "when called in training mode")
 
 
-class Recorder(Watch):
-    """A :class:`.shortcuts.Watch` (the check's dropout, PyTorch's attention seen) that notes, in
-    a forward of configuration ``c`` (a :data:`.tiled.Config`), the shapes of the products over
-    ``head_dim`` (``scores``), each tensor of scores wider than a block with the function that
-    made it (``wide_scores``), the functions that read one (``read``), maxima over other axes
-    than the keys' (``maxima``), and whether each ``exp`` of a per-row statistic was all ones
-    (``exps``)."""
+class Run(Watch):
+    """The reader's class built on configuration ``c`` (a :data:`.tiled.Config`), called on a seeded
+    input in eval, then training mode, under a :class:`.shortcuts.Watch` that notes the sizes of
+    the products over ``head_dim`` (``scores``) and the widest tensor of scores (``widest``)."""
 
-    def __init__(self, c):
+    def __init__(self, cls, c):
         super().__init__()
-        self.hd, self.bs, self.widest = c.d_out // c.num_heads, c.block_size, 0
+        self.c, self.bs, self.hd = c, c.block_size, c.d_out // c.num_heads
         self.widths = {self.hd, c.d_in, c.d_out}  # a product ending in one mixes values
-        self.scores, self.maxima, self.exps, self.products, self.wide_scores = [], [], [], [], []
-        self.read = set()
+        self.scores, self.maxima, self.outputs, self.widest = [], [], [], 0
+        self.m = self.error = None
+        seeded = torch.Generator().manual_seed(c.seed)
+        self.x = torch.randn(2, c.num_tokens, c.d_in, generator=seeded)  # (2, num_tokens, d_in)
+        torch.manual_seed(c.seed)
+        try:
+            self.m = cls(*c[:7])  # the constructor's arguments
+            self.m.W_query.weight.mul_(c.query_gain)  # under no_grad
+            borrowed = mock.patch.object(TiledAttention, "query_block", self.borrowed)
+            with book_calls() as self.calls, borrowed, self:
+                for training in (False, True):
+                    self.outputs.append(self.m.train(training)(self.x))  # (2, T, d_out)
+        except Exception as error:
+            self.error = error
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name, tensors = getattr(func, "__name__", ""), [a for a in args if torch.is_tensor(a)]
-        wide = [t for _, t in self.wide_scores]
-        self.read |= {name} if any(a is t for a in tensors for t in wide) else set()
         out = super().__torch_function__(func, types, args, kwargs)
-        if name in ("amax", "max") and len(tensors) == 1 and tensors[0].dim() >= 2:
-            dim = (kwargs or {}).get("dim", args[1] if len(args) > 1 else None)
-            self._maximum(tensors[0], range(tensors[0].dim()) if dim is None else dim)
+        if name in ("amax", "max"):  # a maximum over another axis than the keys'
+            dim = (kwargs or {}).get("dim", args[1] if len(args) > 1 else -1)
+            if isinstance(dim, int) and dim not in (-1, args[0].dim() - 1):
+                self.maxima.append(dim)
         if not torch.is_tensor(out) or not out.is_floating_point():
             return out
-        trimmed = out.shape[: max((i + 1 for i, n in enumerate(out.shape) if n > 1), default=0)]
         if name in PRODUCTS and tensors and tensors[0].shape[-1] == self.hd:
-            self._score(out.shape)
-        elif name in ("mul", "__mul__") and trimmed[-1:] == (self.hd,) and len(trimmed) >= 4:
-            self.products.append(out)  # queries times keys, to be summed over head_dim
-        elif name == "sum" and any(a is t for a in tensors for t in self.products):
-            self._score(trimmed)
-        elif name == "exp" and out.dim() >= 3 and out.shape[-1] == 1:
-            self.exps.append(bool((out == 1).all()))
+            if out.dim() >= 2 and out.shape[-1] not in self.widths:  # else it mixes values
+                self.scores.append(out.numel())
+        elif name in ("mul", "__mul__") and out.dim() >= 5 and self.hd in out.shape[-2:]:
+            self.scores.append(out.numel() // self.hd)  # q × k, to be summed over head_dim
         rows, cols = out.shape[-2:] if out.dim() >= 3 else (0, 1)
         if cols not in self.widths | {1} and rows != self.hd and max(rows, cols) > self.bs:
-            self.wide_scores.append((name, out))
             self.widest = max(self.widest, rows, cols)
         return out
 
-    def _maximum(self, t, dims):
-        """Note a maximum of scores ``t`` over other axes than the last, the keys'."""
-        dims = sorted({d % t.dim() for d in ([dims] if isinstance(dims, int) else dims)})
-        if t.shape[-1] not in (1, self.hd) and t.shape[-1] <= self.bs and dims != [t.dim() - 1]:
-            self.maxima.append((dims, tuple(t.shape)))
+    def borrowed(self, *args):  # the book's TiledAttention.query_block, noted in calls
+        self.calls.append("TiledAttention.query_block")
+        return BOOKS_LOOP(*args)
 
-    def _score(self, shape):
-        """Note a product of scores, unless it ends in a width (then it mixes values)."""
-        if len(shape) >= 2 and shape[-1] not in self.widths:
-            self.scores.append(tuple(shape))
-            self.widest = max(self.widest, *shape[-2:])
+    def reference(self, mistake=""):
+        """:func:`.online` with ``mistake``, in eval mode, then in training mode."""
+        return torch.cat([online(self.m, self.x, mistake, training) for training in (0, 1)])
+
+    output = property(lambda s: s.error or attempt(torch.cat, s.outputs))  # (4, T, d_out)
+    out = property(lambda s: s.outputs[0] if s.outputs else None)  # in eval mode
+    right = cached_property(lambda s: s.reference())
+    wrong = property(lambda s: not same(s.out, s.right[:2]))
+    starting = property(lambda s: isinstance(s.error, NotImplementedError))
+    book = property(lambda s: [c for c in s.calls if c != "TiledAttention.forward"])
+    torch_attention = property(lambda s: bool(s.seen & {"kernel", "layer"}))
+    max_axes = property(lambda s: s.wrong and s.maxima and s.maxima[0])
+    error_text = property(lambda s: describe_error(s.error))
+    when = property(lambda s: WHEN[len(s.outputs) + (s.m is not None)])
+    wide = property(lambda s: s.widest > s.bs)
+    overflows = property(lambda s: s.c.query_gain > 1 and not bool(s.out.isfinite().all()))
+    all_nan = property(lambda s: bool(s.out.isnan().all()))
+    causal = property(lambda s: len(causal_block_pairs(s.c.num_tokens, s.bs)))
+    extra = property(lambda s: s.computed > s.causal)
+    #: Scores computed, in block_size × block_size blocks of one mode, one input, one head.
+    computed = property(lambda s: round(sum(s.scores) / (4 * s.c.num_heads * s.bs**2)))
