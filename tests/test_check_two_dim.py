@@ -599,21 +599,21 @@ CASES = [
     (TWO, "wrong width", lambda: build(d_out=4), "How many values must each of the 2 heads give?"),
     (
         TWELVE,
-        "an answer from earlier in the book",
+        "num_heads changed",
         lambda: build(d_out=2, num_heads=3),
-        "This is chapter 1's running example: 3 heads of width 2",
+        "has 3 heads, but the exercise asks for 4",
     ),
     (
         TWELVE,
-        "an answer from earlier in the book",
+        "num_heads changed",
         lambda: build(d_out=1),
-        "This is the first practice's answer: 2 heads of width 1",
+        "has 2 heads, but the exercise asks for 4",
     ),
     (
         TWELVE,
-        "an answer from earlier in the book",
+        "num_heads changed",
         lambda: build(d_out=4, num_heads=3, qkv_bias=True, seed=5),
-        "the answer to chapter 1's question about d_out: 3 heads of width 4",
+        "set each head's width with d_out",
     ),
     (
         TWELVE,

@@ -17,13 +17,12 @@ PROBE = torch.rand((2, 6, 3), generator=torch.Generator().manual_seed(2024))  # 
 
 @dataclass(frozen=True)
 class Target:
-    """An exercise's heads and width, and earlier configurations ``(num_heads, d_out, what)``."""
+    """An exercise's heads and the width of its context vectors."""
 
     check: str  # the check's name, as messages quote it
     exercise: str  # the Exercise's name, for hint(1)
     heads: int
     width: int
-    earlier: tuple = ()
 
 
 class Attempt(Heads):
@@ -61,11 +60,6 @@ class Attempt(Heads):
 
     def args_are(self, num_heads, d_out):
         return (self.num_heads, self.head_width) == (num_heads, d_out) and self.joined()
-
-    @property
-    def earlier(self):
-        copied = self.d_in == 3 and self.context_length >= 6
-        return next((what for h, d, what in self.t.earlier if copied and self.args_are(h, d)), None)
 
     @property
     def changed(self):

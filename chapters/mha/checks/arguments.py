@@ -40,11 +40,6 @@ MISTAKES = (
         lambda a: a.args_are(2, 2) and a.d_in == 3 and a.context_length == 6,
     ),
     Mistake(
-        "an answer from earlier in the book",
-        "This is {earlier}: {heads_phrase} of width {head_width}. " + ASK,
-        lambda a: a.earlier is not None,
-    ),
-    Mistake(
         "d_in changed",
         "Your heads expect tokens {d_in} values wide (d_in={d_in}), but the example's tokens are "
         "3 wide, batch shape (2, 6, 3): d_in describes the input, keep d_in=3.",
