@@ -378,8 +378,18 @@ CASES = [
         lambda: build(cls=SharedWeights, qkv_bias=True),
         "shared layers",
     ),
-    (TWO, "context_length too short", lambda: build(d_out=2, context_length=2), "context_length=2"),
-    (TWO, "context_length too short", lambda: build(d_out=1, context_length=5), "keep it at 6"),
+    (
+        TWO,
+        "the input's arguments changed",
+        lambda: build(d_out=2, context_length=2),
+        "context_length=2",
+    ),
+    (
+        TWO,
+        "the input's arguments changed",
+        lambda: build(d_out=1, context_length=5),
+        "context_length at 6 (or more)",
+    ),
     (
         TWO,
         "heads not given the same x",
@@ -569,8 +579,18 @@ CASES = [
         lambda: build(d_out=2, qkv_bias=True, seed=5),
         "two_dim_output.hint(1)",
     ),
-    (TWO, "d_in changed", lambda: build(d_out=1, d_in=2), "tokens 2 values wide (d_in=2)"),
-    (TWO, "d_in changed", lambda: build(d_out=2, d_in=4, context_length=8), "keep d_in=3"),
+    (
+        TWO,
+        "the input's arguments changed",
+        lambda: build(d_out=1, d_in=2),
+        "tokens 2 values wide (d_in=2)",
+    ),
+    (
+        TWO,
+        "the input's arguments changed",
+        lambda: build(d_out=2, d_in=4, context_length=8),
+        "Keep d_in=3",
+    ),
     (
         TWO,
         "heads' columns reordered",
@@ -663,7 +683,7 @@ CASES = [
         "but reversed",
     ),
     (TWO, "wrong width", lambda: build(d_out=5), ("?", "two_dim_output.hint(1)")),
-    (TWO, "d_in changed", lambda: build(d_in=8), "batch shape (2, 6, 3)"),
+    (TWO, "the input's arguments changed", lambda: build(d_in=8), "batch shape (2, 6, 3)"),
     (TWO, "num_heads changed", lambda: build(d_out=2, num_heads=3), "has 3 heads"),
     (TWO, "a head's computation changed", lambda: with_heads(UNSCALED), "its scale"),
 ]

@@ -40,10 +40,12 @@ MISTAKES = (
         lambda a: a.args_are(2, 2) and a.d_in == 3 and a.context_length == 6,
     ),
     Mistake(
-        "d_in changed",
-        "Your heads expect tokens {d_in} values wide (d_in={d_in}), but the example's tokens are "
-        "3 wide, batch shape (2, 6, 3): d_in describes the input, keep d_in=3.",
-        lambda a: a.d_in != 3,
+        "the input's arguments changed",
+        "Your heads take tokens {d_in} values wide (d_in={d_in}), at most {context_length} "
+        "(context_length={context_length}), but the example has 6 tokens 3 values wide, batch "
+        "shape (2, 6, 3): d_in and context_length describe the input, not the output's width. "
+        "Keep d_in=3 and context_length at 6 (or more).",
+        lambda a: a.d_in != 3 or a.context_length < 6,
     ),
     Mistake(
         "num_heads changed",
@@ -52,13 +54,6 @@ MISTAKES = (
         lambda a: a.num_heads != a.t.heads,
     ),
     SHARED,
-    Mistake(
-        "context_length too short",
-        "context_length={context_length} makes the causal mask cover only {context_length} "
-        "tokens, but the example has 6: context_length is the longest sequence, not the output "
-        "width; keep it at 6 (or more).",
-        lambda a: a.context_length < 6,
-    ),
     NOT_X,
     Mistake(
         "columns thrown away",

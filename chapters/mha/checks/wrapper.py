@@ -1,8 +1,9 @@
 """Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`.
 
 :func:`check_wrapper` builds the reader's class with three, two and one heads (:mod:`.practice`
-runs it): every head must run once on the same ``x``, in list order, their outputs joined on the
-last axis."""
+runs it): every head must run on the same ``x``, their outputs joined on the last axis in list
+order. :data:`MISTAKES` are read off one more run with the heads watched (:class:`.joins.Heads`).
+"""
 
 import torch
 from torch import nn
@@ -87,7 +88,10 @@ def judge(p, run):
     heads = Heads(run.module, run.x)
     found = first_mistake(MISTAKES, heads)
     if found is None and not same(heads.output, heads.right):
-        return "Your output is not the heads' outputs side by side, and no known mistake."
+        return (
+            "Your output is not the heads' outputs side by side, and it matches none of the "
+            "mistakes this check knows."
+        )
     return found and found.tell(heads)
 
 
