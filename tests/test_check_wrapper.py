@@ -235,19 +235,20 @@ CASES = [
     (reversed_tokens, "was not given the wrapper's input x"),  # was "not the wrapper's..."
     (first_head_for_all, "one head does the work of all"),
     (head_forward_methods, "head.forward(x)"),
-    (own_attention_per_head, "computes each head's attention itself, and its output does "),
-    (sdpa_per_head, "scaled_dot_product_attention, and its output does equal"),
-    (zeros_of_the_right_shape, "Its output is not the heads' outputs side by side either"),
+    # These three were told how the output was made (one message now: no head ran).
+    (own_attention_per_head, "not one head(x) ran"),
+    (sdpa_per_head, "not one head(x) ran"),
+    (zeros_of_the_right_shape, "not one head(x) ran"),
     (SharedHead, "share one set of weights"),
     (last_head_left_out, "never ran"),
-    (reversed_heads, "not in list order"),
+    (reversed_heads, "not in head order"),  # was "not in list order": one entry with reversed
     (axis_three, "raised IndexError"),
     (returns_none, "did it forget to return"),
     (returns_list, "a list of 3 tensors"),
     (returns_number, "an int, not a tensor"),
     (stacked, "torch.stack"),
-    (token_axis, "token axis (dim=1)"),
-    (batch_axis, "batch axis (dim=0)"),
+    (token_axis, "wrong axis"),  # was "token axis (dim=1)": one entry with stack
+    (batch_axis, "wrong axis"),  # was "batch axis (dim=0)"
     (added, "You added"),
     (reversed_output, "not in head order"),
     (interleaved_output, "not in head order"),

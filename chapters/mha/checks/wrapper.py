@@ -1,17 +1,19 @@
 """Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`.
 
 :func:`check_wrapper` builds the reader's class with three, two and one heads (:mod:`.practice`
-runs it): every head must run once on the same ``x``, in list order, their outputs joined on the
-last axis."""
+runs it): every head must run on the same ``x``, their outputs joined on the last axis in list
+order. :data:`MISTAKES` are read off one more run with the heads watched (:class:`.joins.Heads`).
+"""
 
 import torch
 from torch import nn
 
 from ..attention import CausalAttention
 from .class_answer import Skeleton
-from .core import Exercise, first_mistake, never_raises
+from .core import Exercise, Mistake, first_mistake, never_raises
+from .joins import JOINS, NOT_X, SHARED, Heads
 from .practice import Practice, check_practice
-from .wrapper_trial import MISTAKES, STARTING, UNKNOWN, Trial
+from .reference import same
 
 
 class WrapperSkeleton(Skeleton):
@@ -31,14 +33,66 @@ class WrapperSkeleton(Skeleton):
 ROWS = ((3, 2, 6, 0.0, 3, 0, 6), (4, 4, 6, 0.0, 2, 0, 5), (5, 3, 6, 0.0, 1, 0, 4))
 
 
+STARTING = (
+    "Your forward still raises NotImplementedError: this is the starting code, and the forward "
+    "pass is yours to write. What should each head be given, and what becomes of the heads' "
+    "outputs? The first hint, just below the check, starts from there."
+)
+#: Known mistakes, most specific first, on a run's :class:`.joins.Heads`.
+MISTAKES = (
+    Mistake(
+        "no list of heads",
+        "Your instance has no list of heads in self.heads: subclass WrapperSkeleton, which "
+        "builds them, and write only forward.",
+        lambda e: not e.heads,
+    ),
+    Mistake(
+        "the list of heads called",
+        "Your forward calls the list of heads itself, and PyTorch raised {error_text}: an "
+        "nn.ModuleList holds the heads but computes nothing. Call each head in it on x.",
+        lambda e: isinstance(e.error, NotImplementedError) and "ModuleList" in str(e.error),
+    ),
+    Mistake("the starting code", STARTING, lambda e: isinstance(e.error, NotImplementedError)),
+    NOT_X,
+    Mistake(
+        "no head called",
+        "Your forward never calls the heads in self.heads: not one head(x) ran (head.forward(x) "
+        "skips what calling a module does, its hooks). Computing their attention yourself, or "
+        "with PyTorch's, is not the wrapper's job: call head(x) for each head in self.heads.",
+        lambda e: not e.run[1] and isinstance(e.output, torch.Tensor),
+    ),
+    Mistake(
+        "not every head ran once",
+        "Not every head ran once: some heads never ran, as when one head does the work of all "
+        "or the last one is left out. Call every head in self.heads once.",
+        lambda e: (
+            isinstance(e.output, torch.Tensor)
+            and {n for n, _ in e.run[1]} != set(range(1, e.num_heads + 1))
+        ),
+    ),
+    SHARED,
+    *JOINS,
+)
+
+
 def judge(p, run):
-    """What is wrong with one run of the wrapper, or None: the book's classes doing the work
-    (its heads aside), else the first of :data:`.wrapper_trial.MISTAKES`."""
+    """What is wrong with one run of the wrapper, or None: the constructor raised, the book's
+    classes did the work (its heads aside), or the first of :data:`MISTAKES`."""
+    if run.stage == "constructor":
+        return (
+            f"Building your class as {run.call} raised {run.error_text}. Subclass "
+            "WrapperSkeleton and leave __init__ to it: the exercise is the forward pass."
+        )
     if set(run.calls) - {"CausalAttention.forward"}:
         return p.delegates.format(calls=" and ".join(sorted(set(run.calls))))
-    trial = Trial(run)
-    mistake = first_mistake(MISTAKES, trial) or (None if trial.joined() else UNKNOWN)
-    return mistake and mistake.tell(trial)
+    heads = Heads(run.module, run.x)
+    found = first_mistake(MISTAKES, heads)
+    if found is None and not same(heads.output, heads.right):
+        return (
+            "Your output is not the heads' outputs side by side, and it matches none of the "
+            "mistakes this check knows."
+        )
+    return found and found.tell(heads)
 
 
 WRAPPER = Practice(

@@ -1,0 +1,148 @@
+"""What chapters 1 and 2 judge: a wrapper run once with its heads watched (:class:`Heads`), and
+the mistakes both chapters share, most as buggy references of the heads' right outputs: the
+heads joined the wrong way (:data:`JOINS`)."""
+
+from functools import cached_property
+
+import torch
+
+from .catalogue import Buggy
+from .core import Mistake, describe_error, evaluating, kind_of
+from .facts import attempt
+from .reference import PROJECTIONS, head_output, same
+
+CAT = "torch.cat(..., dim=-1)"
+
+
+def is_head(module):
+    """Whether ``module`` has its own query, key and value projections, as a head has."""
+    layers = [getattr(module, name, None) for name in PROJECTIONS]
+    return isinstance(module, torch.nn.Module) and all(
+        isinstance(x, torch.nn.Linear) for x in layers
+    )
+
+
+class Heads:
+    """``module`` run on ``x`` in eval mode, each head watched, and the facts messages quote.
+    ``heads`` is empty unless ``module.heads`` lists attention heads."""
+
+    def __init__(self, module, x):
+        self.module, self.x = module, x
+        heads = getattr(module, "heads", None)
+        listed = isinstance(heads, (torch.nn.ModuleList, list)) and all(map(is_head, heads))
+        self.heads = list(heads) if listed else []
+
+    @cached_property
+    def run(self):
+        """The output (or its exception), and ``(head number, input)`` for each head call."""
+        given = []
+        hooks = [
+            head.register_forward_pre_hook(
+                lambda _, args, kwargs, n=n: given.append((n, [*args, *kwargs.values(), None][0])),
+                with_kwargs=True,
+            )
+            for n, head in enumerate(self.heads, 1)
+        ]
+        try:
+            with torch.random.fork_rng(devices=[]), evaluating(self.module):
+                return attempt(self.module, self.x), given
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    @cached_property
+    def refs(self):
+        """Each head's right output on ``x``, computed from its own weights."""
+        with evaluating(self.module):
+            return [attempt(head_output, head, self.x) for head in self.heads]
+
+    output = property(lambda e: e.run[0])
+    error = property(lambda e: e.output if isinstance(e.output, Exception) else None)
+    error_text = property(lambda e: describe_error(e.error))
+    right = property(lambda e: torch.cat(e.refs, -1))  # (b, tokens, num_heads * d_out)
+    x_shape = property(lambda e: tuple(e.x.shape))
+    output_shape = property(lambda e: tuple(e.output.shape))
+    num_heads = property(lambda e: len(e.heads))
+
+    @property
+    def output_kind(self):
+        many = isinstance(self.output, (list, tuple))
+        return kind_of(self.output) + (f" of {len(self.output)} tensors" if many else "")
+
+    @property
+    def fed(self):
+        """``(head number, what it was given)`` for the first head not given ``x``, or None."""
+        n, x = next(((n, x) for n, x in self.run[1] if not same(x, self.x)), (None, None))
+        if n is None or not isinstance(x, torch.Tensor):
+            return n and (n, kind_of(x))
+        shape = tuple(x.shape)
+        source = next((k for k, ref in enumerate(self.refs, 1) if same(x, ref)), None)
+        if source is None:
+            return n, f"another tensor, of shape {shape}"
+        return n, f"head {source}'s output (shape {shape})"
+
+    def shared(self):
+        """Two neighbouring heads have the same weights (one object, shared layers, a copy)."""
+        weights = [[getattr(h, n).weight for n in PROJECTIONS] for h in self.heads]
+        pairs = zip(weights, weights[1:])
+        return any(all(torch.equal(a, b) for a, b in zip(*pair)) for pair in pairs)
+
+
+NOT_X = Mistake(
+    "heads not given the same x",
+    "Head {fed[0]} was not given the wrapper's input x: it received {fed[1]}. The heads work "
+    "side by side, not as a pipeline: every head reads the same x.",
+    lambda e: e.fed,
+)
+SHARED = Mistake(
+    "one head object repeated",
+    "Two of your heads share one set of weights (one head object repeated, as [head] * "
+    "num_heads makes, shared layers, or a copy), so they always compute the same thing: build "
+    "one new CausalAttention per head, as the wrapper's __init__ does.",
+    lambda e: e.shared(),
+)
+#: The output itself wrong, most specific first: raised, no tensor, the heads joined wrongly.
+JOINS = (
+    Mistake(
+        "forward raises",
+        "Calling your wrapper on a batch of shape {x_shape} raised {error_text}.",
+        lambda e: e.error is not None,
+    ),
+    Mistake(
+        "returns no tensor",
+        "Your forward returned {output_kind}, not a tensor: did it forget to return, or to join "
+        "the heads' outputs into one context vector per token?",
+        lambda e: not isinstance(e.output, torch.Tensor),
+    ),
+    *(
+        Buggy(
+            "joined on the wrong axis",
+            "Your output has shape {output_shape}: the heads were joined on the wrong axis. "
+            "torch.stack puts them on a new axis, and torch.cat on dim=0 or dim=1 makes them "
+            f"extra sequences or tokens; {CAT} joins them on the last axis, one vector per token.",
+            lambda e, join=join, d=d: join(e.refs, d),
+        )
+        for join, d in [(torch.stack, d) for d in range(4)] + [(torch.cat, 0), (torch.cat, 1)]
+    ),
+    *(
+        Buggy(
+            "heads added instead of concatenated",
+            f"You {how} the heads' outputs: every coordinate blends all heads, and no head's "
+            f"result can be read off. Place them side by side: {CAT}.",
+            lambda e, join=join: join(torch.stack(e.refs), 0),
+        )
+        for how, join in (("added", torch.sum), ("averaged", torch.mean))
+    ),
+    *(
+        Buggy(
+            "heads' columns reordered",
+            f"Every head's values are in your output, but {how}: the columns are not in head "
+            "order. Go through self.heads in list order: head 1's values first, then head 2's.",
+            lambda e, join=join: join(e.refs),
+        )
+        for how, join in (
+            ("reversed", lambda refs: torch.cat(refs[::-1], -1)),
+            ("interleaved", lambda refs: torch.stack(refs, -1).flatten(-2)),
+        )
+    ),
+)
