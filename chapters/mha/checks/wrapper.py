@@ -104,15 +104,15 @@ WRAPPER = Practice(
     starting=STARTING,
     delegates="Your forward hands its work to the book's {calls}, so it does not compute "
     "attention itself. Write the loop over heads in your own forward, from the skeleton's layers.",
-    praise="With 1, 2 and 3 heads, every head reads the same x, the heads run in list order, and "
-    "their outputs sit side by side on the last axis: num_heads × d_out values per token.",
+    praise="With 1, 2 and 3 heads, every head reads the same x once, and their outputs sit side "
+    "by side on the last axis, in list order: num_heads × d_out values per token.",
 )
 
 
 @never_raises
 def check_wrapper(cls):
-    """Check chapter 1's exercise: a wrapper class whose forward runs every head on ``x``, in
-    list order, and joins their outputs on the last axis."""
+    """Check chapter 1's exercise: a wrapper class whose forward runs every head once on ``x``
+    and joins their outputs on the last axis, in list order."""
     return check_practice(WRAPPER, cls)
 
 
