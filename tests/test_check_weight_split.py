@@ -1054,8 +1054,8 @@ CASES = [
     (with_forward(book_delegation), False, "hands its work to the book's MultiHeadAttention"),
     (with_forward(through_the_wrapper, MultiHeadAttention), False, "CausalAttention"),
     (BookInside, False, "hands its work to the book's"),
-    (with_forward(sdpa_given_the_mask), False, "a bool attn_mask marks the keys to *keep*"),
-    (with_forward(sdpa_given_the_bool_mask), False, "a bool attn_mask marks the keys to *keep*"),
+    (with_forward(sdpa_given_the_mask), False, "Chapter 5's practice uses it"),
+    (with_forward(sdpa_given_the_bool_mask), False, "Chapter 5's practice uses it"),
     (with_forward(torch_layer_with_weights), False, "torch.nn.MultiheadAttention"),
     (with_forward(torch_layer_fast_path), False, "torch.nn.MultiheadAttention"),
     (with_forward(functional_multi_head_attention), False, "torch.nn.MultiheadAttention"),
@@ -1073,4 +1073,4 @@ def test_each_answer_gets_its_verdict_and_words(answer, passes, words):
     assert MultiHeadAttention.forward.__name__ == "forward"  # the book's forward is restored
     torch_attention = "PyTorch's" in result.feedback
     assert not torch_attention or "not yours" in result.feedback
-    assert "attn_mask" not in result.feedback or "sdpa_given" in getattr(answer, "__name__", "")
+    assert "attn_mask" not in result.feedback

@@ -9,7 +9,7 @@ from torch import nn
 
 from .core import Exercise, never_raises
 from .practice import Practice, check_practice
-from .shortcuts import dropped, sdpa, torch_message
+from .shortcuts import dropped, sdpa
 
 
 class FusedAttentionStart(nn.Module):
@@ -88,7 +88,7 @@ def after_match(r):
 FUSED = Practice(
     start=FusedAttentionStart, own=True, rows=ROWS,
     early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
-    torch=lambda r: torch_message(r.watch, "Split the heads and call the kernel.", kernel=False),
+    torch="Split the heads and call the kernel.", kernel=False,
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
     "shape? fused_attention.hint(1), just below the check, starts from there.",

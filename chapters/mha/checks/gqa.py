@@ -9,7 +9,7 @@ from .core import Exercise, never_raises
 from .practice import Practice, check_practice
 from .reference import Recipe, attend
 from .runs import LAYERS
-from .shortcuts import dropped, torch_message
+from .shortcuts import dropped
 from .split_mistakes import STEPS
 
 # fmt: off
@@ -67,7 +67,7 @@ TORCH = "Chapter 5's practice hands attention to that kernel; write chapter 3's 
 GQA = Practice(
     start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    torch=lambda r: torch_message(r.watch, TORCH),
+    torch=TORCH,
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",

@@ -11,7 +11,7 @@ from .core import CheckResult
 from .facts import attempt
 from .reference import same
 from .runs import TROUBLE, Run
-from .shortcuts import refusal
+from .shortcuts import refusal, torch_message
 
 # fmt: off
 CONTEXT = "In training mode dropout acts on the merged context, not on the weights."
@@ -39,7 +39,8 @@ class Practice:
     ``judge(p, run)`` says what is wrong with a run, by default :func:`verdict`, which asks:
     ``torch(run)``, ``early`` and :data:`.runs.TROUBLE` (``(holds(facts), message)``, where
     ``holds`` may return more facts); ``reference(run)``, else which of ``mistakes``
-    (``(changes, message)``, then steps) it follows; ``after(run)``; where it drops."""
+    (``(changes, message)``, then steps) it follows; ``after(run)``; where it drops. PyTorch's
+    attention is refused with ``torch`` (its fused kernel too, when ``kernel``)."""
 
     start: type
     own: object
@@ -51,7 +52,8 @@ class Practice:
     reference: Callable = None  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple = ()
     delegates: str = ""  # when the forward ran the book's ``{}`` (all of them: ``{calls}``)
-    torch: Callable = None  # what to say about the torch attention a run's watch saw, if anything
+    torch: str = ""  # what to write instead of PyTorch's attention
+    kernel: bool = True  # whether its fused kernel is refused too
     belongs: str = ""  # where dropout belongs
     keys: tuple = ("d_in", "d_out", "context_length", "dropout", "num_heads")  # rows' arguments
     early: tuple = ()
@@ -74,7 +76,7 @@ def verdict(p, run):
         return p.delegates.format(run.calls[0], calls=" and ".join(sorted(set(run.calls))))
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
-    if text := p.torch(run):
+    if text := torch_message(run.watch, p.torch, p.kernel):
         return text
     for holds, message in TROUBLE[:1] + p.early + TROUBLE[1:]:  # a constructor that raised first
         if found := holds(facts):

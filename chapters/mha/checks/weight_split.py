@@ -12,10 +12,7 @@ from torch import nn
 
 from .class_answer import Skeleton
 from .core import Exercise, never_raises
-from .facts import attempt
 from .practice import Practice, check_practice
-from .reference import same
-from .shortcuts import torch_message
 from .split_mistakes import EARLY, MISTAKES, split
 
 
@@ -53,15 +50,6 @@ ROWS = (
     (4, 6, 6, 0.0, 3, 1, 6),
     (3, 4, 5, 0.5, 2, 0, 5),
 )
-HERE = "Chapter 5's practice uses it; here, write them with @, masked_fill and torch.softmax."
-KEEP = " (For chapter 5: a bool attn_mask marks the keys to *keep*, not to hide.)"
-
-
-def torch_used(r):
-    """What to say when the forward hands attention to PyTorch (with a word on a bool mask)."""
-    keep = "kernel" in r.watch.seen and same(r.output, attempt(split, r, mask="keep-mask to sdpa"))
-    return torch_message(r.watch, HERE + KEEP * keep)
-
 
 WEIGHT_SPLIT = Practice(
     start=WeightSplitSkeleton,
@@ -71,7 +59,7 @@ WEIGHT_SPLIT = Practice(
     mistakes=MISTAKES,
     early=EARLY,
     quiet=True,
-    torch=torch_used,
+    torch="Chapter 5's practice uses it; here, write them with @, masked_fill and torch.softmax.",
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does each head need from W_query, W_key and W_value, "
     "and in which shape? The first hint, just below the check, starts from there.",
