@@ -785,7 +785,7 @@ MISTAKES = {
     ),
     "mask not sliced": (
         [mask_not_sliced, mask_rows_sliced_only],
-        "slice it to the input's length",
+        "cut the mask to the input's length",
     ),
     "forward raises": ([raises_value_error, keys_not_transposed], "raised"),
     "the starting code": (
@@ -837,11 +837,11 @@ MISTAKES = {
         [heads_left_separate, heads_transposed_back_not_merged],
         "the heads are still separate",
     ),
-    "wrong shape": (
-        [last_token_only, first_sequence_only],
-        "but it should be (b, num_tokens, d_out)",
+    "wrong shape or not a tensor": (  # d_out taken per head: the output is the wrong width
+        [last_token_only, first_sequence_only, returns_nothing, returns_a_list]
+        + [PerHeadWidth, HeadDimAsDOut],
+        "not a tensor of shape (b, num_tokens, d_out)",
     ),
-    "not a tensor": ([returns_nothing, returns_a_list], "not a tensor"),
     "constructor raises": (
         [RenamedArguments, RefusesToBuild, ForgetsSuperInit],
         "Building your class as",
@@ -850,7 +850,6 @@ MISTAKES = {
         [RenamedProjections, ProjectionsAsMatrices],
         "could not use your instance's",
     ),
-    "d_out taken per head": ([PerHeadWidth, HeadDimAsDOut], "total width of all heads together"),
 }
 
 BUGGY = [

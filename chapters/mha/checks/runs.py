@@ -7,7 +7,7 @@ import contextlib
 import torch
 
 from .class_answer import name_of
-from .core import describe_error
+from .core import describe_error, kind_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 
@@ -48,6 +48,8 @@ class Run:
                     error=self.error_text, raised=raised, shapes=shapes, strides=strides,
                     heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
                     shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
+                    returned=kind_of(self.output) if not torch.is_tensor(self.output) else
+                    f"a tensor of shape {tuple(self.output.shape)}",
                     width=getattr(getattr(self.module, "W_key", None), "out_features", G * hd),
                     module=self.module, output=self.output, run=self,
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
@@ -66,8 +68,8 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
     (unmerged, "Your forward returned shape {shape}: the heads are still separate. Merge them: "
      "{want}."),
-    (lambda f: f["shape"] != f["want"], "Your class returned a {output.__class__.__name__}, not a "
-     "tensor of shape (b, num_tokens, d_out), here {want}."))  # fmt: skip
+    (lambda f: f["shape"] != f["want"], "Your forward returned {returned}, not a tensor of shape "
+     "(b, num_tokens, d_out), here {want}."))  # fmt: skip
 LAYERS = (lambda f: not all(isinstance(getattr(f["module"], n, None), torch.nn.Module)
           for n in PROJECTIONS), "The check could not use your instance's W_query, W_key or "
           "W_value: keep those layers.")  # fmt: skip

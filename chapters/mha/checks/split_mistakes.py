@@ -4,11 +4,9 @@ the right :class:`.reference.Recipe` with one ingredient changed."""
 
 import itertools
 
-import torch
-
 from .core import listed
 from .reference import CORRECT, PROJECTIONS, same, split_attention
-from .runs import LAYERS, Run, unmerged
+from .runs import LAYERS, Run
 from .shortcuts import dropped
 
 
@@ -50,20 +48,12 @@ HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} 
         "is in the code. Use num_heads.")
 EARLY = (  # before the output's values: what the forward built, or the call that failed
     LAYERS,
-    (lambda f: f["width"] != f["d_out"], "Your W_key maps d_in={d_in} to {width} columns, but "
-     "d_out={d_out} is the total width of all heads together: each projection is nn.Linear(d_in, "
-     "d_out)."),
-    (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised "
-     "{error}. The mask is context_length wide: slice it to the input's length."),
     (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
      " after transpose(1, 2), view needs numbers in memory order. Call .contiguous() before "
      ".view(...), or use .reshape(...)."),
     (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"
      " which swaps heads and tokens here. Swap the last two axes: keys.transpose(2, 3)."),
-    (other_head_count, HARD),
-    (lambda f: isinstance(f["output"], torch.Tensor) and f["shape"] != f["want"] and not
-     unmerged(f), "Your output has shape {shape}, but it should be (b, num_tokens, d_out), here "
-     "{want}."))
+    (other_head_count, HARD))
 VIEW = ("Your heads are split with one view straight to (b, num_heads, num_tokens, head_dim), "
         "mixing tokens and heads: view by token first, then .transpose(1, 2).")
 STRIDED = ("Your heads take every num_heads-th column, but each head owns a block of head_dim "
