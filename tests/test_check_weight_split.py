@@ -728,15 +728,22 @@ class HeadDimAsDOut(WeightSplitSkeleton):
 
 
 MISTAKES = {
-    "view without transpose": (
-        [view_straight_to_heads, reshape_straight_to_heads_and_back],
-        "view straight to (b, num_heads, num_tokens, head_dim)",
+    "heads split wrong: viewed without transpose, or strided": (
+        [view_straight_to_heads, reshape_straight_to_heads_and_back]
+        + [strided_split_and_merge, strided_by_slicing],
+        "Your heads are split wrong",
     ),
-    "merge without transpose": (
-        [merge_with_view_only, einsum_merge_without_transpose],
-        "merged without transposing back",
+    "heads merged wrong: without transpose, in reverse order or interleaved": (
+        [merge_with_view_only, einsum_merge_without_transpose]
+        + [heads_flipped_before_merge, heads_concatenated_last_first]
+        + [merge_through_head_dim_last, heads_stacked_last],
+        "the merge puts it in the wrong columns",
     ),
-    "scaled by √d_out": ([scaled_by_d_out, scaled_by_width_before_split], "scaled by √d_out"),
+    "not scaled, or scaled by √d_out or head_dim": (
+        [not_scaled, not_scaled_in_einsum, scaled_by_d_out, scaled_by_width_before_split]
+        + [divided_by_head_dim, divided_by_the_keys_width],
+        "not scaled by √head_dim",
+    ),
     "the fused kernel": (
         [
             sdpa_is_causal,
@@ -752,9 +759,16 @@ MISTAKES = {
         ],
         "Your forward calls torch.nn.functional.scaled_dot_product_attention",
     ),
-    "not scaled": ([not_scaled, not_scaled_in_einsum], "not scaled"),
     "no causal mask": ([no_mask, mask_result_discarded], "no causal mask"),
-    "mask inverted": ([mask_compared_with_zero, mask_negated], "Your mask is inverted"),
+    "mask inverted or hiding the diagonal": (
+        [
+            mask_compared_with_zero,
+            mask_negated,
+            diagonal_in_the_mask,
+            strict_lower_triangle_visible,
+        ],
+        "Your mask hides the wrong tokens",
+    ),
     "no dropout in training": (
         [dropout_left_out, dropout_with_p_zero],
         "no attention weight is ever dropped",
@@ -815,23 +829,6 @@ MISTAKES = {
     "a projection used in the wrong place": (
         [keys_from_w_query, values_from_w_key],
         "Queries come from W_query",
-    ),
-    "strided heads": ([strided_split_and_merge, strided_by_slicing], "every num_heads-th column"),
-    "heads merged in reverse order": (
-        [heads_flipped_before_merge, heads_concatenated_last_first],
-        "in reverse order",
-    ),
-    "heads interleaved": (
-        [merge_through_head_dim_last, heads_stacked_last],
-        "interleaves the heads",
-    ),
-    "divided by head_dim": (
-        [divided_by_head_dim, divided_by_the_keys_width],
-        "not by its square root",
-    ),
-    "diagonal masked too": (
-        [diagonal_in_the_mask, strict_lower_triangle_visible],
-        "hides the diagonal too",
     ),
     "heads not merged": (
         [heads_left_separate, heads_transposed_back_not_merged],
