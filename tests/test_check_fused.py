@@ -355,9 +355,9 @@ CASES = [
     # dropout: inside the kernel, only in training
     (R(dropout_always), False, "only while self.training"),
     (R(dropout_never), False, "no dropout"),
-    (R(dropout_at("kernel output")), False, "on the merged context"),
-    (R(dropout_at("values")), False, "dropout acts on the values"),
-    (R(dropout_at("output")), False, "after out_proj"),
+    (R(dropout_at("kernel output")), False, "not what dropout of whole attention weights gives"),
+    (R(dropout_at("values")), False, "not what dropout of whole attention weights gives"),
+    (R(dropout_at("output")), False, "not what dropout of whole attention weights gives"),
     (R(dropout_at("kernel output", noise)), False, "noise, not dropout"),
     # the book's own work
     (R(delegates), False, "hands the work to the book's FusedMultiHeadAttention"),

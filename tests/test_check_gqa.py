@@ -717,9 +717,9 @@ CASES = [
     (F_(no_dropout), False, "dropout=0.25"),
     (F_(dropout_reseeded_every_call), False, "do not reseed"),
     (F_(dropout_given_the_layer_as_p), False, "TypeError"),
-    (F_(dropout_at("values")), False, "dropout acts on the values"),
-    (F_(dropout_at("context")), False, "on the merged context"),
-    (F_(dropout_at("output")), False, "after out_proj"),
+    (F_(dropout_at("values")), False, "not what dropout of whole attention weights gives"),
+    (F_(dropout_at("context")), False, "not what dropout of whole attention weights gives"),
+    (F_(dropout_at("output")), False, "not what dropout of whole attention weights gives"),
     (F_(dropout_at("scores")), False, "nan"),
     (F_(dropout_at("weights", noise)), False, "noise, not dropout. Dropout belongs on"),
     # PyTorch's own attention

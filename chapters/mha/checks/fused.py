@@ -9,7 +9,7 @@ from torch import nn
 
 from .core import Exercise, never_raises
 from .practice import Practice, check_practice
-from .shortcuts import dropped, sdpa
+from .shortcuts import sdpa
 
 
 class FusedAttentionStart(nn.Module):
@@ -38,20 +38,19 @@ ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 
 
 
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
-          drop=None):
+          drop=False):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     (b, T, _), H = r.x.shape, r.kwargs["num_heads"]
     hd, qkv = r.kwargs["d_out"] // H, r.module.qkv(r.x)  # (b, T, 3 * d_out)
-    at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     parts = qkv.view(b, T, 3, H, hd).unbind(2) if order == "3, heads" else qkv.view(b, T, H, 3, hd).unbind(3)  # noqa: E501
     q, k, v = {"transposed": [t.transpose(1, 2) for t in parts], "not": parts,  # (b, H, T, hd)
                "viewed": [t.reshape(b, H, T, hd) for t in parts]}[heads]
     future = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).triu(1)
     keep = {"causal": ~future, "none": None, "inverted": future}[mask]
-    context = sdpa(q, k, at("values", v), keep, r.p * (drop == "weights"), scale=hd**-power)
-    context = at("heads", context).transpose(1, 2) if heads != "not" and back else context
-    context = at("context", context.reshape(b, T, -1))  # (b, T, d_out)
-    return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
+    context = sdpa(q, k, v, keep, r.p if drop else 0.0, scale=hd**-power)
+    context = context.transpose(1, 2) if heads != "not" and back else context
+    context = context.reshape(b, T, -1)  # (b, T, d_out)
+    return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
 EARLY = (  # asked before the output: (what holds, what to say)
@@ -60,7 +59,7 @@ EARLY = (  # asked before the output: (what holds, what to say)
      "in memory, so view can only split their last axis: view each to (b, num_tokens, num_heads, "
      "head_dim), then transpose(1, 2)."),)
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "Eval mode drops weights too: pass dropout_p only while self.training."),
+    (dict(drop=True), "Eval mode drops weights too: pass dropout_p only while self.training."),
     (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
     (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
     (dict(heads="not"), "The kernel got queries of shape (b, num_tokens, num_heads, head_dim), so "

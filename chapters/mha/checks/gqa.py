@@ -18,20 +18,19 @@ ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0,
 
 
 def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
-            softmax_dim=-1, back=True, out=True, drop=None):
+            softmax_dim=-1, back=True, out=True, drop=False):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     H, G, hd = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["d_out"] // r.kwargs["num_heads"]  # noqa: E501
-    at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
                for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
               "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
     root = {"head_dim": hd, "kv_width": G * hd, "d_out": H * hd, "group_size": H // G, "none": 1}
-    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim, drop_at=at)
-    context = at("heads", attend(q, spread[keys](k), spread[values](v), recipe))
+    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim,
+                    dropout=(lambda t: dropped(t, r.p)) if drop else None)
+    context = attend(q, spread[keys](k), spread[values](v), recipe)
     context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
-    context = at("context", context)  # (b, T, d_out)
-    return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
+    return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
 EARLY = (  # before the output, what the forward built or the call that failed shows
@@ -48,7 +47,7 @@ EARLY = (  # before the output, what the forward built or the call that failed s
      "its group, group_size = num_heads // num_kv_groups = {n} times."))
 MIXED = "Keys and values map to heads in two ways: a head mixes another group's values."
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
+    (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, as repeat cycles "
      "them; its block is h // group_size: repeat_interleave(group_size, dim=1)."),
     (dict(keys="repeat"), MIXED), (dict(values="repeat"), MIXED),

@@ -9,16 +9,10 @@ from .runs import LAYERS, Run
 from .shortcuts import dropped
 
 
-def split(r, num_heads=None, drop=None, **changes):
+def split(r, num_heads=None, drop=False, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's;
-    ``drop`` is where dropout acts ("twice": on the weights, twice)."""
-
-    def at(place, t):
-        if drop == "twice" and place == "weights":
-            return dropped(dropped(t, r.p), r.p)
-        return dropped(t, r.p) if drop == place else t
-
-    recipe = CORRECT.but(drop_at=at, **changes)
+    with ``drop``, the check's dropout drops attention weights."""
+    recipe = CORRECT.but(dropout=(lambda t: dropped(t, r.p)) if drop else None, **changes)
     return split_attention(r.module, r.x, num_heads or r.kwargs["num_heads"], recipe)
 
 
@@ -74,7 +68,7 @@ STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own referen
 MASK = ("Your mask hides the wrong tokens (the diagonal too, or the past instead of the future): "
         "the skeleton's self.mask is True on the later tokens, the ones to hide. Use it as is.")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "Your forward gives a different output each time, even in eval mode: "
+    (dict(drop=True), "Your forward gives a different output each time, even in eval mode: "
      "its dropout ignores the module's mode (F.dropout defaults to training=True). Use "
      "self.dropout."),
     *((dict(num_heads=k), HARD.replace("{k}", str(k))) for k in range(1, 13)),
