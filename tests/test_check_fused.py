@@ -332,9 +332,9 @@ CASES = [
     # what a mistake computes
     (R(no_mask), False, "no causal mask"),
     (R(inverted_mask), False, "the wrong way round"),
-    (R(tokens_before_heads), False, "tokens attend across heads"),
-    (R(viewed_straight), False, "mixes tokens and heads"),
-    (R(merged_without_transpose), False, "Move the heads back after the tokens"),
+    (R(tokens_before_heads), False, "heads and tokens are mixed up"),
+    (R(viewed_straight), False, "heads and tokens are mixed up"),
+    (R(merged_without_transpose), False, "heads and tokens are mixed up"),
     (R(interleaved_qkv), False, "all queries, then all keys"),
     (R(scaled_twice), False, "scaled twice"),
     (R(no_out_proj), False, "never applies self.out_proj"),

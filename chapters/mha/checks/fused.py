@@ -1,6 +1,5 @@
-"""Chapter 5's check: a forward that hands attention to ``F.scaled_dot_product_attention``. Each
-known wrong output is a buggy reference, :func:`fused` with one ingredient changed; the kernel's
-result must be used, and dropout act inside it. :mod:`.practice` runs the check."""
+"""Chapter 5's check (run by :mod:`.practice`): a forward that hands attention to the fused kernel
+and uses its result; each known wrong output is :func:`fused` with one ingredient changed."""
 
 import textwrap
 
@@ -53,6 +52,9 @@ def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", pow
     return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
+HEADS = ("Your heads and tokens are mixed up. The kernel takes (b, num_heads, num_tokens, "
+         "head_dim): view to (b, num_tokens, num_heads, head_dim), then transpose(1, 2); move the "
+         "heads back after the tokens before reshaping to (b, num_tokens, d_out).")
 EARLY = (  # asked before the output: (what holds, what to say)
     (lambda f: f["op"] == "view" and f["strides"][0][-2:-1] == (3 * f["d_out"],), "Your forward "
      "raised {error}. chunk(3, dim=-1) cuts self.qkv(x) into slices whose rows lie 3 * d_out apart "
@@ -62,12 +64,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(drop=True), "Eval mode drops weights too: pass dropout_p only while self.training."),
     (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
     (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
-    (dict(heads="not"), "The kernel got queries of shape (b, num_tokens, num_heads, head_dim), so "
-     "your tokens attend across heads. Give it (b, num_heads, num_tokens, head_dim)."),
-    (dict(heads="viewed"), "Your heads are viewed straight to (b, num_heads, num_tokens, "
-     "head_dim): that mixes tokens and heads."),
-    (dict(back=False), "The kernel's output is (b, num_heads, num_tokens, head_dim): Move the heads"
-     " back after the tokens before reshaping to (b, num_tokens, d_out)."),
+    *((dict(heads=heads), HEADS) for heads in ("not", "viewed")), (dict(back=False), HEADS),
     (dict(order="heads, 3"), "self.qkv(x)'s last axis holds all queries, then all keys, then all "
      "values: view it as (b, num_tokens, 3, num_heads, head_dim)."),
     (dict(power=1.0), "The scores are scaled twice: the kernel already divides by √head_dim."),
