@@ -1,6 +1,5 @@
-"""Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers. A
-known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a forward
-that raises is read from the call that failed (``EARLY``). :mod:`.practice` runs the check."""
+"""Chapter 6's check (run by :mod:`.practice`): a grouped-query forward; each known wrong output is
+:func:`grouped` with one ingredient changed, a forward that raises is read from the failed call."""
 
 import textwrap
 

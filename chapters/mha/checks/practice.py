@@ -28,12 +28,8 @@ UNKNOWN = "Right shape, wrong values, and no mistake this check knows. Check: "
 
 @dataclass(frozen=True)
 class Practice:
-    """A class practice from ``start`` (:func:`.shortcuts.refusal` says what ``own`` asks).
-    ``judge(p, run)`` says what is wrong with a run, by default :func:`verdict`, which asks:
-    PyTorch's attention (``torch`` says what to write instead; its kernel too, if ``kernel``),
-    ``early`` and :data:`.runs.TROUBLE` (``(holds(facts), message)``, where ``holds`` may return
-    more facts); ``reference(run)``, else which of ``mistakes`` (``(changes, message)``, then
-    steps) it follows; ``after(run)``; then dropout, in training mode."""
+    """A class practice from ``start`` (:func:`.shortcuts.refusal` says what ``own`` asks), judged
+    run by run by ``judge(p, run)``, by default :func:`verdict`."""
 
     start: type
     own: object
@@ -55,7 +51,11 @@ class Practice:
 
 
 def verdict(p, run):
-    """What to say about ``run``, or None when it is right in every way ``p`` asks."""
+    """What to say about ``run``, or None when it is right: the book's forwards, the starting
+    code, PyTorch's attention (``p.torch`` says what to write instead; its kernel too, if
+    ``p.kernel``), ``p.early`` and :data:`.runs.TROUBLE` (``(holds(facts), message)``, where
+    ``holds`` may return more facts), then ``p.reference(run)``, else which ``p.mistakes``
+    (``(changes, message)``, then the steps) it follows; ``p.after(run)``; dropout in training."""
     facts = run.facts() | dict(start=p.start.__name__, stage=run.stage)
     if run.calls:
         return p.delegates.format(run.calls[0], calls=" and ".join(sorted(set(run.calls))))

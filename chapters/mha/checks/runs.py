@@ -1,6 +1,5 @@
-"""One run of a class practice (chapters 1, 3, 5 and 6, :mod:`.practice`): the reader's class
-built and called, seeded and watched, the facts its messages quote, and what can go wrong
-before its output's values are compared (:data:`TROUBLE`)."""
+"""One run of a class practice (:mod:`.practice`): the reader's class built and called, seeded and
+watched, the facts messages quote, and what goes wrong before values are compared (``TROUBLE``)."""
 
 import contextlib
 

@@ -1,8 +1,6 @@
-"""Natural shortcuts in the class practices, seen simply: the starting code or the book's own
-class (by identity, :func:`refusal`), the book's forwards (:func:`.class_answer.book_calls`),
-PyTorch's attention (a :class:`Watch`). While a practice runs (:mod:`.practice`), the watch also
-makes dropout drop the same weights on every run, so that where a forward drops is a buggy
-reference like any other mistake."""
+"""Natural shortcuts, seen simply: the starting code or the book's own class (:func:`refusal`),
+the book's forwards (:func:`.class_answer.book_calls`), PyTorch's attention (a :class:`Watch`,
+which also makes dropout drop the same weights on every run: dropout is a buggy reference too)."""
 
 import ast
 import inspect

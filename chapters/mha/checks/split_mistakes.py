@@ -1,6 +1,5 @@
-"""Chapter 3's catalogue: the weight split from the run's own layers (:func:`split`), what the
-answer raised or built (``EARLY``), and its mistakes as buggy references, most specific first:
-the right :class:`.reference.Recipe` with one ingredient changed."""
+"""Chapter 3's catalogue: :func:`split` from the run's own layers, what the answer raised or built
+(``EARLY``), and its mistakes as buggy references (a :class:`.reference.Recipe` changed)."""
 
 import itertools
 

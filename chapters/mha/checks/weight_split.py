@@ -1,11 +1,5 @@
-"""Chapter 3's exercise: the forward pass of a weight split, written from a skeleton.
-
-The reader subclasses :class:`WeightSplitSkeleton` (``MultiHeadAttention``'s layers, a ``forward``
-that raises) and writes ``forward``. :func:`check_weight_split` builds the class in several
-configurations and compares its output with the reference computed from each instance's own
-layers (:mod:`.split_mistakes`: most mistakes are buggy references, the same computation with one
-ingredient changed); in training mode dropout must drop whole weights. :mod:`.practice` runs it.
-"""
+"""Chapter 3's exercise: a weight split's forward, written on :class:`WeightSplitSkeleton`, run by
+:mod:`.practice` against the references and buggy references of :mod:`.split_mistakes`."""
 
 import torch
 from torch import nn
@@ -38,9 +32,8 @@ class WeightSplitSkeleton(Skeleton):
         self.register_buffer("mask", future.bool())  # True: a later token
 
 
-#: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): several heads and a
-#: full-length input first (most mistakes show there), then a shorter input than the mask, one
-#: head, d_in > d_out, head_dim 1, biases, and dropout.
+#: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
+#: the first; then a short input, one head, d_in > d_out, head_dim 1, biases, and dropout.
 ROWS = (
     (5, 12, 6, 0.0, 3, 0, 6),
     (6, 8, 8, 0.0, 2, 0, 5),
@@ -68,18 +61,15 @@ WEIGHT_SPLIT = Practice(
     "attention itself. Write the weight split in your own forward, from the skeleton's layers.",
     belongs="Dropout belongs on the attention weights, after the softmax: "
     "attn_weights = self.dropout(attn_weights).",
-    praise=f"Your forward pass matches the reference, computed from each instance's own "
-    f"weights, in all {len(ROWS)} configurations: 1, 2, 3, 4 and 6 heads, d_in ≠ d_out, inputs "
-    "shorter than context_length, biases, and dropout (off in eval mode, on whole attention "
-    "weights in training mode), written without torch's own attention (the fused kernel or "
-    "nn.MultiheadAttention).",
+    praise=f"Your forward matches the reference from each instance's own weights in all "
+    f"{len(ROWS)} configurations (1 to 6 heads, short inputs, biases; dropout off in eval mode "
+    "and on whole attention weights in training mode), without torch's own attention.",
 )
 
 
 @never_raises
 def check_weight_split(cls):
-    """Check a weight-split class: build it in several configurations and compare its output
-    with the reference computed from each instance's own layers."""
+    """Check a weight-split class against references from each instance's own layers."""
     return check_practice(WEIGHT_SPLIT, cls)
 
 
