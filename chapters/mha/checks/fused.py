@@ -55,11 +55,6 @@ def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", pow
 HEADS = ("Your heads and tokens are mixed up. The kernel takes (b, num_heads, num_tokens, "
          "head_dim): view to (b, num_tokens, num_heads, head_dim), then transpose(1, 2); move the "
          "heads back after the tokens before reshaping to (b, num_tokens, d_out).")
-EARLY = (  # asked before the output: (what holds, what to say)
-    (lambda f: f["op"] == "view" and f["strides"][0][-2:-1] == (3 * f["d_out"],), "Your forward "
-     "raised {error}. chunk(3, dim=-1) cuts self.qkv(x) into slices whose rows lie 3 * d_out apart "
-     "in memory, so view can only split their last axis: view each to (b, num_tokens, num_heads, "
-     "head_dim), then transpose(1, 2)."),)
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Eval mode drops weights too: pass dropout_p only while self.training."),
     (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
@@ -83,7 +78,7 @@ def after_match(r):
 
 FUSED = Practice(
     start=FusedAttentionStart, own=True, rows=ROWS,
-    early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
+    reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
     torch="Split the heads and call the kernel.", kernel=False,
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "

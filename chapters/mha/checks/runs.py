@@ -39,12 +39,12 @@ class Run:
 
     def facts(self):
         """What messages quote: the sizes, the module and its output, the call that failed."""
-        op, shapes, strides = self.watch.failed or ("", [], [])
+        op, shapes = self.watch.failed or ("", [])
         kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
         H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
         G, hd = kw.get("num_kv_groups", H), kw["d_out"] // H  # G key blocks, of n heads each
         return dict(kw, H=H, G=G, n=H // G, hd=hd, kv=G * hd, T=T, ctx=ctx, p=self.p, op=op,
-                    error=self.error_text, raised=raised, shapes=shapes, strides=strides,
+                    error=self.error_text, raised=raised, shapes=shapes,
                     heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
                     shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
                     returned=kind_of(self.output) if not torch.is_tensor(self.output) else
@@ -64,6 +64,10 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
      "the constructor of {start}: subclass it and write only forward."),
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
+    (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
+     " view can only split or join the axes of a tensor whose numbers lie in memory order, which "
+     "transpose(1, 2) and chunk break. Call .contiguous() before .view(...), or use "
+     ".reshape(...)."),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
     (unmerged, "Your forward returned shape {shape}: the heads are still separate. Merge them: "
      "{want}."),

@@ -46,7 +46,7 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 class Watch(TorchFunctionMode):
     """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
-    enable_gqa; "layer") and in ``failed`` the name, shapes and strides of the first call that
+    enable_gqa; "layer") and in ``failed`` the name and shapes of the first call that
     raised. Dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`), and the kernel
     :func:`sdpa` plus ``bump``."""
 
@@ -69,8 +69,8 @@ class Watch(TorchFunctionMode):
             return func(*args, **kwargs)
         except Exception:
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            shapes, strides = [tuple(t.shape) for t in tensors], [t.stride() for t in tensors]
-            self.failed = self.failed or (getattr(func, "__name__", ""), shapes, strides)
+            shapes = [tuple(t.shape) for t in tensors]
+            self.failed = self.failed or (getattr(func, "__name__", ""), shapes)
             raise
 
 

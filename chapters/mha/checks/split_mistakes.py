@@ -40,9 +40,6 @@ HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} 
         "is in the code. Use num_heads.")
 EARLY = (  # before the output's values: what the forward built, or the call that failed
     LAYERS,
-    (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
-     " after transpose(1, 2), view needs numbers in memory order. Call .contiguous() before "
-     ".view(...), or use .reshape(...)."),
     (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"
      " which swaps heads and tokens here. Swap the last two axes: keys.transpose(2, 3)."),
     (other_head_count, HARD))
