@@ -44,12 +44,13 @@ EARLY = (  # before the output, what the forward built or the call that failed s
     (lambda f: len(f["heads"] or ()) > 1, "Your forward raised {error}: the queries have {H} "
      "blocks, the keys and values need as many. Repeat each key and value block once per head of "
      "its group, group_size = num_heads // num_kv_groups = {n} times."))
-MIXED = "Keys and values map to heads in two ways: a head mixes another group's values."
+CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or mixes another "
+          "group's values with its keys), but its block is h // group_size: "
+          "repeat_interleave(group_size, dim=1), for keys and values.")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
-    (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, as repeat cycles "
-     "them; its block is h // group_size: repeat_interleave(group_size, dim=1)."),
-    (dict(keys="repeat"), MIXED), (dict(values="repeat"), MIXED),
+    *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
+                                         dict(values="repeat"))),
     *((dict(scale=scale), SCALE) for scale in ("kv_width", "d_out", "group_size")),
     *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),

@@ -2,8 +2,8 @@
 :mod:`.practice` against the references and buggy references of :mod:`.split_mistakes`."""
 
 import torch
-from torch import nn
 
+from ..attention import MultiHeadAttention
 from .class_answer import Skeleton
 from .core import Exercise, never_raises
 from .practice import Practice, check_practice
@@ -15,21 +15,11 @@ class WeightSplitSkeleton(Skeleton):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(
-                f"d_out={d_out} is not divisible by num_heads={num_heads}: "
-                "choose d_out as a multiple of num_heads."
-            )
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads  # the width of each head
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes the heads' outputs
-        self.dropout = nn.Dropout(dropout)
-        future = torch.ones(context_length, context_length).triu(diagonal=1)
-        self.register_buffer("mask", future.bool())  # True: a later token
+        book = MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, book.head_dim
+        for name, layer in book.named_children():  # W_query, W_key, W_value, out_proj, dropout
+            self.add_module(name, layer)
+        self.register_buffer("mask", book.mask)  # (context_length, context_length), True: later
 
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
