@@ -6,6 +6,7 @@ import textwrap
 import torch
 from torch import nn
 
+from ..variants import FusedMultiHeadAttention
 from .core import Exercise, never_raises
 from .practice import Practice, check_practice
 from .shortcuts import sdpa
@@ -17,12 +18,9 @@ class FusedAttentionStart(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads:
-            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}.")
-        self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
-        self.head_dim = d_out // num_heads
-        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        book = FusedMultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.d_in, self.d_out, self.num_heads, self.head_dim = d_in, d_out, num_heads, book.head_dim
+        self.qkv, self.out_proj = book.qkv, book.out_proj  # the book's layers, seeded alike
         self.dropout_p = dropout  # a probability, for the fused kernel
         future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
         self.register_buffer("mask", future)  # (context_length, context_length)
