@@ -68,8 +68,7 @@ class Watch(TorchFunctionMode):
                 return sdpa(*args, **kwargs) + self.bump
             return func(*args, **kwargs)
         except Exception:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            shapes = [tuple(t.shape) for t in tensors]
+            shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
             self.failed = self.failed or (getattr(func, "__name__", ""), shapes)
             raise
 
