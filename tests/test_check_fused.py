@@ -360,10 +360,10 @@ CASES = [
     (R(dropout_at("output")), False, "not what dropout of whole attention weights gives"),
     (R(dropout_at("kernel output", noise)), False, "noise, not dropout"),
     # the book's own work
-    (R(delegates), False, "hands the work to the book's FusedMultiHeadAttention"),
+    (R(delegates), False, "hands its work to the book's FusedMultiHeadAttention"),
     (R(calls_the_books_forward), False, "FusedMultiHeadAttention"),
     (CallsASavedBookForward, False, "FusedMultiHeadAttention"),
-    (R(through_grouped_query_attention), False, "hands the work to the book's GroupedQueryAtt"),
+    (R(through_grouped_query_attention), False, "hands its work to the book's GroupedQueryAtt"),
     (FusedMultiHeadAttention, False, "one of the book's own modules"),
     (Subclass, False, "one of the book's own modules"),
     (MultiHeadAttention, False, "one of the book's own modules"),

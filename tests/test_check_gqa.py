@@ -736,12 +736,28 @@ CASES = [
     # the book's own work, and the starting code
     (GroupedQueryAttention, False, "GroupedQueryAttention is one of the book's own modules"),
     (EmptySubclass, False, "EmptySubclass does not define forward"),
-    (CallsSuper, False, "runs the book's own GroupedQueryAttention.forward"),
-    (CallsTheBooksForwardByName, False, "runs the book's own GroupedQueryAttention.forward"),
-    (CallsASavedReferenceToTheBooksForward, False, "runs the book's own GroupedQueryAttention"),
-    (BuildsTheBooksModuleInside, False, "runs the book's own GroupedQueryAttention.forward"),
-    (UsesTheBooksCache, False, "runs the book's own attend_to_cache"),
-    (CopiesBlocksIntoMultiHeadAttention, False, "runs the book's own MultiHeadAttention.forward"),
+    (CallsSuper, False, "hands its work to the book's GroupedQueryAttention.forward"),
+    (
+        CallsTheBooksForwardByName,
+        False,
+        "hands its work to the book's GroupedQueryAttention.forward",
+    ),
+    (
+        CallsASavedReferenceToTheBooksForward,
+        False,
+        "hands its work to the book's GroupedQueryAttention",
+    ),
+    (
+        BuildsTheBooksModuleInside,
+        False,
+        "hands its work to the book's GroupedQueryAttention.forward",
+    ),
+    (UsesTheBooksCache, False, "hands its work to the book's attend_to_cache"),
+    (
+        CopiesBlocksIntoMultiHeadAttention,
+        False,
+        "hands its work to the book's MultiHeadAttention.forward",
+    ),
     (pasted(), False, "line for line"),
     (Skeleton, False, "still raises NotImplementedError, as the starting code does"),
     # not a grouped-query class

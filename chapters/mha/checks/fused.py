@@ -83,7 +83,6 @@ FUSED = Practice(
     "shape? fused_attention.hint(1), just below the check, starts from there.",
     inherited="{name} has no forward of its own yet: the starting code's only raises. What are "
     "the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
-    delegates="Your forward hands the work to the book's {}: write the steps yourself.",
     belongs="Dropout belongs inside the kernel, on its attention weights: pass "
     "dropout_p=self.dropout_p while self.training (0.0 otherwise), and drop nothing yourself.",
     praise=f"Your forward matches the book's modules in all {len(ROWS)} configurations (one to "

@@ -65,7 +65,6 @@ GQA = Practice(
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
-    delegates="Your forward runs the book's own {}: write the pass from the module's own layers.",
     belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")

@@ -40,7 +40,10 @@ class Practice:
     judge: Callable = None
     reference: Callable = None  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple = ()
-    delegates: str = ""  # when the forward ran the book's ``{}`` (all of them: ``{calls}``)
+    delegates: str = (  # when the forward ran the book's ``{calls}``
+        "Your forward hands its work to the book's {calls}, so it does not compute attention "
+        "itself. Write the steps in your own forward, from your class's own layers."
+    )
     torch: str = ""
     kernel: bool = True
     belongs: str = ""  # where dropout belongs

@@ -47,8 +47,6 @@ WEIGHT_SPLIT = Practice(
     "forward pass is yours to write. What does each head need from W_query, W_key and W_value, "
     "and in which shape? The first hint, just below the check, starts from there.",
     inherited=None,
-    delegates="Your forward hands its work to the book's {calls}, so it does not compute "
-    "attention itself. Write the weight split in your own forward, from the skeleton's layers.",
     belongs="Dropout belongs on the attention weights, after the softmax: "
     "attn_weights = self.dropout(attn_weights).",
     praise=f"Your forward matches the reference from each instance's own weights in all "
