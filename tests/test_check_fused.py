@@ -343,7 +343,7 @@ CASES = [
     # a forward that raises
     (R(starting_code), False, "fused_attention.hint(1), just below the check"),
     (R(unsliced_mask), False, "cut the mask to the input's length"),
-    (R(chunk_then_view), False, "which transpose(1, 2) and chunk break"),
+    (R(chunk_then_view), False, "which transpose(1, 2) and chunk break. Call"),
     (R(broken), False, "RuntimeError: boom"),
     (BadInit, False, "ZeroDivisionError"),
     # the kernel: used, and its result used

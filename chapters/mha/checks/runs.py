@@ -65,9 +65,8 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
     (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
-     " view can only split or join the axes of a tensor whose numbers lie in memory order, which "
-     "transpose(1, 2) and chunk break. Call .contiguous() before .view(...), or use "
-     ".reshape(...)."),
+     " view needs numbers in memory order, which transpose(1, 2) and chunk break. Call "
+     ".contiguous() before .view(...)."),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
     (unmerged, "Your forward returned shape {shape}: the heads are still separate. Merge them: "
      "{want}."),
