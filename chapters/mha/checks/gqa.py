@@ -56,11 +56,10 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
-TORCH = "Chapter 5's practice hands attention to that kernel; write chapter 3's steps here."
 GQA = Practice(
     start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    torch=TORCH,
+    torch="Chapter 5's practice hands attention to that kernel; write chapter 3's steps here.",
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",

@@ -54,11 +54,6 @@ class Run:
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
 
-def unmerged(f):
-    """The output still has a head axis: (b, num_heads, T, head_dim) or (b, T, num_heads, ...)."""
-    return f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"]))
-
-
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (lambda f: f["stage"] == "constructor", "Building your class as {call} raised {error}. Keep "
      "the constructor of {start}: subclass it and write only forward."),
@@ -68,8 +63,8 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
      " view needs numbers in memory order, which transpose(1, 2) and chunk break. Call "
      ".contiguous() before .view(...)."),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
-    (unmerged, "Your forward returned shape {shape}: the heads are still separate. Merge them: "
-     "{want}."),
+    (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])), "Your "
+     "forward returned shape {shape}: the heads are still separate. Merge them: {want}."),
     (lambda f: f["shape"] != f["want"], "Your forward returned {returned}, not a tensor of shape "
      "(b, num_tokens, d_out), here {want}."))  # fmt: skip
 LAYERS = (lambda f: not all(isinstance(getattr(f["module"], n, None), torch.nn.Module)
