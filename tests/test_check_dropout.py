@@ -1,8 +1,8 @@
 """Dropout is checked where it acts, in every exercise that has it (chapters 3, 5, 6 and 7).
 
 Each wrong class below is the book's own solution with dropout moved to one wrong place, or
-replaced by something that is not dropout; the check must name where it went and where it
-belongs, and a right answer must still pass.
+replaced by something that is not dropout; the check must say that it is not dropout of whole
+attention weights (or that it makes nan) and where it belongs, and a right answer must still pass.
 """
 
 import pytest
@@ -55,13 +55,13 @@ def split_forward(where, how=dropped):
 
 PLACEMENTS = {  # (where, how): what the feedback must say
     ("scores", dropped): "nan",
-    ("raw scores", dropped): "acts before the softmax",
-    ("values", dropped): "dropout acts on the values",
-    ("context", dropped): "on the merged context",
-    ("head context", dropped): "on the merged context",
-    ("output", dropped): "after out_proj",
-    ("weights", noisy): "That is noise, not dropout",
-    ("weights", twice): "applied twice",
+    ("raw scores", dropped): "not what dropout of whole attention weights gives",
+    ("values", dropped): "not what dropout of whole attention weights gives",
+    ("context", dropped): "not what dropout of whole attention weights gives",
+    ("head context", dropped): "not what dropout of whole attention weights gives",
+    ("output", dropped): "not what dropout of whole attention weights gives",
+    ("weights", noisy): "is noise, not dropout",
+    ("weights", twice): "drops twice",
 }
 
 
@@ -105,9 +105,9 @@ def fused_forward(where, how=None):
 
 
 FUSED_PLACEMENTS = {
-    "kernel output": "on the merged context",
-    "values": "dropout acts on the values",
-    "output": "after out_proj",
+    "kernel output": "not what dropout of whole attention weights gives",
+    "values": "not what dropout of whole attention weights gives",
+    "output": "not what dropout of whole attention weights gives",
 }
 
 
@@ -157,10 +157,10 @@ def grouped_forward(where, how=dropped):
 
 GROUPED_PLACEMENTS = {
     ("scores", dropped): "nan",
-    ("values", dropped): "dropout acts on the values",
-    ("context", dropped): "on the merged context",
-    ("output", dropped): "after out_proj",
-    ("weights", noisy): "That is noise, not dropout",
+    ("values", dropped): "not what dropout of whole attention weights gives",
+    ("context", dropped): "not what dropout of whole attention weights gives",
+    ("output", dropped): "not what dropout of whole attention weights gives",
+    ("weights", noisy): "is noise, not dropout",
 }
 
 

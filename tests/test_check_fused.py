@@ -332,9 +332,9 @@ CASES = [
     # what a mistake computes
     (R(no_mask), False, "no causal mask"),
     (R(inverted_mask), False, "the wrong way round"),
-    (R(tokens_before_heads), False, "tokens attend across heads"),
-    (R(viewed_straight), False, "mixes tokens and heads"),
-    (R(merged_without_transpose), False, "Move the heads back after the tokens"),
+    (R(tokens_before_heads), False, "heads and tokens are mixed up"),
+    (R(viewed_straight), False, "heads and tokens are mixed up"),
+    (R(merged_without_transpose), False, "heads and tokens are mixed up"),
     (R(interleaved_qkv), False, "all queries, then all keys"),
     (R(scaled_twice), False, "scaled twice"),
     (R(no_out_proj), False, "never applies self.out_proj"),
@@ -343,7 +343,7 @@ CASES = [
     # a forward that raises
     (R(starting_code), False, "fused_attention.hint(1), just below the check"),
     (R(unsliced_mask), False, "cut the mask to the input's length"),
-    (R(chunk_then_view), False, "view can only split their last axis"),
+    (R(chunk_then_view), False, "which transpose(1, 2) and chunk break. Call"),
     (R(broken), False, "RuntimeError: boom"),
     (BadInit, False, "ZeroDivisionError"),
     # the kernel: used, and its result used
@@ -355,15 +355,15 @@ CASES = [
     # dropout: inside the kernel, only in training
     (R(dropout_always), False, "only while self.training"),
     (R(dropout_never), False, "no dropout"),
-    (R(dropout_at("kernel output")), False, "on the merged context"),
-    (R(dropout_at("values")), False, "dropout acts on the values"),
-    (R(dropout_at("output")), False, "after out_proj"),
+    (R(dropout_at("kernel output")), False, "not what dropout of whole attention weights gives"),
+    (R(dropout_at("values")), False, "not what dropout of whole attention weights gives"),
+    (R(dropout_at("output")), False, "not what dropout of whole attention weights gives"),
     (R(dropout_at("kernel output", noise)), False, "noise, not dropout"),
     # the book's own work
-    (R(delegates), False, "hands the work to the book's FusedMultiHeadAttention"),
+    (R(delegates), False, "hands its work to the book's FusedMultiHeadAttention"),
     (R(calls_the_books_forward), False, "FusedMultiHeadAttention"),
     (CallsASavedBookForward, False, "FusedMultiHeadAttention"),
-    (R(through_grouped_query_attention), False, "hands the work to the book's GroupedQueryAtt"),
+    (R(through_grouped_query_attention), False, "hands its work to the book's GroupedQueryAtt"),
     (FusedMultiHeadAttention, False, "one of the book's own modules"),
     (Subclass, False, "one of the book's own modules"),
     (MultiHeadAttention, False, "one of the book's own modules"),

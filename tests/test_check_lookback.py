@@ -9,8 +9,10 @@ import torch
 
 from mha.attention import MultiHeadAttention
 from mha.checks import lookback as lookback_check
-from mha.checks.lookback import CHAPTER_TASK, VARIANT, check_lookback_model, lookback_heads
+from mha.checks.lookback import VARIANT, check_lookback_model, lookback_heads
 from mha.tasks import LookbackModel, LookbackTask
+
+CHAPTER_TASK = LookbackTask()  # the chapter's task, looking back (1, 2, 3, 4)
 
 
 def build(task=VARIANT, d_model=24, num_heads=3):
@@ -29,22 +31,22 @@ CASES = [
     (build(), True, "3 heads of width 8, one per offset"),
     (build(), True, "looks 6 back"),
     (None, False, "my_model is still None. Build the model and pass it"),  # the starting code
-    (LookbackModel, False, "You passed the class LookbackModel itself"),
-    (3, False, "LookbackModel(variant, d_model=24, num_heads=3)"),
-    (MultiHeadAttention(24, 24, 10, 0.0, 3), False, "You passed a MultiHeadAttention"),
+    (LookbackModel, False, "but got the class LookbackModel. Build one"),
+    (3, False, "but got a value of type int. Build one: my_model = LookbackModel(variant"),
+    (MultiHeadAttention(24, 24, 10, 0.0, 3), False, "got a value of type MultiHeadAttention"),
     (
         "LookbackModel(variant, 24, 3)",
         False,
         "expects a LookbackModel, but got a value of type str",
     ),
-    (build(CHAPTER_TASK, 32, 4), False, "built for the chapter's task"),  # copied from above
-    (build(CHAPTER_TASK, 24, 3), False, "built for the chapter's task"),
+    (build(CHAPTER_TASK, 32, 4), False, "looks back (1, 2, 3, 4)"),  # copied from above
+    (build(CHAPTER_TASK, 24, 3), False, "pass variant as the first argument"),
     (build(LookbackTask(offsets=(1, 3, 5))), False, "a task that looks back (1, 3, 5)"),
     (build(LookbackTask(offsets=(1, 3, 6), vocab_size=6)), False, "differs from the variant"),
     (build(d_model=32, num_heads=4), False, "Your model is 32 wide. Keep d_model=24"),
     (build(d_model=30, num_heads=3), False, "Your model is 30 wide"),
-    (build(num_heads=1), False, "One head of width 24 has one attention pattern"),
-    (build(num_heads=2), False, "2 heads for 3 offsets"),
+    (build(num_heads=1), False, "1 head of width 24 for 3 offsets: a head has one attention"),
+    (build(num_heads=2), False, "2 heads of width 12 for 3 offsets"),
     (build(num_heads=4), False, "How many patterns does the variant need"),
     (build(num_heads=6), False, "6 heads of width 4 for 3 offsets: more heads than offsets"),
     (build(num_heads=8), False, "more heads than offsets"),

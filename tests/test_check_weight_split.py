@@ -728,15 +728,22 @@ class HeadDimAsDOut(WeightSplitSkeleton):
 
 
 MISTAKES = {
-    "view without transpose": (
-        [view_straight_to_heads, reshape_straight_to_heads_and_back],
-        "view straight to (b, num_heads, num_tokens, head_dim)",
+    "heads split wrong: viewed without transpose, or strided": (
+        [view_straight_to_heads, reshape_straight_to_heads_and_back]
+        + [strided_split_and_merge, strided_by_slicing],
+        "Your heads are split wrong",
     ),
-    "merge without transpose": (
-        [merge_with_view_only, einsum_merge_without_transpose],
-        "merged without transposing back",
+    "heads merged wrong: without transpose, in reverse order or interleaved": (
+        [merge_with_view_only, einsum_merge_without_transpose]
+        + [heads_flipped_before_merge, heads_concatenated_last_first]
+        + [merge_through_head_dim_last, heads_stacked_last],
+        "the merge puts it in the wrong columns",
     ),
-    "scaled by √d_out": ([scaled_by_d_out, scaled_by_width_before_split], "scaled by √d_out"),
+    "not scaled, or scaled by √d_out or head_dim": (
+        [not_scaled, not_scaled_in_einsum, scaled_by_d_out, scaled_by_width_before_split]
+        + [divided_by_head_dim, divided_by_the_keys_width],
+        "not scaled by √head_dim",
+    ),
     "the fused kernel": (
         [
             sdpa_is_causal,
@@ -752,9 +759,16 @@ MISTAKES = {
         ],
         "Your forward calls torch.nn.functional.scaled_dot_product_attention",
     ),
-    "not scaled": ([not_scaled, not_scaled_in_einsum], "not scaled"),
     "no causal mask": ([no_mask, mask_result_discarded], "no causal mask"),
-    "mask inverted": ([mask_compared_with_zero, mask_negated], "Your mask is inverted"),
+    "mask inverted or hiding the diagonal": (
+        [
+            mask_compared_with_zero,
+            mask_negated,
+            diagonal_in_the_mask,
+            strict_lower_triangle_visible,
+        ],
+        "Your mask hides the wrong tokens",
+    ),
     "no dropout in training": (
         [dropout_left_out, dropout_with_p_zero],
         "no attention weight is ever dropped",
@@ -785,7 +799,7 @@ MISTAKES = {
     ),
     "mask not sliced": (
         [mask_not_sliced, mask_rows_sliced_only],
-        "slice it to the input's length",
+        "cut the mask to the input's length",
     ),
     "forward raises": ([raises_value_error, keys_not_transposed], "raised"),
     "the starting code": (
@@ -816,32 +830,15 @@ MISTAKES = {
         [keys_from_w_query, values_from_w_key],
         "Queries come from W_query",
     ),
-    "strided heads": ([strided_split_and_merge, strided_by_slicing], "every num_heads-th column"),
-    "heads merged in reverse order": (
-        [heads_flipped_before_merge, heads_concatenated_last_first],
-        "in reverse order",
-    ),
-    "heads interleaved": (
-        [merge_through_head_dim_last, heads_stacked_last],
-        "interleaves the heads",
-    ),
-    "divided by head_dim": (
-        [divided_by_head_dim, divided_by_the_keys_width],
-        "not by its square root",
-    ),
-    "diagonal masked too": (
-        [diagonal_in_the_mask, strict_lower_triangle_visible],
-        "hides the diagonal too",
-    ),
     "heads not merged": (
         [heads_left_separate, heads_transposed_back_not_merged],
         "the heads are still separate",
     ),
-    "wrong shape": (
-        [last_token_only, first_sequence_only],
-        "but it should be (b, num_tokens, d_out)",
+    "wrong shape or not a tensor": (  # d_out taken per head: the output is the wrong width
+        [last_token_only, first_sequence_only, returns_nothing, returns_a_list]
+        + [PerHeadWidth, HeadDimAsDOut],
+        "not a tensor of shape (b, num_tokens, d_out)",
     ),
-    "not a tensor": ([returns_nothing, returns_a_list], "not a tensor"),
     "constructor raises": (
         [RenamedArguments, RefusesToBuild, ForgetsSuperInit],
         "Building your class as",
@@ -850,7 +847,6 @@ MISTAKES = {
         [RenamedProjections, ProjectionsAsMatrices],
         "could not use your instance's",
     ),
-    "d_out taken per head": ([PerHeadWidth, HeadDimAsDOut], "total width of all heads together"),
 }
 
 BUGGY = [
@@ -1054,8 +1050,8 @@ CASES = [
     (with_forward(book_delegation), False, "hands its work to the book's MultiHeadAttention"),
     (with_forward(through_the_wrapper, MultiHeadAttention), False, "CausalAttention"),
     (BookInside, False, "hands its work to the book's"),
-    (with_forward(sdpa_given_the_mask), False, "a bool attn_mask marks the keys to *keep*"),
-    (with_forward(sdpa_given_the_bool_mask), False, "a bool attn_mask marks the keys to *keep*"),
+    (with_forward(sdpa_given_the_mask), False, "Chapter 5's practice uses it"),
+    (with_forward(sdpa_given_the_bool_mask), False, "Chapter 5's practice uses it"),
     (with_forward(torch_layer_with_weights), False, "torch.nn.MultiheadAttention"),
     (with_forward(torch_layer_fast_path), False, "torch.nn.MultiheadAttention"),
     (with_forward(functional_multi_head_attention), False, "torch.nn.MultiheadAttention"),
@@ -1073,4 +1069,4 @@ def test_each_answer_gets_its_verdict_and_words(answer, passes, words):
     assert MultiHeadAttention.forward.__name__ == "forward"  # the book's forward is restored
     torch_attention = "PyTorch's" in result.feedback
     assert not torch_attention or "not yours" in result.feedback
-    assert "attn_mask" not in result.feedback or "sdpa_given" in getattr(answer, "__name__", "")
+    assert "attn_mask" not in result.feedback

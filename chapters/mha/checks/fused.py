@@ -1,15 +1,15 @@
-"""Chapter 5's check: a forward that hands attention to ``F.scaled_dot_product_attention``. Each
-known wrong output is a buggy reference, :func:`fused` with one ingredient changed; the kernel's
-result must be used, and dropout act inside it. :mod:`.practice` runs the check."""
+"""Chapter 5's check (run by :mod:`.practice`): a forward that hands attention to the fused kernel
+and uses its result; each known wrong output is :func:`fused` with one ingredient changed."""
 
 import textwrap
 
 import torch
 from torch import nn
 
+from ..variants import FusedMultiHeadAttention
 from .core import Exercise, never_raises
 from .practice import Practice, check_practice
-from .shortcuts import dropped, sdpa, torch_message
+from .shortcuts import sdpa
 
 
 class FusedAttentionStart(nn.Module):
@@ -18,12 +18,9 @@ class FusedAttentionStart(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads:
-            raise ValueError(f"d_out={d_out} must be divisible by num_heads={num_heads}.")
-        self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
-        self.head_dim = d_out // num_heads
-        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)
+        book = FusedMultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.d_in, self.d_out, self.num_heads, self.head_dim = d_in, d_out, num_heads, book.head_dim
+        self.qkv, self.out_proj = book.qkv, book.out_proj  # the book's layers, seeded alike
         self.dropout_p = dropout  # a probability, for the fused kernel
         future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
         self.register_buffer("mask", future)  # (context_length, context_length)
@@ -38,37 +35,29 @@ ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 
 
 
 def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
-          drop=None):
+          drop=False):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     (b, T, _), H = r.x.shape, r.kwargs["num_heads"]
     hd, qkv = r.kwargs["d_out"] // H, r.module.qkv(r.x)  # (b, T, 3 * d_out)
-    at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     parts = qkv.view(b, T, 3, H, hd).unbind(2) if order == "3, heads" else qkv.view(b, T, H, 3, hd).unbind(3)  # noqa: E501
     q, k, v = {"transposed": [t.transpose(1, 2) for t in parts], "not": parts,  # (b, H, T, hd)
                "viewed": [t.reshape(b, H, T, hd) for t in parts]}[heads]
     future = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).triu(1)
     keep = {"causal": ~future, "none": None, "inverted": future}[mask]
-    context = sdpa(q, k, at("values", v), keep, r.p * (drop == "weights"), scale=hd**-power)
-    context = at("heads", context).transpose(1, 2) if heads != "not" and back else context
-    context = at("context", context.reshape(b, T, -1))  # (b, T, d_out)
-    return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
+    context = sdpa(q, k, v, keep, r.p if drop else 0.0, scale=hd**-power)
+    context = context.transpose(1, 2) if heads != "not" and back else context
+    context = context.reshape(b, T, -1)  # (b, T, d_out)
+    return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
-EARLY = (  # asked before the output: (what holds, what to say)
-    (lambda f: f["op"] == "view" and f["strides"][0][-2:-1] == (3 * f["d_out"],), "Your forward "
-     "raised {error}. chunk(3, dim=-1) cuts self.qkv(x) into slices whose rows lie 3 * d_out apart "
-     "in memory, so view can only split their last axis: view each to (b, num_tokens, num_heads, "
-     "head_dim), then transpose(1, 2)."),)
+HEADS = ("Your heads and tokens are mixed up. The kernel takes (b, num_heads, num_tokens, "
+         "head_dim): view to (b, num_tokens, num_heads, head_dim), then transpose(1, 2); move the "
+         "heads back after the tokens before reshaping to (b, num_tokens, d_out).")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "Eval mode drops weights too: pass dropout_p only while self.training."),
+    (dict(drop=True), "Eval mode drops weights too: pass dropout_p only while self.training."),
     (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
     (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
-    (dict(heads="not"), "The kernel got queries of shape (b, num_tokens, num_heads, head_dim), so "
-     "your tokens attend across heads. Give it (b, num_heads, num_tokens, head_dim)."),
-    (dict(heads="viewed"), "Your heads are viewed straight to (b, num_heads, num_tokens, "
-     "head_dim): that mixes tokens and heads."),
-    (dict(back=False), "The kernel's output is (b, num_heads, num_tokens, head_dim): Move the heads"
-     " back after the tokens before reshaping to (b, num_tokens, d_out)."),
+    *((dict(heads=heads), HEADS) for heads in ("not", "viewed")), (dict(back=False), HEADS),
     (dict(order="heads, 3"), "self.qkv(x)'s last axis holds all queries, then all keys, then all "
      "values: view it as (b, num_tokens, 3, num_heads, head_dim)."),
     (dict(power=1.0), "The scores are scaled twice: the kernel already divides by √head_dim."),
@@ -87,14 +76,13 @@ def after_match(r):
 
 FUSED = Practice(
     start=FusedAttentionStart, own=True, rows=ROWS,
-    early=EARLY, reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
-    torch=lambda r: torch_message(r.watch, "Split the heads and call the kernel.", kernel=False),
+    reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
+    torch="Split the heads and call the kernel.", kernel=False,
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
     "shape? fused_attention.hint(1), just below the check, starts from there.",
     inherited="{name} has no forward of its own yet: the starting code's only raises. What are "
     "the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
-    delegates="Your forward hands the work to the book's {}: write the steps yourself.",
     belongs="Dropout belongs inside the kernel, on its attention weights: pass "
     "dropout_p=self.dropout_p while self.training (0.0 otherwise), and drop nothing yourself.",
     praise=f"Your forward matches the book's modules in all {len(ROWS)} configurations (one to "

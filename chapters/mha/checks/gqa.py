@@ -1,6 +1,5 @@
-"""Chapter 6's check: a grouped-query forward, judged by what it computes from its own layers. A
-known wrong output is a buggy reference, :func:`grouped` with one ingredient changed; a forward
-that raises is read from the call that failed (``EARLY``). :mod:`.practice` runs the check."""
+"""Chapter 6's check (run by :mod:`.practice`): a grouped-query forward; each known wrong output is
+:func:`grouped` with one ingredient changed, a forward that raises is read from the failed call."""
 
 import textwrap
 
@@ -9,8 +8,8 @@ from .core import Exercise, never_raises
 from .practice import Practice, check_practice
 from .reference import Recipe, attend
 from .runs import LAYERS
-from .shortcuts import dropped, torch_message
-from .split_mistakes import STEPS
+from .shortcuts import dropped
+from .split_mistakes import SCALE, STEPS
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
@@ -18,20 +17,19 @@ ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0,
 
 
 def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
-            softmax_dim=-1, back=True, out=True, drop=None):
+            softmax_dim=-1, back=True, out=True, drop=False):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     H, G, hd = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["d_out"] // r.kwargs["num_heads"]  # noqa: E501
-    at = lambda place, t: dropped(t, r.p) if drop == place else t  # noqa: E731
     q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
                for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
               "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
     root = {"head_dim": hd, "kv_width": G * hd, "d_out": H * hd, "group_size": H // G, "none": 1}
-    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim, drop_at=at)
-    context = at("heads", attend(q, spread[keys](k), spread[values](v), recipe))
+    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim,
+                    dropout=(lambda t: dropped(t, r.p)) if drop else None)
+    context = attend(q, spread[keys](k), spread[values](v), recipe)
     context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
-    context = at("context", context)  # (b, T, d_out)
-    return at("output", r.module.out_proj(context) if out else context)  # (b, T, d_out)
+    return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
 EARLY = (  # before the output, what the forward built or the call that failed shows
@@ -43,36 +41,29 @@ EARLY = (  # before the output, what the forward built or the call that failed s
      "tokens. Repeat on the block axis, dim=1."),
     (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
      " {error}: view the keys and values with self.num_kv_groups={G} blocks, not num_heads."),
-    (lambda f: f["G"] ** 2 != f["H"] and f["heads"] == {f["H"], f["G"] ** 2}, "Your forward raised "
-     "{error}: repeat each block group_size = num_heads // num_kv_groups = {n} times, not {G}."),
-    (lambda f: f["heads"] == {f["H"], f["G"]} and f["shapes"][0][-1] == f["T"], "Your forward "
-     "raised {error}: the keys were expanded to one block per head, but the values were not."),
-    (lambda f: f["heads"] == {f["H"], f["G"]}, "Your forward raised {error}: the queries have {H} "
-     "blocks, the keys only {G}. Repeat each key and value block once per head of its group."))
-MIXED = "Keys and values map to heads in two ways: a head mixes another group's values."
-SCALE = "The scores are scaled by {}; a head has head_dim = {{hd}} terms: divide by √head_dim."
+    (lambda f: len(f["heads"] or ()) > 1, "Your forward raised {error}: the queries have {H} "
+     "blocks, the keys and values need as many. Repeat each key and value block once per head of "
+     "its group, group_size = num_heads // num_kv_groups = {n} times."))
+CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or mixes another "
+          "group's values with its keys), but its block is h // group_size: "
+          "repeat_interleave(group_size, dim=1), for keys and values.")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
-    (dict(keys="repeat", values="repeat"), "Head h reads block h % num_kv_groups, as repeat cycles "
-     "them; its block is h // group_size: repeat_interleave(group_size, dim=1)."),
-    (dict(keys="repeat"), MIXED), (dict(values="repeat"), MIXED),
-    (dict(scale="kv_width"), SCALE.format("√(num_kv_groups × head_dim) = √{kv}")),
-    (dict(scale="d_out"), SCALE.format("√d_out = √{d_out}")),
-    (dict(scale="group_size"), SCALE.format("√group_size = √{n}: sharing keys changes no product")),
+    (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
+    *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
+                                         dict(values="repeat"))),
+    *((dict(scale=scale), SCALE) for scale in ("kv_width", "d_out", "group_size")),
     *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
-TORCH = "Chapter 5's practice hands attention to that kernel; write chapter 3's steps here."
 GQA = Practice(
     start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
-    torch=lambda r: torch_message(r.watch, TORCH),
+    torch="Chapter 5's practice hands attention to that kernel; write chapter 3's steps here.",
     starting="Your forward still raises NotImplementedError, as the starting code does: replace "
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
-    delegates="Your forward runs the book's own {}: write the pass from the module's own layers.",
     belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")

@@ -1,13 +1,12 @@
-"""One run of a class practice (chapters 1, 3, 5 and 6, :mod:`.practice`): the reader's class
-built and called, seeded and watched, the facts its messages quote, and what can go wrong
-before its output's values are compared (:data:`TROUBLE`)."""
+"""One run of a class practice (:mod:`.practice`): the reader's class built and called, seeded and
+watched, the facts messages quote, and what goes wrong before values are compared (``TROUBLE``)."""
 
 import contextlib
 
 import torch
 
 from .class_answer import name_of
-from .core import describe_error
+from .core import describe_error, kind_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 
@@ -40,22 +39,19 @@ class Run:
 
     def facts(self):
         """What messages quote: the sizes, the module and its output, the call that failed."""
-        op, shapes, strides = self.watch.failed or ("", [], [])
+        op, shapes = self.watch.failed or ("", [])
         kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
         H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
         G, hd = kw.get("num_kv_groups", H), kw["d_out"] // H  # G key blocks, of n heads each
         return dict(kw, H=H, G=G, n=H // G, hd=hd, kv=G * hd, T=T, ctx=ctx, p=self.p, op=op,
-                    error=self.error_text, raised=raised, shapes=shapes, strides=strides,
+                    error=self.error_text, raised=raised, shapes=shapes,
                     heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
                     shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
+                    returned=kind_of(self.output) if not torch.is_tensor(self.output) else
+                    f"a tensor of shape {tuple(self.output.shape)}",
                     width=getattr(getattr(self.module, "W_key", None), "out_features", G * hd),
                     module=self.module, output=self.output, run=self,
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
-
-
-def unmerged(f):
-    """The output still has a head axis: (b, num_heads, T, head_dim) or (b, T, num_heads, ...)."""
-    return f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"]))
 
 
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
@@ -63,11 +59,14 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
      "the constructor of {start}: subclass it and write only forward."),
     (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
      " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
+    (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
+     " view needs numbers in memory order, which transpose(1, 2) and chunk break. Call "
+     ".contiguous() before .view(...)."),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
-    (unmerged, "Your forward returned shape {shape}: the heads are still separate. Merge them: "
-     "{want}."),
-    (lambda f: f["shape"] != f["want"], "Your class returned a {output.__class__.__name__}, not a "
-     "tensor of shape (b, num_tokens, d_out), here {want}."))  # fmt: skip
+    (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])), "Your "
+     "forward returned shape {shape}: the heads are still separate. Merge them: {want}."),
+    (lambda f: f["shape"] != f["want"], "Your forward returned {returned}, not a tensor of shape "
+     "(b, num_tokens, d_out), here {want}."))  # fmt: skip
 LAYERS = (lambda f: not all(isinstance(getattr(f["module"], n, None), torch.nn.Module)
           for n in PROJECTIONS), "The check could not use your instance's W_query, W_key or "
           "W_value: keep those layers.")  # fmt: skip

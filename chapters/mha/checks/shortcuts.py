@@ -1,8 +1,6 @@
-"""Natural shortcuts in the class practices, seen simply: the starting code or the book's own
-class (by identity, :func:`refusal`), the book's forwards (:func:`.class_answer.book_calls`),
-PyTorch's attention (a :class:`Watch`). While a practice runs (:mod:`.practice`), the watch also
-makes dropout drop the same weights on every run, so that where a forward drops is a buggy
-reference like any other mistake."""
+"""Natural shortcuts, seen simply: the starting code or the book's own class (:func:`refusal`),
+the book's forwards (:func:`.class_answer.book_calls`), PyTorch's attention (a :class:`Watch`,
+which also makes dropout drop the same weights on every run: dropout is a buggy reference too)."""
 
 import ast
 import inspect
@@ -48,7 +46,7 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 class Watch(TorchFunctionMode):
     """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
-    enable_gqa; "layer") and in ``failed`` the name, shapes and strides of the first call that
+    enable_gqa; "layer") and in ``failed`` the name and shapes of the first call that
     raised. Dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`), and the kernel
     :func:`sdpa` plus ``bump``."""
 
@@ -70,9 +68,8 @@ class Watch(TorchFunctionMode):
                 return sdpa(*args, **kwargs) + self.bump
             return func(*args, **kwargs)
         except Exception:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            shapes, strides = [tuple(t.shape) for t in tensors], [t.stride() for t in tensors]
-            self.failed = self.failed or (getattr(func, "__name__", ""), shapes, strides)
+            shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            self.failed = self.failed or (getattr(func, "__name__", ""), shapes)
             raise
 
 

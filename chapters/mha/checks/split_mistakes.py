@@ -1,27 +1,17 @@
-"""Chapter 3's catalogue: the weight split from the run's own layers (:func:`split`), what the
-answer raised or built (``EARLY``), and its mistakes as buggy references, most specific first:
-the right :class:`.reference.Recipe` with one ingredient changed."""
+"""Chapter 3's catalogue: :func:`split` from the run's own layers, what the answer raised or built
+(``EARLY``), and its mistakes as buggy references (a :class:`.reference.Recipe` changed)."""
 
 import itertools
 
-import torch
-
-from .core import listed
 from .reference import CORRECT, PROJECTIONS, same, split_attention
-from .runs import LAYERS, Run, unmerged
+from .runs import LAYERS, Run
 from .shortcuts import dropped
 
 
-def split(r, num_heads=None, drop=None, **changes):
+def split(r, num_heads=None, drop=False, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's;
-    ``drop`` is where dropout acts ("twice": on the weights, twice)."""
-
-    def at(place, t):
-        if drop == "twice" and place == "weights":
-            return dropped(dropped(t, r.p), r.p)
-        return dropped(t, r.p) if drop == place else t
-
-    recipe = CORRECT.but(drop_at=at, **changes)
+    with ``drop``, the check's dropout drops attention weights."""
+    recipe = CORRECT.but(dropout=(lambda t: dropped(t, r.p)) if drop else None, **changes)
     return split_attention(r.module, r.x, num_heads or r.kwargs["num_heads"], recipe)
 
 
@@ -50,63 +40,46 @@ HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} 
         "is in the code. Use num_heads.")
 EARLY = (  # before the output's values: what the forward built, or the call that failed
     LAYERS,
-    (lambda f: f["width"] != f["d_out"], "Your W_key maps d_in={d_in} to {width} columns, but "
-     "d_out={d_out} is the total width of all heads together: each projection is nn.Linear(d_in, "
-     "d_out)."),
-    (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised "
-     "{error}. The mask is context_length wide: slice it to the input's length."),
-    (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
-     " after transpose(1, 2), view needs numbers in memory order. Call .contiguous() before "
-     ".view(...), or use .reshape(...)."),
     (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"
      " which swaps heads and tokens here. Swap the last two axes: keys.transpose(2, 3)."),
-    (other_head_count, HARD),
-    (lambda f: isinstance(f["output"], torch.Tensor) and f["shape"] != f["want"] and not
-     unmerged(f), "Your output has shape {shape}, but it should be (b, num_tokens, d_out), here "
-     "{want}."))
-VIEW = ("Your heads are split with one view straight to (b, num_heads, num_tokens, head_dim), "
-        "mixing tokens and heads: view by token first, then .transpose(1, 2).")
-STRIDED = ("Your heads take every num_heads-th column, but each head owns a block of head_dim "
-           "consecutive columns: view(b, num_tokens, num_heads, head_dim).")
+    (other_head_count, HARD))
+SPLIT = ("Your heads are split wrong (one view straight to (b, num_heads, num_tokens, head_dim) "
+         "mixes tokens and heads; every num_heads-th column is not a head): each head owns a "
+         "block of head_dim consecutive columns. View by token first, then .transpose(1, 2).")
+MERGE = ("Every head computes the right context, but the merge puts it in the wrong columns "
+         "(without transposing back, reversed or interleaved): .transpose(1, 2) first, then "
+         ".contiguous().view(b, num_tokens, d_out), head 1's block of head_dim columns first.")
+SCALE = ("The scores are not scaled by √head_dim: a head's dot products have head_dim terms. "
+         "Divide them by self.head_dim ** 0.5, not by 1, head_dim or another width's root.")
 AFTER = "The causal mask is applied after the softmax: mask the scores with -inf before it."
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own reference) names them
-    (dict(scale="none"), "The scores are not scaled: divide them by √head_dim first."),
+    (dict(scale="none"), SCALE),
     (dict(mask="none"), "There is no causal mask: every token attends to later tokens. Fill their "
      "scores with -inf before the softmax."),
     (dict(mask="0 before softmax"), "The future positions are filled with 0 instead of -inf: a "
      "score of 0 still gets weight after the softmax."),
     (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
     *((dict(softmax_dim=d), AXIS) for d in (-2, 1, 0)))
-ROLES = ("queries", "keys", "values")
+MASK = ("Your mask hides the wrong tokens (the diagonal too, or the past instead of the future): "
+        "the skeleton's self.mask is True on the later tokens, the ones to hide. Use it as is.")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
-    (dict(drop="weights"), "Your forward gives a different output each time, even in eval mode: "
+    (dict(drop=True), "Your forward gives a different output each time, even in eval mode: "
      "its dropout ignores the module's mode (F.dropout defaults to training=True). Use "
      "self.dropout."),
     *((dict(num_heads=k), HARD.replace("{k}", str(k))) for k in range(1, 13)),
     (dict(bias=False), "Your output is right without biases but wrong with qkv_bias=True: the "
      "projections skip the biases, as x @ W.weight.T does. Call the layers: self.W_query(x)."),
-    *((dict(projections=used), "Your output is what attention gives when " + listed(
-        f"the {role} come from {u}" for role, u, r in zip(ROLES, used, PROJECTIONS) if u != r)
-       + ". Queries come from W_query, keys from W_key and values from W_value.")
+    *((dict(projections=used), "A projection is used in the wrong place. Queries come from "
+       "W_query, keys from W_key and values from W_value.")
       for used in itertools.product(PROJECTIONS, repeat=3) if used != PROJECTIONS),
-    (dict(split="no transpose"), VIEW), (dict(split="no transpose", merge="no transpose"), VIEW),
-    (dict(split="strided"), STRIDED), (dict(split="strided", merge="interleaved"), STRIDED),
-    (dict(merge="no transpose"), "Your heads are merged without transposing back: .transpose(1, "
-     "2) first, then .contiguous().view(b, num_tokens, d_out)."),
-    (dict(merge="reversed"), "Every head computes the right context, but the merge puts them in "
-     "reverse order: head 1's block of head_dim columns comes first."),
-    (dict(merge="interleaved"), "Every head computes the right context, but the merge interleaves "
-     "the heads: keep each head's head_dim values together."),
-    (dict(scale="sqrt d_out"), "The scores are scaled by √d_out = √{d_out}, but each head's dot "
-     "products have head_dim = {hd} terms: divide by √head_dim."),
-    (dict(scale="head_dim"), "The scores are divided by head_dim = {hd} itself, not by its square "
-     "root."),
+    *((dict(split=how), SPLIT) for how in ("no transpose", "strided")),
+    (dict(split="no transpose", merge="no transpose"), SPLIT),
+    (dict(split="strided", merge="interleaved"), SPLIT),
+    *((dict(merge=how), MERGE) for how in ("no transpose", "reversed", "interleaved")),
+    *((dict(scale=scale), SCALE) for scale in ("sqrt d_out", "head_dim")),
     *STEPS,
-    (dict(mask="diagonal too"), "Your mask hides the diagonal too, so a token cannot attend to "
-     "itself: hide only later tokens, as the skeleton's self.mask does."),
-    (dict(mask="inverted"), "Your mask is inverted: it hides each token and the ones before it. "
-     "The skeleton's self.mask is True on the later tokens, the ones to hide: use it as is."),
+    *((dict(mask=mask), MASK) for mask in ("diagonal too", "inverted")),
     (dict(out_proj=False), "Your class defines out_proj, but the forward never applies it to the "
      "context."),
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "

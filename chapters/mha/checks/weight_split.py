@@ -1,21 +1,12 @@
-"""Chapter 3's exercise: the forward pass of a weight split, written from a skeleton.
-
-The reader subclasses :class:`WeightSplitSkeleton` (``MultiHeadAttention``'s layers, a ``forward``
-that raises) and writes ``forward``. :func:`check_weight_split` builds the class in several
-configurations and compares its output with the reference computed from each instance's own
-layers (:mod:`.split_mistakes`: most mistakes are buggy references, the same computation with one
-ingredient changed); in training mode dropout must drop whole weights. :mod:`.practice` runs it.
-"""
+"""Chapter 3's exercise: a weight split's forward, written on :class:`WeightSplitSkeleton`, run by
+:mod:`.practice` against the references and buggy references of :mod:`.split_mistakes`."""
 
 import torch
-from torch import nn
 
+from ..attention import MultiHeadAttention
 from .class_answer import Skeleton
 from .core import Exercise, never_raises
-from .facts import attempt
 from .practice import Practice, check_practice
-from .reference import same
-from .shortcuts import torch_message
 from .split_mistakes import EARLY, MISTAKES, split
 
 
@@ -24,26 +15,15 @@ class WeightSplitSkeleton(Skeleton):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(
-                f"d_out={d_out} is not divisible by num_heads={num_heads}: "
-                "choose d_out as a multiple of num_heads."
-            )
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads  # the width of each head
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes the heads' outputs
-        self.dropout = nn.Dropout(dropout)
-        future = torch.ones(context_length, context_length).triu(diagonal=1)
-        self.register_buffer("mask", future.bool())  # True: a later token
+        book = MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, book.head_dim
+        for name, layer in book.named_children():  # W_query, W_key, W_value, out_proj, dropout
+            self.add_module(name, layer)
+        self.register_buffer("mask", book.mask)  # (context_length, context_length), True: later
 
 
-#: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): several heads and a
-#: full-length input first (most mistakes show there), then a shorter input than the mask, one
-#: head, d_in > d_out, head_dim 1, biases, and dropout.
+#: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
+#: the first; then a short input, one head, d_in > d_out, head_dim 1, biases, and dropout.
 ROWS = (
     (5, 12, 6, 0.0, 3, 0, 6),
     (6, 8, 8, 0.0, 2, 0, 5),
@@ -53,15 +33,6 @@ ROWS = (
     (4, 6, 6, 0.0, 3, 1, 6),
     (3, 4, 5, 0.5, 2, 0, 5),
 )
-HERE = "Chapter 5's practice uses it; here, write them with @, masked_fill and torch.softmax."
-KEEP = " (For chapter 5: a bool attn_mask marks the keys to *keep*, not to hide.)"
-
-
-def torch_used(r):
-    """What to say when the forward hands attention to PyTorch (with a word on a bool mask)."""
-    keep = "kernel" in r.watch.seen and same(r.output, attempt(split, r, mask="keep-mask to sdpa"))
-    return torch_message(r.watch, HERE + KEEP * keep)
-
 
 WEIGHT_SPLIT = Practice(
     start=WeightSplitSkeleton,
@@ -71,27 +42,22 @@ WEIGHT_SPLIT = Practice(
     mistakes=MISTAKES,
     early=EARLY,
     quiet=True,
-    torch=torch_used,
+    torch="Chapter 5's practice uses it; here, write them with @, masked_fill and torch.softmax.",
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does each head need from W_query, W_key and W_value, "
     "and in which shape? The first hint, just below the check, starts from there.",
     inherited=None,
-    delegates="Your forward hands its work to the book's {calls}, so it does not compute "
-    "attention itself. Write the weight split in your own forward, from the skeleton's layers.",
     belongs="Dropout belongs on the attention weights, after the softmax: "
     "attn_weights = self.dropout(attn_weights).",
-    praise=f"Your forward pass matches the reference, computed from each instance's own "
-    f"weights, in all {len(ROWS)} configurations: 1, 2, 3, 4 and 6 heads, d_in ≠ d_out, inputs "
-    "shorter than context_length, biases, and dropout (off in eval mode, on whole attention "
-    "weights in training mode), written without torch's own attention (the fused kernel or "
-    "nn.MultiheadAttention).",
+    praise=f"Your forward matches the reference from each instance's own weights in all "
+    f"{len(ROWS)} configurations (1 to 6 heads, short inputs, biases; dropout off in eval mode "
+    "and on whole attention weights in training mode), without torch's own attention.",
 )
 
 
 @never_raises
 def check_weight_split(cls):
-    """Check a weight-split class: build it in several configurations and compare its output
-    with the reference computed from each instance's own layers."""
+    """Check a weight-split class against references from each instance's own layers."""
     return check_practice(WEIGHT_SPLIT, cls)
 
 
