@@ -209,14 +209,14 @@ def test_figures_keep_their_colours_in_dark_mode(visit, book_url):
 # Nothing cut off, on a desktop and on a phone: test_phone_reading.py, on its pages.
 
 
+# At 390 px: test_screenshots.py, on the open page it already has at that width.
 @pytest.mark.parametrize(
     "chapter",
     [c for c in CHAPTERS if c.figures_in_notebook()],
     ids=[c.name for c in CHAPTERS if c.figures_in_notebook()],
 )
-@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=lambda v: f"{v['width']}px")
-def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter, viewport):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport, wait_until="networkidle").page
+def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter):
+    page = visit(f"{book_url}/{chapter.url_path}", viewport=DESKTOP, wait_until="networkidle").page
     open_every_toggle(page)
     problems = figure_sharpness_problems(page)
     assert not problems, "\n".join(problems)
