@@ -137,27 +137,31 @@ def children():
 
 
 def reap(command):
-    """Run ``command`` as a child subreaper, then wait for every process it left behind: each
+    """Run ``command`` as a child subreaper and wait for every process it leaves behind: each
     orphan is handed to this process, and waiting for it adds its CPU time (and that of the
     children it waited for) to this process's children's rusage, which the runner's ``wait4``
-    reads. What still runs ``LINGER_SECONDS`` after the command ended is sent SIGTERM, then
-    SIGKILL. Returns the command's exit code."""
+    reads. Orphans are waited for as they end, so none stays a zombie while the check runs. What
+    still runs ``LINGER_SECONDS`` after the command ended is sent SIGTERM, then SIGKILL. Returns
+    the command's exit code."""
     become_subreaper()
-    code = subprocess.run(command).returncode
-    deadline, signal_to_send = time.monotonic() + LINGER_SECONDS, signal.SIGTERM
+    process = subprocess.Popen(command)
+    deadline, signal_to_send = None, signal.SIGTERM
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            # Blocks while the command runs; once it has ended, only looks.
+            pid, status = os.waitpid(-1, 0 if deadline is None else os.WNOHANG)
         except ChildProcessError:  # none left
-            return code
-        if pid:
-            continue
-        if time.monotonic() > deadline:
+            return process.returncode
+        if pid == process.pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            deadline = time.monotonic() + LINGER_SECONDS
+        elif pid == 0 and time.monotonic() > deadline:
             for child in children():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal_to_send)
             deadline, signal_to_send = time.monotonic() + 5, signal.SIGKILL
-        time.sleep(0.05)
+        elif pid == 0:
+            time.sleep(0.05)
 
 
 def run(check):
