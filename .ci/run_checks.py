@@ -1,6 +1,7 @@
 """``make test``: every check CI runs, scheduled to fit this machine's cores, and one table.
 
 Usage: python .ci/run_checks.py [NAME ...]      (``make test`` runs them all; names pick some)
+       python .ci/run_checks.py --reap COMMAND ...  (one check's command, see ``reap``)
 
 Each check is a make target (``CHECKS`` below, the one list: a new check is one line here; a new
 test file under tests/ or tests/browser/ joins ``unit`` or ``browser-pages`` by itself). Checks
@@ -16,14 +17,23 @@ when it ends. At the end: one table with each check's wall time, the CPU time it
 processes and their children, user + system), and whether it passed, then the machine it ran on.
 Exits non-zero if any check failed or did not run.
 
+Each check's make runs under this script in ``--reap`` mode (``reap``): on Linux a child
+subreaper, which the check's orphaned processes are handed to instead of init (Chromium's renderers
+and zygote, whose parents exit without waiting for them) and which waits for every one of them, so
+their CPU time counts in the check's column. Without it they showed only in the machine's busy
+time.
+
 The portable-code-path nbval pass runs inside ``binder-check``, on the environment Binder
 installs (``.ci/binder_check.py``); ``nbval-native`` runs the other pass in ``.venv``.
 """
 
+import contextlib
+import ctypes
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -34,6 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "_build" / "checks"
 MAKE = shutil.which("make") or "make"
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+#: How long a reaper waits for what a check left running once its make has exited, before it ends
+#: those processes (a leftover is a leak: nothing of the check needs it any more).
+LINGER_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -89,10 +103,9 @@ def machine():
 def machine_busy_seconds():
     """CPU seconds the whole machine has spent busy since boot (Linux's /proc/stat), or None.
 
-    The table's CPU column misses what a check's processes do not wait for: Chromium's renderer
-    processes, which the browser tests start, are not children that pytest reaps, so their CPU
-    time (about as much again as the browser check's own) shows only here. Other programs on the
-    machine count here too, so this line means most on an otherwise idle machine."""
+    The table's CPU column counts every process a check started, orphans too (``reap``); this
+    line also counts the runner itself, the kernel's work for them, and every other program on
+    the machine, so it means most on an otherwise idle machine."""
     stat = Path("/proc/stat")
     if not stat.exists():
         return None
@@ -101,14 +114,67 @@ def machine_busy_seconds():
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+def become_subreaper():
+    """Make this process the child subreaper of its descendants (Linux's prctl); whether it is."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def children():
+    """The pids of this process's living children (/proc), the orphans handed to it included."""
+    mine, pids = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # it ended while we looked
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == mine:
+                pids.append(int(entry.name))
+    return pids
+
+
+def reap(command):
+    """Run ``command`` as a child subreaper and wait for every process it leaves behind: each
+    orphan is handed to this process, and waiting for it adds its CPU time (and that of the
+    children it waited for) to this process's children's rusage, which the runner's ``wait4``
+    reads. Orphans are waited for as they end, so none stays a zombie while the check runs. What
+    still runs ``LINGER_SECONDS`` after the command ended is sent SIGTERM, then SIGKILL. Returns
+    the command's exit code."""
+    become_subreaper()
+    process = subprocess.Popen(command)
+    deadline, signal_to_send = None, signal.SIGTERM
+    while True:
+        try:
+            # Blocks while the command runs; once it has ended, only looks.
+            pid, status = os.waitpid(-1, 0 if deadline is None else os.WNOHANG)
+        except ChildProcessError:  # none left
+            return process.returncode
+        if pid == process.pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            deadline = time.monotonic() + LINGER_SECONDS
+        elif pid == 0 and time.monotonic() > deadline:
+            for child in children():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal_to_send)
+            deadline, signal_to_send = time.monotonic() + 5, signal.SIGKILL
+        elif pid == 0:
+            time.sleep(0.05)
+
+
 def run(check):
-    """Run one check's make target, its output to its log; return its Result."""
+    """Run one check's make target under a reaper, its output to its log; return its Result."""
     log = LOGS / f"{check.name}.log"
     started = time.perf_counter()
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
                 *(["nice", "-n", "10"] if check.filler else []),
+                sys.executable,
+                __file__,
+                "--reap",
                 MAKE,
                 "--no-print-directory",
                 check.name,
@@ -118,7 +184,8 @@ def run(check):
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        # wait4: the exit status and the CPU time of the process and every descendant it waited for.
+        # wait4: the exit status and the CPU time of the process and every descendant it waited for
+        # (the reaper waits for all of them).
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - started
@@ -194,6 +261,8 @@ def schedule(checks):
 
 
 def main(argv):
+    if argv[:1] == ["--reap"]:
+        return reap(argv[1:])
     unknown = set(argv) - {c.name for c in CHECKS}
     if unknown:
         sys.exit(f"checks: no check named {', '.join(sorted(unknown))}")

@@ -3,6 +3,7 @@ most ``TEST_JOBS`` at a time in the listed order, a check's ``after`` first, and
 the run and is named in the closing table."""
 
 import re
+import sys
 import threading
 import time
 
@@ -176,6 +177,29 @@ def test_a_run_of_one_real_check_records_its_output_wall_and_cpu_time(monkeypatc
     (result,) = checks.schedule([checks.Check("busy", "a busy loop")])
     assert result.status == "pass" and (tmp_path / "busy.log").read_text() == "busy\n"
     assert 0 < result.cpu_seconds <= result.seconds * 1.1
+
+
+BUSY_ORPHAN = """#!/bin/sh
+{python} -c 'import time
+end = time.process_time() + 0.5
+while time.process_time() < end:
+    pass' &
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_process_a_check_leaves_running_is_waited_for_and_its_cpu_time_counted(
+    monkeypatch, tmp_path
+):
+    """As Chromium's renderers are: orphaned (the shell exits without waiting for its busy child),
+    handed to the check's reaper, waited for, and counted in the check's CPU column."""
+    fake_make = tmp_path / "make"
+    fake_make.write_text(BUSY_ORPHAN.format(python=sys.executable))
+    fake_make.chmod(0o755)
+    monkeypatch.setattr(checks, "MAKE", str(fake_make))
+    monkeypatch.setattr(checks, "LOGS", tmp_path)
+    (result,) = checks.schedule([checks.Check("orphan", "leaves a busy child")])
+    assert result.status == "pass" and result.cpu_seconds >= 0.5
 
 
 def test_a_check_on_two_workers_takes_two_places(monkeypatch):

@@ -62,6 +62,7 @@ class Visit:
     blocked: list = field(
         default_factory=list
     )  # (resource type, url) of requests that left this machine
+    missing: list = field(default_factory=list)  # "status url" of responses 400 and up
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +101,8 @@ def visit(reading_contexts):
     cleared first, so no test inherits another's. ``offline=True`` blocks, and records, every
     request that is not to 127.0.0.1. ``init_script`` runs in the page before any of its own
     scripts; ``permissions`` (such as ``["clipboard-read"]``) are granted to the page's origin
-    for this test only. The pages close when the test ends."""
+    for this test only. The pages close when the test ends. The ``Visit`` records console errors,
+    uncaught exceptions and every response of status 400 and up from the first request on."""
     opened = []
 
     def open_page(
@@ -135,6 +137,12 @@ def visit(reading_contexts):
             ),
         )
         page.on("pageerror", lambda error: visit.errors.append(f"uncaught: {error}"))
+        page.on(
+            "response",
+            lambda response: (
+                response.status >= 400 and visit.missing.append(f"{response.status} {response.url}")
+            ),
+        )
         if offline:
 
             def stay_local(route, request):

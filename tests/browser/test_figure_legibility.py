@@ -1,6 +1,9 @@
 """Every figure stays legible on a phone: its smallest text shows at 9 CSS px or more, at 390 px (a
 common phone) and at 360 px (narrower phones, where ``_static/figures.css`` lets a figure scroll
-sideways inside its output box rather than shrink), and the page never scrolls sideways."""
+sideways inside its output box rather than shrink), and the page never scrolls sideways.
+
+At 390 px this is measured in test_screenshots.py, on the page it already opens at that width with
+every toggle open (a second load here cost about 2 s of Chromium's CPU a chapter)."""
 
 import re
 
@@ -9,7 +12,6 @@ import pytest
 from .book_site import (
     BUILD,
     NARROW_PHONE,
-    PHONE,
     chapters,
     figure_text_size_problems,
     horizontal_overflow_problems,
@@ -19,12 +21,13 @@ from .book_site import (
 CHAPTERS = [c for c in chapters() if c.figures_in_notebook()]
 
 
-@pytest.mark.parametrize("viewport", [PHONE, NARROW_PHONE], ids=lambda v: f"{v['width']}px")
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name for c in CHAPTERS])
-def test_the_smallest_text_of_every_figure_shows_at_9_css_px_or_more_on_a_phone(
-    visit, book_url, chapter, viewport
+def test_the_smallest_text_of_every_figure_shows_at_9_css_px_or_more_on_a_narrow_phone(
+    visit, book_url, chapter
 ):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport, wait_until="networkidle").page
+    page = visit(
+        f"{book_url}/{chapter.url_path}", viewport=NARROW_PHONE, wait_until="networkidle"
+    ).page
     open_every_toggle(page)
     problems = figure_text_size_problems(page) + horizontal_overflow_problems(page)
     assert not problems, "\n".join(problems)

@@ -167,38 +167,8 @@ def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, c
     assert not problems, "\n".join(problems)
 
 
-def test_the_boxes_in_the_chapters_take_the_themes_colours_in_dark_mode(visit, book_url):
-    for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}", color_scheme="dark").page
-        open_every_toggle(page)
-        wait_for_transitions(page)
-        for text, background, _ in page.eval_on_selector_all(
-            "article.bd-article .mha-box", BOX_COLOURS
-        ):
-            ratio = contrast(parse_rgb(text), parse_rgb(background))
-            assert ratio >= WCAG_AA, (
-                f"{chapter.name}: a box's text has contrast {ratio:.2f} in dark mode"
-            )
-            assert sum(parse_rgb(background)) <= 3 * 128, (
-                f"{chapter.name}: a light box on the dark page"
-            )
-
-
-def test_figures_keep_their_colours_in_dark_mode(visit, book_url):
-    chapter = next(c for c in CHAPTERS if c.figures_in_notebook())
-    page = visit(f"{book_url}/{chapter.url_path}", color_scheme="dark").page
-    open_every_toggle(page)
-    styles = page.eval_on_selector_all(
-        "article.bd-article .cell_output img",
-        "images => images.map(i => [getComputedStyle(i).filter, "
-        "getComputedStyle(i).backgroundColor])",
-    )
-    assert styles
-    for image_filter, background in styles:
-        assert image_filter == "none", f"the theme dims a figure: filter {image_filter}"
-        assert parse_rgb(background) == (255, 255, 255), (
-            f"a figure sits on {background}, not its white"
-        )
+# Every chapter in the dark theme (boxes, solutions, figures): test_solutions.py, on one load of
+# each chapter.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,14 +179,14 @@ def test_figures_keep_their_colours_in_dark_mode(visit, book_url):
 # Nothing cut off, on a desktop and on a phone: test_phone_reading.py, on its pages.
 
 
+# At 390 px: test_screenshots.py, on the open page it already has at that width.
 @pytest.mark.parametrize(
     "chapter",
     [c for c in CHAPTERS if c.figures_in_notebook()],
     ids=[c.name for c in CHAPTERS if c.figures_in_notebook()],
 )
-@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=lambda v: f"{v['width']}px")
-def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter, viewport):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=viewport, wait_until="networkidle").page
+def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter):
+    page = visit(f"{book_url}/{chapter.url_path}", viewport=DESKTOP, wait_until="networkidle").page
     open_every_toggle(page)
     problems = figure_sharpness_problems(page)
     assert not problems, "\n".join(problems)

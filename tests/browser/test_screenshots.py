@@ -5,6 +5,11 @@ screen a reader sees, and ``NAME-phone-open.png``, the whole page with every rev
 open. A whole-page screenshot of a long chapter cost Chromium about 1.6 s of CPU, one screen
 0.25 s; the whole closed page at both widths added 25 s a run and showed less than the open one.
 The fit to the width is measured on the whole page at both widths, open and closed, either way.
+
+The open page at 390 px is also where every figure's smallest text is measured (at 9 CSS px or
+more: test_figure_legibility.py, which measures 360 px on a load of its own) and every figure's
+sharpness at that width (test_reading_on_every_screen.py measures 1280 px): each had a load of
+the same page at the same width, with every toggle open, of its own.
 """
 
 from pathlib import PurePosixPath
@@ -16,6 +21,8 @@ from .book_site import (
     PHONE,
     SCREENSHOTS,
     chapters,
+    figure_sharpness_problems,
+    figure_text_size_problems,
     horizontal_overflow_problems,
     landing_page,
     open_every_toggle,
@@ -38,5 +45,10 @@ def test_the_page_fits_a_phone_screen_and_screenshots_are_saved(visit, book_url,
     open_every_toggle(page)
     wait_for_transitions(page)
     page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
-    problems += [f"phone, answers open: {p}" for p in horizontal_overflow_problems(page)]
+    problems += [
+        f"phone, answers open: {p}"
+        for p in horizontal_overflow_problems(page)
+        + figure_text_size_problems(page)
+        + figure_sharpness_problems(page)
+    ]
     assert not problems, "\n".join(problems)

@@ -13,7 +13,7 @@ import pytest
 from mha.checks.fused import fused_attention
 
 from .book_site import DESKTOP, PHONE, TABLET, chapters, open_every_toggle, wait_for_transitions
-from .test_reading_on_every_screen import WCAG_AA, contrast, parse_rgb
+from .test_reading_on_every_screen import BOX_COLOURS, WCAG_AA, contrast, parse_rgb
 
 CHAPTERS = chapters()
 VIEWPORTS = [PHONE, TABLET, DESKTOP]
@@ -107,27 +107,70 @@ def test_a_solution_is_highlighted_code_with_a_copy_button(visit, book_url, view
     assert copied == SOLUTION.text.rstrip("\n"), "the copy button copies something else"
 
 
-@pytest.mark.parametrize("color_scheme", ["light", "dark"])
-def test_every_solution_in_the_book_is_highlighted_with_a_copy_button(
-    visit, book_url, color_scheme
-):
-    """The chapters' own solutions: their committed outputs come from the current package."""
+def solution_problems(page, chapter):
+    """A chapter's own solutions, on its page with every toggle open: each is highlighted code
+    with a copy button, in colours that read (their committed outputs come from the current
+    package)."""
+    problems = []
+    solutions = page.locator("article.bd-article .mha-solution")
+    for i in range(solutions.count()):
+        where = f"{chapter.name}: solution {i + 1}"
+        if not solutions.nth(i).locator("div.highlight pre + button.copybtn").count():
+            problems.append(
+                f"{where} has no highlighted code with a copy button (re-execute the chapter)"
+            )
+    if page.locator(SOLUTION_CODE).count():
+        problems += [f"{chapter.name}: {p}" for p in colour_problems(page, SOLUTION_CODE)]
+    return problems
+
+
+def test_every_solution_in_the_book_is_highlighted_with_a_copy_button(visit, book_url):
+    """In the light theme; the dark theme's test below checks the same (``solution_problems``) on
+    the dark pages it opens for the boxes and figures too."""
     problems = []
     for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}", color_scheme=color_scheme).page
+        page = visit(f"{book_url}/{chapter.url_path}").page
         open_every_toggle(page)
         wait_for_transitions(page)
-        solutions = page.locator("article.bd-article .mha-solution")
-        for i in range(solutions.count()):
-            where = f"{chapter.name}: solution {i + 1}"
-            if not solutions.nth(i).locator("div.highlight pre + button.copybtn").count():
-                problems.append(
-                    f"{where} has no highlighted code with a copy button (re-execute the chapter)"
-                )
-        problems += (
-            [f"{chapter.name}: {p}" for p in colour_problems(page, SOLUTION_CODE)]
-            if page.locator(SOLUTION_CODE).count()
-            else []
-        )
+        problems += solution_problems(page, chapter)
         page.close()
+    assert not problems, "\n".join(problems)
+
+
+FIGURE_STYLES = (
+    "images => images.map(i => [getComputedStyle(i).filter, getComputedStyle(i).backgroundColor])"
+)
+
+
+def test_in_dark_mode_every_chapters_boxes_solutions_and_figures_keep_their_colours(
+    visit, book_url
+):
+    """One load of each chapter in the dark theme, every toggle open, for three checks that each
+    loaded every chapter so (about 2 s of Chromium's CPU a chapter): the boxes take the theme's
+    colours with AA contrast, the solutions are highlighted code with a copy button in colours
+    that read (``solution_problems``, as the light theme's test above), and the theme
+    neither dims nor recolours a figure."""
+    problems, figures = [], 0
+    for chapter in CHAPTERS:
+        page = visit(f"{book_url}/{chapter.url_path}", color_scheme="dark").page
+        open_every_toggle(page)
+        wait_for_transitions(page)
+        for text, background, _ in page.eval_on_selector_all(
+            "article.bd-article .mha-box", BOX_COLOURS
+        ):
+            ratio = contrast(parse_rgb(text), parse_rgb(background))
+            if ratio < WCAG_AA:
+                problems.append(f"{chapter.name}: a box's text has contrast {ratio:.2f}")
+            if sum(parse_rgb(background)) > 3 * 128:
+                problems.append(f"{chapter.name}: a light box {background} on the dark page")
+        problems += solution_problems(page, chapter)
+        styles = page.eval_on_selector_all("article.bd-article .cell_output img", FIGURE_STYLES)
+        figures += len(styles)
+        for image_filter, background in styles:
+            if image_filter != "none":
+                problems.append(f"{chapter.name}: the theme dims a figure: filter {image_filter}")
+            if parse_rgb(background) != (255, 255, 255):
+                problems.append(f"{chapter.name}: a figure sits on {background}, not its white")
+        page.close()
+    assert figures, "no chapter shows a figure: the figures' colours went unchecked"
     assert not problems, "\n".join(problems)
