@@ -5,15 +5,18 @@ import math
 import pytest
 import torch
 
-from mha import MultiHeadAttention, TiledAttention
+from mha import MultiHeadAttention, TiledAttention, measure_tiled
 from mha.bench.timing import Timing
+from mha.bench.usage import Usage
 from mha.measure_tiled import (
     TILED_TARGETS,
     Point,
+    faults_per_call,
     names_at,
     score_block_bytes,
     score_memory,
     score_shapes,
+    steady_faults,
 )
 from mha.plots import FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
 from mha.plots_tiled import plot_block_grid, plot_tiled_lengths
@@ -56,17 +59,17 @@ def test_a_storage_shared_by_views_counts_once_and_a_kept_block_stays_alive():
 def test_the_targets_are_the_issues_two_claims():
     faster, close = TILED_TARGETS
     assert (faster.references, faster.num_tokens, faster.max_time_ratio) == (("split",), 1024, 0.5)
-    assert (close.references, close.num_tokens, close.max_time_ratio) == (("fused",), 2048, 4.0)
+    assert (close.references, close.num_tokens, close.max_time_ratio) == (("fused",), 1536, 4.0)
     assert all((t.batch, t.d_out, t.num_heads) == (1, 192, 12) for t in TILED_TARGETS)
 
 
 def test_the_split_is_timed_only_up_to_1024_tokens_and_block_sizes_are_sized_right():
-    assert names_at(1024) == ("split", "tiled", "fused") and names_at(2048) == ("tiled", "fused")
+    assert names_at(1024) == ("split", "tiled", "fused") and names_at(1536) == ("tiled", "fused")
     assert score_block_bytes(64) == 192 * 1024 and score_block_bytes(256) == 3 * 2**20
 
 
-def timing(ms):
-    return Timing(ms, 0.9 * ms, 1.1 * ms, 3, 3, False, 1)
+def timing(ms, usage=None):
+    return Timing(ms, 0.9 * ms, 1.1 * ms, 3, 3, False, 1, usage)
 
 
 def fake_results():
@@ -80,10 +83,43 @@ def fake_results():
             "tiled": Point("tiled", 1024, timing(60), 0.0),
             "fused": Point("fused", 1024, timing(28), 0.0),
         },
-        2048: {
-            n: Point(n, 2048, timing(ms), math.nan) for n, ms in [("tiled", 450), ("fused", 150)]
+        1536: {
+            n: Point(n, 1536, timing(ms), math.nan) for n, ms in [("tiled", 260), ("fused", 90)]
         },
     }
+
+
+def scripted_faults(monkeypatch, counts):
+    """Makes ``measure_tiled``'s per-call reading return ``counts``, one a call; returns the
+    list of calls made (the module's page faults would vary with the process's history)."""
+    calls, counts = [], list(counts)
+
+    def resource_use(module, x, runs, *, warm_up):
+        calls.append((runs, warm_up))
+        return Usage(wall_ms=1.0, user_ms=1.0, sys_ms=0.0, minor_faults=counts.pop(0))
+
+    monkeypatch.setattr(measure_tiled, "resource_use", resource_use)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "counts, calls, faults",
+    [([0, 0, 0, 0], 2, 0), ([900, 5, 5, 5], 3, 5), ([900, 600, 300, 200], 4, 200)],
+    ids=["steady at once", "falls, then steady", "still falling at the last call"],
+)
+def test_steady_faults_stops_at_the_first_call_that_faults_no_less(
+    counts, calls, faults, monkeypatch
+):
+    made = scripted_faults(monkeypatch, counts)
+    assert steady_faults(None, None, max_calls=4) == faults
+    assert made == [(1, False)] * calls, "each call is measured on its own, unwarmed"
+
+
+def test_faults_come_from_the_timed_calls_when_the_timing_has_them(monkeypatch):
+    made = scripted_faults(monkeypatch, [7, 7])
+    usage = Usage(wall_ms=1.0, user_ms=1.0, sys_ms=0.0, minor_faults=49_156.0)
+    assert faults_per_call(timing(300, usage), None, None) == 49_156.0 and not made
+    assert faults_per_call(timing(3), None, None) == 7 and len(made) == 2
 
 
 @pytest.mark.parametrize(
