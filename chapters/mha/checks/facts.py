@@ -30,8 +30,9 @@ class Mistake:
         return fill(self.message, evidence)
 
 
-def fill(message, evidence):
-    """``message``, each ``{fact}`` replaced by ``evidence.fact`` ("?" for one it cannot state).
+def fill(message, evidence, **known):
+    """``message``, each ``{fact}`` replaced by ``known[fact]`` or ``evidence.fact`` ("?" for one
+    it cannot state).
 
     Every checker words its messages this way, so a message names the facts it quotes and the
     evidence object computes them only when a message needs them.
@@ -44,7 +45,7 @@ def fill(message, evidence):
             except Exception:
                 return "?"
 
-    return message.format_map(Facts())
+    return message.format_map(Facts(known))
 
 
 def kind_of(value):
