@@ -20,10 +20,7 @@ class Mistake:
 
     def found_in(self, *evidence):
         """Whether ``detect`` recognises the mistake; a detector that fails recognises nothing."""
-        try:
-            return bool(self.detect(*evidence))
-        except Exception:
-            return False
+        return attempt(lambda: bool(self.detect(*evidence))) is True
 
     def tell(self, evidence):
         """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
@@ -32,11 +29,8 @@ class Mistake:
 
 def fill(message, evidence, **known):
     """``message``, each ``{fact}`` replaced by ``known[fact]`` or ``evidence.fact`` ("?" for one
-    it cannot state).
-
-    Every checker words its messages this way, so a message names the facts it quotes and the
-    evidence object computes them only when a message needs them.
-    """
+    it cannot state). Every checker words its messages this way, so the evidence object computes
+    a fact only when a message quotes it."""
 
     class Facts(dict):
         def __missing__(self, key):
