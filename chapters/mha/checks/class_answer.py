@@ -10,6 +10,7 @@ import sys
 import torch
 
 from .. import attention, gqa
+from .facts import attempt
 
 #: The book's package ("mha"); its checker ("mha.checks") is the reader's to use.
 PACKAGE, CHECKER = __package__.rpartition(".")[0], __package__
@@ -41,10 +42,8 @@ def book_modules():
 
 def name_of(cls):
     """``cls.__name__``, or "your class" when it has none it will give."""
-    try:
-        return cls.__name__
-    except Exception:
-        return "your class"
+    name = attempt(getattr, cls, "__name__")
+    return "your class" if isinstance(name, Exception) else name
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The checks take the core's words from here too (a re-export).
 from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of, listed  # noqa: F401
 
 #: The longest line a check prints: what a phone or the book's code column shows uncut.
