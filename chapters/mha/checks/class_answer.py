@@ -1,12 +1,7 @@
-"""The book's classes, and answers that are classes written from a skeleton.
-
-The reader subclasses a :class:`Skeleton` (the constructor given, a ``forward`` that raises) and
-writes ``forward``. :func:`book_calls` records, while a check runs the answer, the book's forwards
-that run: each book forward and each guard they call (:data:`GUARDS`, which catches a forward
-taken before the check) is replaced by a recorder for that time. A determined reader can get
-round it; it catches the natural shortcuts, not tampering (:func:`.shortcuts.refusal` names an
-answer that is no class of the reader's own).
-"""
+"""The book's classes, and answers that are classes written from a :class:`Skeleton`:
+:func:`book_calls` records the book's forwards that run while a check runs an answer (natural
+shortcuts, not tampering; :func:`.shortcuts.refusal` names an answer that is no class of the
+reader's own)."""
 
 import contextlib
 import functools
@@ -15,10 +10,12 @@ import sys
 import torch
 
 from .. import attention, gqa
+from .facts import attempt
 
 #: The book's package ("mha"); its checker ("mha.checks") is the reader's to use.
 PACKAGE, CHECKER = __package__.rpartition(".")[0], __package__
-#: Every book forward calls one, whatever route (super(), a saved reference, a module inside).
+#: Every book forward calls one, whatever route (super(), a saved reference, a module inside, a
+#: forward taken before the check).
 GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
 
 
@@ -45,10 +42,8 @@ def book_modules():
 
 def name_of(cls):
     """``cls.__name__``, or "your class" when it has none it will give."""
-    try:
-        return cls.__name__
-    except Exception:
-        return "your class"
+    name = attempt(getattr, cls, "__name__")
+    return "your class" if isinstance(name, Exception) else name
 
 
 @contextlib.contextmanager

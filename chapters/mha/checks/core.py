@@ -11,13 +11,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .facts import Mistake as Mistake
-from .facts import describe_error as describe_error
-from .facts import evaluating as evaluating
-from .facts import fill as fill
-from .facts import first_mistake as first_mistake
-from .facts import kind_of as kind_of
-from .facts import listed as listed
+from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of, listed  # noqa: F401
 
 #: The longest line a check prints: what a phone or the book's code column shows uncut.
 LINE_WIDTH = 79

@@ -20,22 +20,17 @@ class Mistake:
 
     def found_in(self, *evidence):
         """Whether ``detect`` recognises the mistake; a detector that fails recognises nothing."""
-        try:
-            return bool(self.detect(*evidence))
-        except Exception:
-            return False
+        return attempt(lambda: bool(self.detect(*evidence))) is True
 
     def tell(self, evidence):
         """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
         return fill(self.message, evidence)
 
 
-def fill(message, evidence):
-    """``message``, each ``{fact}`` replaced by ``evidence.fact`` ("?" for one it cannot state).
-
-    Every checker words its messages this way, so a message names the facts it quotes and the
-    evidence object computes them only when a message needs them.
-    """
+def fill(message, evidence, **known):
+    """``message``, each ``{fact}`` replaced by ``known[fact]`` or ``evidence.fact`` ("?" for one
+    it cannot state). Every checker words its messages this way, so the evidence object computes
+    a fact only when a message quotes it."""
 
     class Facts(dict):
         def __missing__(self, key):
@@ -44,7 +39,7 @@ def fill(message, evidence):
             except Exception:
                 return "?"
 
-    return message.format_map(Facts())
+    return message.format_map(Facts(known))
 
 
 def kind_of(value):

@@ -1,6 +1,5 @@
-"""Chapters 1, 3, 5 and 6's class practices, checked alike (a :class:`Practice` is one's data):
-the class is run on each configuration (:class:`.runs.Run`) and its outputs compared with buggy
-references, in eval mode, then in training mode, where dropout drops fixed weights."""
+"""Chapters 1, 3, 5 and 6's class practices, checked alike (AUTHORING.md): a :class:`Practice`
+is one's data, :func:`check_practice` runs the class (:class:`.runs.Run`) and judges each run."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

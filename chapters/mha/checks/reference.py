@@ -1,11 +1,7 @@
-"""What attention computes, the right way and each known wrong way: the checks' one reference.
-
-A check compares the reader's output with a value computed here from the reader's *own* layers,
-so a module with any weights can be checked. A :class:`Recipe` is one way of computing attention:
-its defaults are right, a buggy reference changes one ingredient. It serves one head (3-D) and
-weight splits (4-D); the causal mask is built here, never read from the reader's ``mask``.
-:func:`same` is the one tolerance of every check.
-"""
+"""What attention computes, the right way and each known wrong way, from the reader's own layers
+(so a module with any weights can be checked): a :class:`Recipe`'s defaults are right, a buggy
+reference changes one ingredient; the causal mask is built here, never read from the reader's
+``mask``. :func:`same` is the one tolerance of every check."""
 
 from dataclasses import dataclass, replace
 
@@ -14,10 +10,6 @@ import torch.nn.functional as F
 
 #: The three projections every attention module in the book has, in this order.
 PROJECTIONS = ("W_query", "W_key", "W_value")
-
-
-def untouched(place, t):  # no dropout at ``place``
-    return t
 
 
 @dataclass(frozen=True)
@@ -30,12 +22,10 @@ class Recipe:
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
     scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", or a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
-    # "-inf after softmax", "diagonal too", "keep-mask to sdpa", "inverted" (only later tokens)
+    # "-inf after softmax", "diagonal too", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: bool = True  # apply the module's out_proj, when it has one
     dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
-    drop_at: object = untouched  # f(place, t) at "values", "raw scores" (before the mask),
-    # "weights", "heads" (each head's context), "context" (merged) and "output": dropout, or not
 
     def but(self, **changes):
         """This recipe with some ingredients changed."""
@@ -73,24 +63,20 @@ def attend(queries, keys, values, recipe=CORRECT):
         "head_dim": head_dim,
         "none": 1.0,
     }.get(recipe.scale, recipe.scale)
-    future, at = future_mask(num_tokens, queries.device), recipe.drop_at
-    if recipe.mask == "keep-mask to sdpa":  # a bool attn_mask means *keep* there
-        return F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=future, scale=1 / scale
-        )
+    future = future_mask(num_tokens, queries.device)
     if recipe.mask == "diagonal too":
         future = future_mask(num_tokens, queries.device, diagonal=0)
     if recipe.mask == "inverted":  # the past and the token itself hidden, the future visible
         future = ~future
-    scores = at("raw scores", queries @ keys.transpose(-2, -1))  # (..., num_tokens, num_tokens)
+    scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
     fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
     if recipe.mask in ("diagonal too", "inverted") or recipe.mask.endswith("before softmax"):
         scores = scores.masked_fill(future, fill)
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
     if recipe.mask.endswith("after softmax"):
         weights = weights.masked_fill(future, fill)
-    weights = at("weights", weights if recipe.dropout is None else recipe.dropout(weights))
-    return weights @ at("values", values)  # (..., num_tokens, head_dim)
+    weights = weights if recipe.dropout is None else recipe.dropout(weights)
+    return weights @ values  # (..., num_tokens, head_dim)
 
 
 def head_output(head, x, recipe=CORRECT):
@@ -125,12 +111,10 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
     queries, keys, values = (
         split_heads(t, num_heads, recipe.split) for t in project(module, x, recipe)
     )  # each (b, num_heads, num_tokens, head_dim)
-    at = recipe.drop_at
-    context = at("heads", attend(queries, keys, values, recipe))
-    context = at("context", merge_heads(context, recipe.merge))  # (b, num_tokens, d_out)
+    context = merge_heads(attend(queries, keys, values, recipe), recipe.merge)
     out_proj = getattr(module, "out_proj", None)
     if recipe.out_proj and out_proj is not None:
-        return at("output", out_proj(context))  # (b, num_tokens, d_out)
+        return out_proj(context)  # (b, num_tokens, d_out)
     return context  # (b, num_tokens, d_out)
 
 

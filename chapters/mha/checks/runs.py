@@ -50,7 +50,7 @@ class Run:
                     returned=kind_of(self.output) if not torch.is_tensor(self.output) else
                     f"a tensor of shape {tuple(self.output.shape)}",
                     width=getattr(getattr(self.module, "W_key", None), "out_features", G * hd),
-                    module=self.module, output=self.output, run=self,
+                    module=self.module, run=self,
                     unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
 
 

@@ -1,6 +1,5 @@
-"""Natural shortcuts, seen simply: the starting code or the book's own class (:func:`refusal`),
-the book's forwards (:func:`.class_answer.book_calls`), PyTorch's attention (a :class:`Watch`,
-which also makes dropout drop the same weights on every run: dropout is a buggy reference too)."""
+"""Natural shortcuts, seen simply (AUTHORING.md): the starting code or the book's own class
+(:func:`refusal`), the book's forwards (:func:`book_calls`), torch's attention (:class:`Watch`)."""
 
 import ast
 import inspect
@@ -46,9 +45,8 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 class Watch(TorchFunctionMode):
     """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
-    enable_gqa; "layer") and in ``failed`` the name and shapes of the first call that
-    raised. Dropout is :func:`dropped` (a mask drawn by hand, :func:`kept`), and the kernel
-    :func:`sdpa` plus ``bump``."""
+    enable_gqa; "layer"), in ``failed`` the name and shapes of the first call that raised; dropout
+    is :func:`dropped` (the same weights on every run), the kernel :func:`sdpa` plus ``bump``."""
 
     def __init__(self, bump=0.0):
         super().__init__()
