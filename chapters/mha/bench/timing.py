@@ -88,12 +88,22 @@ class Sweep:
     ceiling_size: int  # n of the n × n torch.mm that measures the matmul throughput
     max_run_time: float = 1.0  # seconds the one retry for min_blocks may take at most
     budget: float = math.inf  # seconds of timing after which no round starts, nothing is retried
+    # the implementations timed at the length sweep's longest length (None: all of them); the
+    # other implementations' length sweep stops one length earlier
+    at_longest: tuple | None = None
 
     def configurations(self):
         """``(sweep, num_tokens, num_heads)`` for every configuration, head sweep first."""
         heads = [("heads", self.heads_sweep_tokens, h) for h in self.heads]
         tokens = [("tokens", t, self.tokens_sweep_heads) for t in self.tokens]
         return heads + tokens
+
+    def timed_at(self, sweep, num_tokens, implementations):
+        """Which of ``implementations`` this sweep times at one configuration: all of them,
+        except at the length sweep's longest length when ``at_longest`` names fewer."""
+        if self.at_longest is None or (sweep, num_tokens) != ("tokens", self.tokens[-1]):
+            return tuple(implementations)
+        return tuple(n for n in implementations if n in self.at_longest)
 
 
 HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
@@ -104,7 +114,9 @@ HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
 #: call and min_blocks single calls per module; max_run_time and budget bound it when other
 #: programs slow the machine down. One round: a second took the sweep cell from 9 s to 14.6 s,
 #: and whether it started depended on how fast the first one finished (about 6 s on a 2-core
-#: AMD EPYC, against the budget of 6 s).
+#: AMD EPYC, against the budget of 6 s). At 1024 tokens, where one call of the split takes a
+#: tenth of a second, only the three modules whose memory chapter 5 counts are timed: the
+#: wrapper, the split and the fused module.
 QUICK = Sweep(
     d_out=192,
     batch=1,
@@ -118,6 +130,7 @@ QUICK = Sweep(
     rounds=1,
     budget=6,
     ceiling_size=512,
+    at_longest=("wrapper", "split", "fused"),
 )
 #: GPT-2-small width (d_out 768, 12 heads); a minute or two on two idle CPU cores.
 FULL = Sweep(
@@ -465,6 +478,9 @@ def sweep_ends(configurations):
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
+    At the length sweep's longest length only the implementations in ``sweep.at_longest`` are
+    timed (``Sweep.timed_at``); everywhere else every one of ``implementations``.
+
     After the timings, each (warm) module runs once more for the operator count. At the two ends
     of each sweep (fewest and most heads, shortest and longest sequence: where chapter 5 and the
     reports read them) the rows carry CPU time and page faults per pass: from the blocks that
@@ -478,8 +494,15 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
     # Each configuration's modules are built once: the timing warms them up, and the usage
     # measurement afterwards reads the same warm modules without a warm-up call of its own.
     prepared = [
-        prepare(implementations, sweep.batch, num_tokens, sweep.d_out, num_heads, device)
-        for _, num_tokens, num_heads in configurations
+        prepare(
+            sweep.timed_at(sweep_name, num_tokens, implementations),
+            sweep.batch,
+            num_tokens,
+            sweep.d_out,
+            num_heads,
+            device,
+        )
+        for sweep_name, num_tokens, num_heads in configurations
     ]
     cases = [partial(tuple, case) for case in prepared]
     timings = time_in_rounds(
