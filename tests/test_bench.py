@@ -372,6 +372,18 @@ def test_the_quick_sweep_times_the_modules_whose_memory_chapter_5_counts_at_its_
     assert QUICK.timed_at("tokens", QUICK.tokens[-1], TIMED) == ("wrapper", "split", "fused")
     assert QUICK.timed_at("tokens", QUICK.tokens[-2], TIMED) == TIMED
     assert QUICK.timed_at("heads", QUICK.heads_sweep_tokens, TIMED) == TIMED
+    assert QUICK.blocks_at("tokens", QUICK.tokens[-1]) == 2
+    assert QUICK.blocks_at("tokens", QUICK.tokens[-2]) == QUICK.min_blocks == 3
+
+
+def test_slow_calls_at_the_longest_length_get_the_fewer_blocks_asked_for(monkeypatch):
+    fake_timer(monkeypatch, {name: [0.005] for name in TIMED})  # one block a call: slow
+    monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
+    rows = run_sweep(dataclasses.replace(TINY, min_blocks_longest=2))
+    longest = {r.blocks for r in rows if (r.sweep, r.num_tokens) == ("tokens", 8)}
+    elsewhere = {r.blocks for r in rows if (r.sweep, r.num_tokens) != ("tokens", 8)}
+    assert longest == {2} and elsewhere == {3}
+    assert not any(r.capped for r in rows)
 
 
 def test_blocks_added_one_at_a_time_bring_their_resource_use_and_the_sweep_reads_it(monkeypatch):
