@@ -203,3 +203,19 @@ def test_glibc_accepts_the_settings_through_mallopt():
     if pid == 0:
         os._exit(0 if faults.keep_freed_memory() else 1)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def test_only_the_copy_with_the_settings_allocates_the_large_block_uncounted_first(monkeypatch):
+    warmups = {}
+    monkeypatch.setattr(faults, "keep_freed_memory", lambda: True)  # this process stays default
+    monkeypatch.setattr(faults, "probe", lambda *args: [])
+    threads = torch.get_num_threads()
+    try:
+        for setting in SETTINGS:
+            monkeypatch.setattr(
+                faults, "large_block", lambda warmup, s=setting: warmups.setdefault(s, warmup)
+            )
+            faults.measured_under(setting, ("split",), (4,), 2, 4, 1)
+    finally:
+        torch.set_num_threads(threads)
+    assert warmups == {SETTINGS[0]: 0, SETTINGS[1]: faults.LARGE_BLOCK_WARMUP}
