@@ -350,6 +350,42 @@ def test_the_sweep_times_every_implementation_at_every_configuration(monkeypatch
     assert [m for _, m in wrapper] == [5, 10] and wrapper[1][0] == 2 * wrapper[0][0] - 1
 
 
+def test_at_the_longest_length_only_the_named_implementations_are_timed(monkeypatch):
+    fake_timer(monkeypatch, {name: [0.001] * 3 for name in TIMED})
+    monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
+    few = dataclasses.replace(TINY, at_longest=("wrapper", "split"))
+    rows = run_sweep(few)
+    longest = [r.implementation for r in rows if (r.sweep, r.num_tokens) == ("tokens", 8)]
+    assert longest == ["wrapper", "split"]
+    assert len(rows) == len(run_sweep(TINY)) - (len(TIMED) - 2)
+    fused = [r.num_tokens for r in rows if r.implementation == "fused" and r.sweep == "tokens"]
+    assert fused == [2, 4]
+    text = timing_tables(rows, sweeps=("tokens",))
+    at_8 = [line.split() for line in text.splitlines() if line.startswith(f"{8:>10}")]
+    assert at_8 == [["8", "1.000", "1.000", "-"], ["8", "-", "-", "-"]]
+    assert list(ratios(rows, "fused", "torch_mha")) == [2, 4]  # only where both were timed
+    assert list(verdicts(rows, "fused", "wrapper")) == [2, 4]
+    assert list(verdicts(rows, "split", "wrapper")) == [2, 4, 8]
+
+
+def test_the_quick_sweep_times_the_modules_whose_memory_chapter_5_counts_at_its_longest_length():
+    assert QUICK.timed_at("tokens", QUICK.tokens[-1], TIMED) == ("wrapper", "split", "fused")
+    assert QUICK.timed_at("tokens", QUICK.tokens[-2], TIMED) == TIMED
+    assert QUICK.timed_at("heads", QUICK.heads_sweep_tokens, TIMED) == TIMED
+    assert QUICK.blocks_at("tokens", QUICK.tokens[-1]) == 2
+    assert QUICK.blocks_at("tokens", QUICK.tokens[-2]) == QUICK.min_blocks == 3
+
+
+def test_slow_calls_at_the_longest_length_get_the_fewer_blocks_asked_for(monkeypatch):
+    fake_timer(monkeypatch, {name: [0.005] for name in TIMED})  # one block a call: slow
+    monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
+    rows = run_sweep(dataclasses.replace(TINY, min_blocks_longest=2))
+    longest = {r.blocks for r in rows if (r.sweep, r.num_tokens) == ("tokens", 8)}
+    elsewhere = {r.blocks for r in rows if (r.sweep, r.num_tokens) != ("tokens", 8)}
+    assert longest == {2} and elsewhere == {3}
+    assert not any(r.capped for r in rows)
+
+
 def test_blocks_added_one_at_a_time_bring_their_resource_use_and_the_sweep_reads_it(monkeypatch):
     log = fake_timer(monkeypatch, {name: [0.005] for name in TIMED})  # one block a call: slow
     (kept,) = time_in_rounds(

@@ -95,9 +95,11 @@ def test_a_c_library_that_ignores_the_settings_tests_nothing_whatever_the_module
     assert "tests nothing" in verdict["The C library:"]
 
 
-def test_a_c_library_that_reuses_large_blocks_by_default_has_nothing_to_change():
-    verdict = allocator_verdict(results(30.0, 8.0, large=(0, 0)))
+@pytest.mark.parametrize("large", [(0, 0), (2, 1), (1, 0)])  # 1 or 2: copy-on-write faults
+def test_a_c_library_that_reuses_large_blocks_by_default_has_nothing_to_change(large):
+    verdict = allocator_verdict(results(30.0, 8.0, large=large))
     assert "nothing to change" in flat(verdict) and "tests nothing" in flat(verdict)
+    assert "ignored" not in flat(verdict)
 
 
 def test_a_system_without_fault_counts_says_so():
@@ -203,3 +205,19 @@ def test_glibc_accepts_the_settings_through_mallopt():
     if pid == 0:
         os._exit(0 if faults.keep_freed_memory() else 1)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def test_only_the_copy_with_the_settings_allocates_the_large_block_uncounted_first(monkeypatch):
+    warmups = {}
+    monkeypatch.setattr(faults, "keep_freed_memory", lambda: True)  # this process stays default
+    monkeypatch.setattr(faults, "probe", lambda *args: [])
+    threads = torch.get_num_threads()
+    try:
+        for setting in SETTINGS:
+            monkeypatch.setattr(
+                faults, "large_block", lambda warmup, s=setting: warmups.setdefault(s, warmup)
+            )
+            faults.measured_under(setting, ("split",), (4,), 2, 4, 1)
+    finally:
+        torch.set_num_threads(threads)
+    assert warmups == {SETTINGS[0]: 0, SETTINGS[1]: faults.LARGE_BLOCK_WARMUP}

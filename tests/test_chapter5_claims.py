@@ -33,7 +33,7 @@ import pytest
 import torch
 
 from mha import MultiHeadAttention
-from mha.bench import held_in_memory, timed_modules
+from mha.bench import QUICK, held_in_memory, timed_modules
 from mha.bench.faults import LARGE_BLOCK_MIB
 from mha.counting import QuietDispatchMode, operator_counts
 
@@ -246,20 +246,24 @@ def test_each_claim_can_fail():
 
 # --- page faults: measured, in fresh processes ---------------------------------------------
 
-#: The chapter's experiment, the split at 1024 tokens, as ``allocator_experiment`` runs it (two
-#: copies of a fresh process, with their warm-up); prints the copy under the settings' findings.
+#: The chapter's experiment: the split at 1024 tokens with 9 heads of 16 (d_out 144).
+EXPERIMENT_TOKENS, EXPERIMENT_HEADS, EXPERIMENT_D_OUT = QUICK.allocator_configuration()
+#: The chapter's experiment, the split alone, as ``allocator_experiment`` runs it (two copies of
+#: a fresh process, with their warm-up); prints the copy under the settings' findings.
 KEPT_PROBE = f"""
 import json
 from mha.bench.faults import SETTINGS, allocator_experiment
-found = allocator_experiment(names=("split",), tokens=(1024,), num_heads={HEADS},
-                             d_out={D_OUT}, repeats=5)
+found = allocator_experiment(names=("split",), tokens=({EXPERIMENT_TOKENS},),
+                             num_heads={EXPERIMENT_HEADS}, d_out={EXPERIMENT_D_OUT}, repeats=5)
 kept = SETTINGS[1]
-split = found.probes[kept]["split", 1024]
+split = found.probes[kept]["split", {EXPERIMENT_TOKENS}]
 print(json.dumps([found.large_block[kept], split.minor_faults]))
 """
 
 
-def kept_memory_takes_the_faults_away(large_block_faults, split_faults, num_tokens=1024):
+def kept_memory_takes_the_faults_away(
+    large_block_faults, split_faults, num_tokens=EXPERIMENT_TOKENS, heads=EXPERIMENT_HEADS
+):
     """Cell 47: with the settings, a freed score tensor's memory stays in the heap and the next
     forward reuses it. So the C library honours them (the large block stops faulting: under 1 %
     of its pages per allocation) and the split, warmed up, faults next to never: the median of
@@ -275,7 +279,7 @@ def kept_memory_takes_the_faults_away(large_block_faults, split_faults, num_toke
     settings depends on the process's history (4,040 and 49,348 faults per call were measured in
     two fresh processes), so that side is not a claim."""
     block_pages = LARGE_BLOCK_MIB * 2**20 // PAGE
-    pages = HEADS * num_tokens * num_tokens * 4 // PAGE
+    pages = heads * num_tokens * num_tokens * 4 // PAGE
     return large_block_faults < block_pages / 100 and split_faults < pages / 100
 
 
@@ -311,7 +315,7 @@ def test_keeping_freed_memory_takes_the_faults_away_on_both_code_paths():
 
 
 def test_the_fault_claims_can_fail():
-    pages = HEADS * 1024 * 1024 * 4 // PAGE
+    pages = EXPERIMENT_HEADS * EXPERIMENT_TOKENS**2 * 4 // PAGE
     assert kept_memory_takes_the_faults_away(0, 0)
     assert not kept_memory_takes_the_faults_away(0, pages)  # faulting when kept
     assert not kept_memory_takes_the_faults_away(16_385, 0)  # a C library that ignores them
@@ -366,3 +370,43 @@ def blocks_named(text):
 def test_the_prose_names_the_large_block_the_experiment_allocates():
     assert blocks_named(prose()) == {LARGE_BLOCK_MIB}
     assert blocks_named("a 64 MiB block, over any threshold") != {LARGE_BLOCK_MIB}
+
+
+def experiment_sizes_named(text):
+    """The sizes the prose gives the allocator experiment: "with 9 heads of the same width
+    instead of 12 (`d_out` 144, ...): each of the split's score tensors is then 36 MiB instead of
+    48, still above the 32 MiB cap"."""
+    found = re.search(
+        r"with (\d+) heads of the same width instead of (\d+) \(`d_out` (\d+).*?"
+        r"score tensors is then (\d+) MiB instead of (\d+), still above the (\d+) MiB cap",
+        text,
+    )
+    return tuple(int(n) for n in found.groups()) if found else None
+
+
+def sizes_hold(named):
+    """The prose's sizes are the experiment's and the sweep's, and the experiment's score tensor
+    is above glibc's largest mmap threshold (32 MiB on 64-bit systems), as the prose says."""
+    heads, sweep_heads, d_out, mib, sweep_mib, cap = named
+    tensor_mib = EXPERIMENT_HEADS * EXPERIMENT_TOKENS**2 * 4 / 2**20
+    sweep_tensor_mib = QUICK.tokens_sweep_heads * QUICK.tokens[-1] ** 2 * 4 / 2**20
+    return (
+        (heads, sweep_heads, d_out)
+        == (EXPERIMENT_HEADS, QUICK.tokens_sweep_heads, EXPERIMENT_D_OUT)
+        and (mib, sweep_mib, cap) == (tensor_mib, sweep_tensor_mib, 32)
+        and tensor_mib > cap
+        and EXPERIMENT_D_OUT // EXPERIMENT_HEADS == QUICK.d_out // QUICK.tokens_sweep_heads
+    )
+
+
+def test_the_prose_names_the_sizes_the_allocator_experiment_runs_at():
+    named = experiment_sizes_named(prose())
+    print(f"the prose: {named}; the code: {QUICK.allocator_configuration()}")
+    assert named is not None and sizes_hold(named)
+
+
+def test_the_size_check_can_fail():
+    assert sizes_hold((9, 12, 144, 36, 48, 32))
+    assert not sizes_hold((8, 12, 128, 32, 48, 32))  # another head count
+    assert not sizes_hold((9, 12, 144, 48, 48, 32))  # another tensor size
+    assert experiment_sizes_named("with 12 heads, d_out 192") is None

@@ -171,21 +171,27 @@ def ratios(rows, numerator, denominator, sweep="tokens"):
     """``{swept value: median time of numerator / median time of denominator}``.
 
     Above 1, ``denominator`` was the faster: ``ratios(rows, "wrapper", "split")`` is the split's
-    speedup.
+    speedup. Only values at which both were timed appear.
     """
     key = _key(sweep)
     times = {getattr(r, key): r.median_ms for r in select(rows, sweep, denominator)}
     return {
         getattr(r, key): r.median_ms / times[getattr(r, key)]
         for r in select(rows, sweep, numerator)
+        if getattr(r, key) in times
     }
 
 
 def verdicts(rows, a, b, sweep="tokens"):
-    """``{swept value: compare(a's row, b's row)}``, e.g. where the split beat the wrapper."""
+    """``{swept value: compare(a's row, b's row)}``, e.g. where the split beat the wrapper; only
+    values at which both were timed."""
     key = _key(sweep)
     other = {getattr(r, key): r for r in select(rows, sweep, b)}
-    return {getattr(r, key): compare(r, other[getattr(r, key)]) for r in select(rows, sweep, a)}
+    return {
+        getattr(r, key): compare(r, other[getattr(r, key)])
+        for r in select(rows, sweep, a)
+        if getattr(r, key) in other
+    }
 
 
 def overhead_crossover(rows, implementation="wrapper"):

@@ -13,6 +13,8 @@ WIDTH = 79
 PHONE = 44
 #: Implementations per table in the chapter's tables, so that a line stays within PHONE.
 PER_TABLE = 3
+#: What a table shows for an implementation the sweep did not time at a configuration.
+MISSING = "-"
 
 
 def _key(sweep):
@@ -27,10 +29,11 @@ def table(rows, sweep, value="median_ms", fmt="{:.3f}", names=None):
     """A text table of ``value`` per implementation (columns) at each configuration of ``sweep``.
 
     Each line is 10 + 11 characters per implementation: three fit a phone (``phone_tables``).
+    An implementation not timed at a configuration (``Sweep.at_longest``) shows ``MISSING``.
     """
     key = _key(sweep)
     names = names or _names(rows, sweep)
-    keys = [getattr(r, key) for r in select(rows, sweep, names[0])]
+    keys = list(dict.fromkeys(getattr(r, key) for r in rows if r.sweep == sweep))
     lines = [f"{key:>10}" + "".join(f"{COLUMNS[n]:>11}" for n in names)]
     for k in keys:
         cells = {
@@ -38,8 +41,12 @@ def table(rows, sweep, value="median_ms", fmt="{:.3f}", names=None):
             for r in rows
             if r.sweep == sweep and getattr(r, key) == k
         }
-        lines.append(f"{k:>10}" + "".join(f"{fmt.format(cells[n]):>11}" for n in names))
+        lines.append(f"{k:>10}" + "".join(f"{_cell(cells, n, fmt):>11}" for n in names))
     return "\n".join(lines)
+
+
+def _cell(cells, name, fmt):
+    return fmt.format(cells[name]) if name in cells else MISSING
 
 
 def _what(rows):
@@ -192,7 +199,7 @@ def markdown(rows, sweep, machine, argv):
         }
         lines.append(
             f"| {t} | "
-            + " | ".join(f"{cells[n]:.2f}" for n in names)
+            + " | ".join(_cell(cells, n, "{:.2f}") for n in names)
             + f" | {speedup[t]:.2f}× | {verdict[t]} |"
         )
     at_longest = [r for r in rows if r.sweep == "tokens" and r.num_tokens == longest]

@@ -88,6 +88,15 @@ class Sweep:
     ceiling_size: int  # n of the n × n torch.mm that measures the matmul throughput
     max_run_time: float = 1.0  # seconds the one retry for min_blocks may take at most
     budget: float = math.inf  # seconds of timing after which no round starts, nothing is retried
+    # the implementations timed at the length sweep's longest length (None: all of them); the
+    # other implementations' length sweep stops one length earlier
+    at_longest: tuple | None = None
+    # timed blocks wanted at the length sweep's longest length, where each call is slowest
+    # (None: min_blocks)
+    min_blocks_longest: int | None = None
+    # heads of chapter 5's allocator experiment, each as wide as the length sweep's (None: the
+    # length sweep's heads)
+    allocator_heads: int | None = None
 
     def configurations(self):
         """``(sweep, num_tokens, num_heads)`` for every configuration, head sweep first."""
@@ -95,16 +104,41 @@ class Sweep:
         tokens = [("tokens", t, self.tokens_sweep_heads) for t in self.tokens]
         return heads + tokens
 
+    def timed_at(self, sweep, num_tokens, implementations):
+        """Which of ``implementations`` this sweep times at one configuration: all of them,
+        except at the length sweep's longest length when ``at_longest`` names fewer."""
+        if self.at_longest is None or (sweep, num_tokens) != ("tokens", self.tokens[-1]):
+            return tuple(implementations)
+        return tuple(n for n in implementations if n in self.at_longest)
+
+    def allocator_configuration(self):
+        """``(num_tokens, num_heads, d_out)`` of chapter 5's allocator experiment: the longest
+        length, with ``allocator_heads`` heads as wide as the length sweep's."""
+        heads = self.allocator_heads or self.tokens_sweep_heads
+        return self.tokens[-1], heads, heads * (self.d_out // self.tokens_sweep_heads)
+
+    def blocks_at(self, sweep, num_tokens):
+        """The timed blocks wanted per measurement at one configuration: ``min_blocks``, except
+        at the length sweep's longest length when ``min_blocks_longest`` is set."""
+        if self.min_blocks_longest is None or (sweep, num_tokens) != ("tokens", self.tokens[-1]):
+            return self.min_blocks
+        return self.min_blocks_longest
+
 
 HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
 #: Small enough for chapter 5 to stay quick, wide enough to show the crossover.
 #: blocked_autorange makes a block long enough that the timer's own overhead vanishes (a few
 #: ms here), and times blocks for min_run_time, so the sweep's time is about
-#: max(3 blocks, min_run_time) × rounds × configurations, and at the longest length a warm-up
-#: call and min_blocks single calls per module; max_run_time and budget bound it when other
-#: programs slow the machine down. One round: a second took the sweep cell from 9 s to 14.6 s,
-#: and whether it started depended on how fast the first one finished (about 6 s on a 2-core
-#: AMD EPYC, against the budget of 6 s).
+#: max(3 blocks, min_run_time) × rounds × configurations, and at the longest lengths a call
+#: that estimates the block size and min_blocks single calls per module; max_run_time and
+#: budget bound it when other programs slow the machine down. One round: a second took the
+#: sweep cell from 9 s to 14.6 s, and whether it started depended on how fast the first one
+#: finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s). At 1024 tokens, where
+#: one call of the split takes a tenth of a second, only the three modules whose memory
+#: chapter 5 counts are timed: the wrapper, the split and the fused module, each with 2 blocks
+#: (3 calls, the block-size estimate included) instead of 3. The allocator experiment runs
+#: at 1024 tokens with 9 heads of 16 (d_out 144): each of the split's score tensors is 36 MiB,
+#: still above glibc's 32 MiB cap, and each call costs about a quarter less than with 12 heads.
 QUICK = Sweep(
     d_out=192,
     batch=1,
@@ -118,6 +152,9 @@ QUICK = Sweep(
     rounds=1,
     budget=6,
     ceiling_size=512,
+    at_longest=("wrapper", "split", "fused"),
+    min_blocks_longest=2,
+    allocator_heads=9,
 )
 #: GPT-2-small width (d_out 768, 12 heads); a minute or two on two idle CPU cores.
 FULL = Sweep(
@@ -340,7 +377,8 @@ def time_in_rounds(
     """Time every module of every case; return one ``{name: Timing}`` per case.
 
     ``cases`` are functions returning ``(modules, x)``, called once per round, so only one
-    configuration's modules exist at a time. Each round visits every case, and within it every
+    configuration's modules exist at a time. ``min_blocks`` is one number for every case, or a
+    sequence of one per case. Each round visits every case, and within it every
     module, once: under ``torch.no_grad()``, or with ``backward`` as a training step (forward,
     then backward). The modules take turns at going first, so none is always timed straight
     after the same neighbour. A module that needed more than ``min_run_time`` for its blocks
@@ -360,6 +398,7 @@ def time_in_rounds(
     """
     if cases:
         warm_up(*cases[0](), seconds=min_run_time, backward=backward)
+    wanted = [min_blocks] * len(cases) if isinstance(min_blocks, int) else list(min_blocks)
     deadline = time.monotonic() + budget
     found = [None] * len(cases)
     run_times = [{} for _ in cases]  # {name: seconds to give blocked_autorange next round}
@@ -390,11 +429,11 @@ def time_in_rounds(
                     measurement, capped = measure(
                         timer,
                         min_run_time=run_time,
-                        min_blocks=min_blocks,
+                        min_blocks=wanted[i],
                         max_run_time=max_run_time,
                         retry=time.monotonic() < deadline,
                     )
-                    needed = min_blocks * max(measurement.raw_times)
+                    needed = wanted[i] * max(measurement.raw_times)
                     run_times[i][name] = min(max(min_run_time, needed), max_run_time)
                     found[i][name].append((measurement, capped))
                 bar.update()
@@ -465,6 +504,9 @@ def sweep_ends(configurations):
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
+    At the length sweep's longest length only the implementations in ``sweep.at_longest`` are
+    timed (``Sweep.timed_at``); everywhere else every one of ``implementations``.
+
     After the timings, each (warm) module runs once more for the operator count. At the two ends
     of each sweep (fewest and most heads, shortest and longest sequence: where chapter 5 and the
     reports read them) the rows carry CPU time and page faults per pass: from the blocks that
@@ -478,14 +520,21 @@ def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, pro
     # Each configuration's modules are built once: the timing warms them up, and the usage
     # measurement afterwards reads the same warm modules without a warm-up call of its own.
     prepared = [
-        prepare(implementations, sweep.batch, num_tokens, sweep.d_out, num_heads, device)
-        for _, num_tokens, num_heads in configurations
+        prepare(
+            sweep.timed_at(sweep_name, num_tokens, implementations),
+            sweep.batch,
+            num_tokens,
+            sweep.d_out,
+            num_heads,
+            device,
+        )
+        for sweep_name, num_tokens, num_heads in configurations
     ]
     cases = [partial(tuple, case) for case in prepared]
     timings = time_in_rounds(
         cases,
         min_run_time=sweep.min_run_time,
-        min_blocks=sweep.min_blocks,
+        min_blocks=[sweep.blocks_at(s, t) for s, t, _ in configurations],
         max_run_time=sweep.max_run_time,
         rounds=sweep.rounds,
         budget=sweep.budget,
