@@ -88,15 +88,9 @@ class Sweep:
     ceiling_size: int  # n of the n × n torch.mm that measures the matmul throughput
     max_run_time: float = 1.0  # seconds the one retry for min_blocks may take at most
     budget: float = math.inf  # seconds of timing after which no round starts, nothing is retried
-    # the implementations timed at the length sweep's longest length (None: all of them); the
-    # other implementations' length sweep stops one length earlier
-    at_longest: tuple | None = None
-    # timed blocks wanted at the length sweep's longest length, where each call is slowest
-    # (None: min_blocks)
-    min_blocks_longest: int | None = None
-    # heads of chapter 5's allocator experiment, each as wide as the length sweep's (None: the
-    # length sweep's heads)
-    allocator_heads: int | None = None
+    at_longest: tuple | None = None  # implementations timed at the longest length (None: all)
+    min_blocks_longest: int | None = None  # timed blocks there, where calls are slowest
+    allocator_heads: int | None = None  # chapter 5's allocator experiment's heads (None: as here)
 
     def configurations(self):
         """``(sweep, num_tokens, num_heads)`` for every configuration, head sweep first."""
@@ -105,8 +99,7 @@ class Sweep:
         return heads + tokens
 
     def timed_at(self, sweep, num_tokens, implementations):
-        """Which of ``implementations`` this sweep times at one configuration: all of them,
-        except at the length sweep's longest length when ``at_longest`` names fewer."""
+        """The ``implementations`` timed at one configuration (at the longest: ``at_longest``)."""
         if self.at_longest is None or (sweep, num_tokens) != ("tokens", self.tokens[-1]):
             return tuple(implementations)
         return tuple(n for n in implementations if n in self.at_longest)
@@ -118,8 +111,7 @@ class Sweep:
         return self.tokens[-1], heads, heads * (self.d_out // self.tokens_sweep_heads)
 
     def blocks_at(self, sweep, num_tokens):
-        """The timed blocks wanted per measurement at one configuration: ``min_blocks``, except
-        at the length sweep's longest length when ``min_blocks_longest`` is set."""
+        """Timed blocks per measurement at one configuration (at the longest: its own count)."""
         if self.min_blocks_longest is None or (sweep, num_tokens) != ("tokens", self.tokens[-1]):
             return self.min_blocks
         return self.min_blocks_longest
@@ -133,12 +125,11 @@ HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
 #: that estimates the block size and min_blocks single calls per module; max_run_time and
 #: budget bound it when other programs slow the machine down. One round: a second took the
 #: sweep cell from 9 s to 14.6 s, and whether it started depended on how fast the first one
-#: finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s). At 1024 tokens, where
-#: one call of the split takes a tenth of a second, only the three modules whose memory
-#: chapter 5 counts are timed: the wrapper, the split and the fused module, each with 2 blocks
-#: (3 calls, the block-size estimate included) instead of 3. The allocator experiment runs
-#: at 1024 tokens with 9 heads of 16 (d_out 144): each of the split's score tensors is 36 MiB,
-#: still above glibc's 32 MiB cap, and each call costs about a quarter less than with 12 heads.
+#: finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s). At 1024 tokens (a
+#: tenth of a second a call of the split) only the three modules whose memory chapter 5 counts
+#: are timed, with 2 blocks (3 calls, with the block-size estimate). The allocator experiment's 9
+#: heads of 16 (d_out 144) make each of the split's score tensors 36 MiB at 1024 tokens: above
+#: glibc's 32 MiB cap, at about three quarters of the cost of 12 heads.
 QUICK = Sweep(
     d_out=192,
     batch=1,
@@ -504,8 +495,7 @@ def sweep_ends(configurations):
 def run_sweep(sweep, *, device="cpu", implementations=TIMED, backward=False, progress=False):
     """Measure the matmul ceiling, then every configuration of ``sweep``; return all ``Row``s.
 
-    At the length sweep's longest length only the implementations in ``sweep.at_longest`` are
-    timed (``Sweep.timed_at``); everywhere else every one of ``implementations``.
+    At the longest length only ``sweep.at_longest`` is timed (``Sweep.timed_at``).
 
     After the timings, each (warm) module runs once more for the operator count. At the two ends
     of each sweep (fewest and most heads, shortest and longest sequence: where chapter 5 and the
