@@ -778,6 +778,7 @@ def test_the_check(answer, passes, words):
     result = check_gqa_forward(answer)
     assert result.passed == passes and words in result.feedback, result.feedback
     assert "{" not in result.feedback and all(len(line) <= 79 for line in str(result).split("\n"))
+    assert ",," not in result.feedback and " ," not in result.feedback, result.feedback
 
 
 def test_the_check_leaves_the_readers_random_state_and_the_book_alone():

@@ -76,7 +76,7 @@ def torch_message(watch, here, kernel=True):
     its fused kernel), or None."""
     what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
     if "layer" not in watch.seen:
-        grouped = ", with enable_gqa=True," if "grouped" in watch.seen else ""
+        grouped = " (with enable_gqa=True)" if "grouped" in watch.seen else ""
         what = f"calls torch.nn.functional.scaled_dot_product_attention{grouped}"
     told = f"Your forward {what}, PyTorch's attention: those steps are not yours. {here}"
     return told if "layer" in watch.seen or kernel and "kernel" in watch.seen else None
