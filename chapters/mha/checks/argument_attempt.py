@@ -1,13 +1,11 @@
 """The evidence chapter 2's catalogue (:mod:`.arguments`) judges: the reader's answer for a
-:class:`Target`, run on the chapter's batch with its heads watched (:class:`Attempt`, a
-:class:`.joins.Heads`), and the facts its messages quote."""
+:class:`Target`, run on the chapter's batch with its heads watched (:class:`Attempt`)."""
 
 from dataclasses import dataclass
 
 import torch
 
-from .core import evaluating, kind_of
-from .facts import attempt
+from .core import kind_of
 from .joins import Heads
 from .reference import PROJECTIONS, same
 
@@ -41,17 +39,13 @@ class Attempt(Heads):
     d_in = property(lambda a: a.heads[0].W_query.in_features)
     heads_phrase = property(lambda a: f"{a.num_heads} head" + "s" * (a.num_heads != 1))
     width = property(lambda a: a.output.shape[-1])
-    layers = property(lambda a: [getattr(h, n) for h in a.heads for n in PROJECTIONS])
-
-    @property
-    def context_length(self):
-        """The shortest of the heads' causal masks (6, the batch's length, if none has one)."""
-        masks = [getattr(h, "mask", None) for h in self.heads]
-        return min((m.shape[0] for m in masks if isinstance(m, torch.Tensor)), default=6)
+    #: The shortest of the heads' causal masks: the longest input they take.
+    context_length = property(lambda a: min(h.mask.shape[0] for h in a.heads))
 
     def as_built(self):
         """Every projection is the constructor's: one width for all, weights of that shape."""
-        shapes = {(x.out_features, x.in_features, *x.weight.shape) for x in self.layers}
+        layers = [getattr(h, n) for h in self.heads for n in PROJECTIONS]
+        shapes = {(x.out_features, x.in_features, *x.weight.shape) for x in layers}
         return len(shapes) == 1 and (shape := shapes.pop())[:2] == shape[2:]
 
     def joined(self):
@@ -60,26 +54,3 @@ class Attempt(Heads):
 
     def args_are(self, num_heads, d_out):
         return (self.num_heads, self.head_width) == (num_heads, d_out) and self.joined()
-
-    @property
-    def changed(self):
-        """The first head whose own output is not causal attention from its weights, or 0."""
-        with torch.random.fork_rng(devices=[]), evaluating(self.module):
-            own = [attempt(head, self.x) for head in self.heads]
-        return next((n for n, o in enumerate(own, 1) if not same(o, self.refs[n - 1])), 0)
-
-    def drops_columns(self):
-        """Each head is wider than one value, and the output keeps only some of their columns."""
-        columns = self.right.unbind(-1)
-        narrower = self.output.dim() == 3 and self.width < len(columns) and self.head_width > 1
-        return narrower and all(any(same(o, c) for c in columns) for o in self.output.unbind(-1))
-
-    def mixes_heads(self):
-        """The output is an affine function of the heads' outputs side by side, fitted exactly."""
-        if self.output.shape[:2] != self.x.shape[:2] or same(self.output, self.right):
-            return False
-        ones = torch.ones(*self.x.shape[:2], 1)  # (b, num_tokens, 1): the affine map's offset
-        inputs = torch.cat([self.right, ones], -1).flatten(0, 1).double()
-        targets = self.output.flatten(0, 1).double()  # (b * num_tokens, width)
-        residual = inputs @ torch.linalg.lstsq(inputs, targets).solution - targets
-        return len(inputs) >= 2 * inputs.shape[1] and residual.norm() <= 1e-5 * targets.norm()

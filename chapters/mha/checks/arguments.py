@@ -1,6 +1,5 @@
-"""Chapter 2's catalogue for both exercises: :class:`.core.Mistake` entries on the reader's
-wrapper run on the chapter's batch (:class:`.argument_attempt.Attempt`), and the mistakes chapter
-1 shares (:mod:`.joins`), most of them buggy references of the heads' outputs."""
+"""Chapter 2's catalogue for both exercises, on the reader's wrapper run on the chapter's batch
+(:class:`.argument_attempt.Attempt`), with the mistakes chapter 1 shares (:mod:`.joins`)."""
 
 import torch
 
@@ -55,33 +54,20 @@ MISTAKES = (
     ),
     SHARED,
     NOT_X,
-    Mistake(
-        "columns thrown away",
-        "Your wrapper throws values away: each head computes {head_width} values per token, and "
-        "not all reach the output. Make each head narrower instead: d_out is each head's width.",
-        lambda a: a.drops_columns(),
-    ),
-    *JOINS[:2],
-    Mistake(
-        "a head's computation changed",
-        "Head {changed} no longer computes the causal attention it was built for: its mask, its "
-        "scale or its columns were changed. Each head's role must stay as it was: change only the "
-        "arguments of the call.",
-        lambda a: a.changed,
-    ),
-    *JOINS[2:],
-    Mistake(
-        "heads mixed by a projection",
-        "Your output is a weighted mix of the heads' outputs, as an extra layer after torch.cat "
-        "makes: a learned mix of heads (chapter 3's out_proj) blends all heads into every "
-        "coordinate. Keep the class, and choose each head's width with d_out.",
-        lambda a: a.mixes_heads(),
-    ),
+    *JOINS,
     Mistake(
         "wrong width",
         "Your context vectors are {width}-dimensional, not {t.width}: d_out is each head's "
         "width, so num_heads × d_out = {num_heads} × {head_width} = {width}. " + ASK,
         lambda a: a.joined() and a.width != a.t.width,
+    ),
+    Mistake(
+        "not the heads side by side",
+        "Your output is not the heads' outputs side by side: values thrown away, a head's mask, "
+        "scale or columns changed, or the heads mixed after torch.cat (a weighted mix, as "
+        "chapter 3's learned out_proj makes). Keep the class and its heads as built, and change "
+        "only the arguments of the call: d_out is each head's width.",
+        lambda a: not a.joined(),
     ),
 )
 
@@ -94,11 +80,7 @@ def diagnosis(answer, target):
 def check(answer, target, praise):
     """The verdict on ``answer`` for ``target``: ``praise``, or what is wrong, in words."""
     mistake, attempt = diagnosis(answer, target)
-    if mistake is not None:
-        return CheckResult(False, mistake.tell(attempt))
-    if attempt.args_are(target.heads, target.width // target.heads):
-        return CheckResult(True, praise)
-    return CheckResult(False, "Your wrapper's output matches no mistake this check knows.")
+    return CheckResult(mistake is None, mistake.tell(attempt) if mistake else praise)
 
 
 def solution(name, d_out, num_heads, check_name):

@@ -1,6 +1,5 @@
 """What chapters 1 and 2 judge: a wrapper run once with its heads watched (:class:`Heads`), and
-the mistakes both chapters share, most as buggy references of the heads' right outputs: the
-heads joined the wrong way (:data:`JOINS`)."""
+the mistakes both chapters share (:data:`JOINS`: the heads' outputs joined the wrong way)."""
 
 from functools import cached_property
 
@@ -114,15 +113,12 @@ JOINS = (
         "the heads' outputs into one context vector per token?",
         lambda e: not isinstance(e.output, torch.Tensor),
     ),
-    *(
-        Buggy(
-            "joined on the wrong axis",
-            "Your output has shape {output_shape}: the heads were joined on the wrong axis. "
-            "torch.stack puts them on a new axis, and torch.cat on dim=0 or dim=1 makes them "
-            f"extra sequences or tokens; {CAT} joins them on the last axis, one vector per token.",
-            lambda e, join=join, d=d: join(e.refs, d),
-        )
-        for join, d in [(torch.stack, d) for d in range(4)] + [(torch.cat, 0), (torch.cat, 1)]
+    Mistake(
+        "joined on the wrong axis",
+        "Your output has shape {output_shape}: the heads were joined on the wrong axis. "
+        "torch.stack puts them on a new axis, and torch.cat on dim=0 or dim=1 makes them "
+        f"extra sequences or tokens; {CAT} joins them on the last axis, one vector per token.",
+        lambda e: e.output.numel() == e.right.numel() and e.output.shape != e.right.shape,
     ),
     *(
         Buggy(

@@ -1,9 +1,5 @@
-"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`.
-
-:func:`check_wrapper` builds the reader's class with three, two and one heads (:mod:`.practice`
-runs it): every head must run on the same ``x``, their outputs joined on the last axis in list
-order. :data:`MISTAKES` are read off one more run with the heads watched (:class:`.joins.Heads`).
-"""
+"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`, run
+by :mod:`.practice` with three, two and one heads; :data:`MISTAKES` read off a watched run."""
 
 import torch
 from torch import nn
@@ -55,16 +51,11 @@ MISTAKES = (
     Mistake("the starting code", STARTING, lambda e: isinstance(e.error, NotImplementedError)),
     NOT_X,
     Mistake(
-        "no head called",
-        "Your forward never calls the heads in self.heads: not one head(x) ran (head.forward(x) "
-        "skips what calling a module does, its hooks). Computing their attention yourself, or "
-        "with PyTorch's, is not the wrapper's job: call head(x) for each head in self.heads.",
-        lambda e: not e.run[1] and isinstance(e.output, torch.Tensor),
-    ),
-    Mistake(
         "not every head ran once",
-        "Not every head ran once: some heads never ran, as when one head does the work of all "
-        "or the last one is left out. Call every head in self.heads once.",
+        "Not every head in self.heads ran once as head(x): one head did the work of all, one was "
+        "left out, or their attention was computed without calling them (head.forward(x) skips "
+        "what calling a module does, its hooks). Computing attention yourself, or with "
+        "PyTorch's, is not the wrapper's job: call head(x) for each head in self.heads, once.",
         lambda e: (
             isinstance(e.output, torch.Tensor)
             and {n for n, _ in e.run[1]} != set(range(1, e.num_heads + 1))
@@ -72,6 +63,12 @@ MISTAKES = (
     ),
     SHARED,
     *JOINS,
+    Mistake(
+        "not the heads side by side",
+        "Your output is not the heads' outputs side by side, and it matches none of the "
+        "mistakes this check knows.",
+        lambda e: not same(e.output, e.right),
+    ),
 )
 
 
@@ -87,11 +84,6 @@ def judge(p, run):
         return p.delegates.format(calls=" and ".join(sorted(set(run.calls))))
     heads = Heads(run.module, run.x)
     found = first_mistake(MISTAKES, heads)
-    if found is None and not same(heads.output, heads.right):
-        return (
-            "Your output is not the heads' outputs side by side, and it matches none of the "
-            "mistakes this check knows."
-        )
     return found and found.tell(heads)
 
 
