@@ -59,26 +59,11 @@ class Heads:
     error = property(lambda e: e.output if isinstance(e.output, Exception) else None)
     error_text = property(lambda e: describe_error(e.error))
     right = property(lambda e: torch.cat(e.refs, -1))  # (b, tokens, num_heads * d_out)
-    x_shape = property(lambda e: tuple(e.x.shape))
     output_shape = property(lambda e: tuple(e.output.shape))
     num_heads = property(lambda e: len(e.heads))
-
-    @property
-    def output_kind(self):
-        many = isinstance(self.output, (list, tuple))
-        return kind_of(self.output) + (f" of {len(self.output)} tensors" if many else "")
-
-    @property
-    def fed(self):
-        """``(head number, what it was given)`` for the first head not given ``x``, or None."""
-        n, x = next(((n, x) for n, x in self.run[1] if not same(x, self.x)), (None, None))
-        if n is None or not isinstance(x, torch.Tensor):
-            return n and (n, kind_of(x))
-        shape = tuple(x.shape)
-        source = next((k for k, ref in enumerate(self.refs, 1) if same(x, ref)), None)
-        if source is None:
-            return n, f"another tensor, of shape {shape}"
-        return n, f"head {source}'s output (shape {shape})"
+    output_kind = property(lambda e: kind_of(e.output))
+    #: The number of the first head not given ``x``, or None.
+    fed = property(lambda e: next((n for n, x in e.run[1] if not same(x, e.x)), None))
 
     def shared(self):
         """Two neighbouring heads have the same weights (one object, shared layers, a copy)."""
@@ -89,8 +74,8 @@ class Heads:
 
 NOT_X = Mistake(
     "heads not given the same x",
-    "Head {fed[0]} was not given the wrapper's input x: it received {fed[1]}. The heads work "
-    "side by side, not as a pipeline: every head reads the same x.",
+    "Head {fed} was not given the wrapper's input x, but another tensor (a previous head's "
+    "output, as in a pipeline). The heads work side by side: every head reads the same x.",
     lambda e: e.fed,
 )
 SHARED = Mistake(
@@ -104,7 +89,7 @@ SHARED = Mistake(
 JOINS = (
     Mistake(
         "forward raises",
-        "Calling your wrapper on a batch of shape {x_shape} raised {error_text}.",
+        "Calling your wrapper raised {error_text}.",
         lambda e: e.error is not None,
     ),
     Mistake(
