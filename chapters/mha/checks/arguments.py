@@ -55,8 +55,6 @@ class Attempt(Heads):
         return (self.num_heads, self.head_width) == (num_heads, d_out) and self.joined()
 
 
-ASK = "How many values must each of the {t.heads} heads give? {t.exercise}.hint(1) starts there."
-
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 MISTAKES = (
     Mistake(
@@ -101,7 +99,8 @@ MISTAKES = (
     Mistake(
         "wrong width",
         "Your context vectors are {width}-dimensional, not {t.width}: d_out is each head's "
-        "width, so num_heads × d_out = {num_heads} × {head_width} = {width}. " + ASK,
+        "width, so num_heads × d_out = {num_heads} × {head_width} = {width}. How many values "
+        "must each of the {t.heads} heads give? {t.exercise}.hint(1) starts there.",
         lambda a: a.joined() and a.width != a.t.width,
     ),
     Mistake(

@@ -13,14 +13,6 @@ from .reference import PROJECTIONS, head_output, same
 CAT = "torch.cat(..., dim=-1)"
 
 
-def is_head(module):
-    """Whether ``module`` has its own query, key and value projections, as a head has."""
-    layers = [getattr(module, name, None) for name in PROJECTIONS]
-    return isinstance(module, torch.nn.Module) and all(
-        isinstance(x, torch.nn.Linear) for x in layers
-    )
-
-
 class Heads:
     """``module`` run on ``x`` in eval mode, each head watched, and the facts messages quote.
     ``heads`` is empty unless ``module.heads`` lists attention heads."""
@@ -28,7 +20,9 @@ class Heads:
     def __init__(self, module, x):
         self.module, self.x = module, x
         heads = getattr(module, "heads", None)
-        listed = isinstance(heads, (torch.nn.ModuleList, list)) and all(map(is_head, heads))
+        listed = isinstance(heads, (torch.nn.ModuleList, list)) and all(  # each head's layers
+            isinstance(getattr(h, n, None), torch.nn.Linear) for h in heads for n in PROJECTIONS
+        )
         self.heads = list(heads) if listed else []
 
     @cached_property
@@ -114,16 +108,13 @@ JOINS = (
         )
         for how, join in (("added", torch.sum), ("averaged", torch.mean))
     ),
-    *(
-        Buggy(
-            "heads' columns reordered",
-            f"Every head's values are in your output, but {how}: the columns are not in head "
-            "order. Go through self.heads in list order: head 1's values first, then head 2's.",
-            lambda e, join=join: join(e.refs),
-        )
-        for how, join in (
-            ("reversed", lambda refs: torch.cat(refs[::-1], -1)),
-            ("interleaved", lambda refs: torch.stack(refs, -1).flatten(-2)),
-        )
+    Mistake(
+        "heads' columns reordered",
+        "Every head's values are in your output, but the columns are not in head order (reversed "
+        "or interleaved). Go through self.heads in list order: head 1's values first, then head "
+        "2's.",
+        lambda e: (
+            not same(e.output, e.right) and same(*(t.sort(-1)[0] for t in (e.output, e.right)))
+        ),
     ),
 )

@@ -8,7 +8,7 @@ from ..attention import CausalAttention
 from .class_answer import Skeleton
 from .core import Exercise, Mistake, first_mistake, never_raises
 from .joins import JOINS, NOT_X, SHARED, Heads
-from .practice import Practice, check_practice
+from .practice import Practice, check_practice, verdict
 from .reference import same
 
 
@@ -73,15 +73,11 @@ MISTAKES = (
 
 
 def judge(p, run):
-    """What is wrong with one run of the wrapper, or None: the constructor raised, the book's
-    classes did the work (its heads aside), or the first of :data:`MISTAKES`."""
-    if run.stage == "constructor":
-        return (
-            f"Building your class as {run.call} raised {run.error_text}. Subclass "
-            "WrapperSkeleton and leave __init__ to it: the exercise is the forward pass."
-        )
-    if set(run.calls) - {"CausalAttention.forward"}:
-        return p.delegates.format(calls=" and ".join(sorted(set(run.calls))))
+    """What is wrong with one run of the wrapper, or None: as :func:`.practice.verdict` says when
+    the constructor raised or the book's classes did the work (its heads aside), else the first
+    of :data:`MISTAKES`."""
+    if run.stage == "constructor" or set(run.calls) - {"CausalAttention.forward"}:
+        return verdict(p, run)
     heads = Heads(run.module, run.x)
     found = first_mistake(MISTAKES, heads)
     return found and found.tell(heads)
@@ -94,8 +90,6 @@ WRAPPER = Practice(
     judge=judge,
     quiet=True,
     starting=STARTING,
-    delegates="Your forward hands its work to the book's {calls}, so it does not compute "
-    "attention itself. Write the loop over heads in your own forward, from the skeleton's layers.",
     praise="With 1, 2 and 3 heads, every head reads the same x once, and their outputs sit side "
     "by side on the last axis, in list order: num_heads × d_out values per token.",
 )
@@ -103,8 +97,7 @@ WRAPPER = Practice(
 
 @never_raises
 def check_wrapper(cls):
-    """Check chapter 1's exercise: a wrapper class whose forward runs every head once on ``x``
-    and joins their outputs on the last axis, in list order."""
+    """Check chapter 1's exercise: every head run once on ``x``, joined on the last axis."""
     return check_practice(WRAPPER, cls)
 
 
