@@ -400,7 +400,7 @@ CASES = [
         TWO,
         "heads not given the same x",
         lambda: build(cls=Pipeline),
-        "a previous head's output, as in a pipeline",
+        "a previous head's output (as in a pipeline)",
     ),
     (
         TWO,
@@ -412,7 +412,7 @@ CASES = [
         TWO,
         "heads not given the same x",
         lambda: build(cls=SecondHeadReadsResidual),
-        "but another tensor",
+        "but something else",
     ),
     (TWO, "not the heads side by side", lambda: zero_masks(build()), "a head's mask"),
     (

@@ -68,8 +68,8 @@ class Heads:
 
 NOT_X = Mistake(
     "heads not given the same x",
-    "Head {fed} was not given the wrapper's input x, but another tensor (a previous head's "
-    "output, as in a pipeline). The heads work side by side: every head reads the same x.",
+    "Head {fed} was not given the wrapper's input x but something else, such as a previous "
+    "head's output (as in a pipeline). The heads work side by side: every head reads the same x.",
     lambda e: e.fed,
 )
 SHARED = Mistake(
