@@ -20,8 +20,14 @@ from torch import nn
 import mha
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
 from mha.checks.arguments import MISTAKES, diagnosis
-from mha.checks.twelve_wide import TWELVE_WIDE, check_twelve_wide_output, twelve_wide_output
-from mha.checks.two_dim import TWO_DIM, check_two_dim_output, two_dim_output
+from mha.checks.two_dim import (
+    TWELVE_WIDE,
+    TWO_DIM,
+    check_twelve_wide_output,
+    check_two_dim_output,
+    twelve_wide_output,
+    two_dim_output,
+)
 
 TWO, TWELVE = check_two_dim_output, check_twelve_wide_output
 
@@ -316,11 +322,11 @@ CASES = [
     (TWO, "not a module", lambda: CausalAttention, "class CausalAttention itself"),
     (
         TWO,
-        "passed a tensor",
+        "not a module",
         lambda: build(d_out=2)(example_batch()),
         "check_two_dim_output(my_wrapper(batch))",
     ),
-    (TWO, "passed a tensor", lambda: torch.zeros(2, 6, 2), "shape (2, 6, 2)"),
+    (TWO, "not a module", lambda: torch.zeros(2, 6, 2), "given a torch.Tensor"),
     (TWO, "not a module", lambda: None, "given None"),
     (TWO, "not a module", lambda: "d_out=1", "given a str"),
     (TWO, "not a module", lambda: torch.Size([2, 6, 2]), "given a torch.Size"),
@@ -394,86 +400,86 @@ CASES = [
         TWO,
         "heads not given the same x",
         lambda: build(cls=Pipeline),
-        "Head 2 was not given the wrapper's input x: it received head 1's",
+        "a previous head's output (as in a pipeline)",
     ),
     (
         TWO,
         "heads not given the same x",
         lambda: build(cls=SecondHeadReadsReversedTokens),
-        "not as a pipeline",
+        "Head 2 was not given the wrapper's input x",
     ),
     (
         TWO,
         "heads not given the same x",
         lambda: build(cls=SecondHeadReadsResidual),
-        "another tensor, of shape (2, 6, 3)",
+        "but something else",
     ),
-    (TWO, "a head's computation changed", lambda: zero_masks(build()), "its mask"),
+    (TWO, "not the heads side by side", lambda: zero_masks(build()), "a head's mask"),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(UNMASKED),
-        "Each head's role must stay as it was",
+        "Keep the class and its heads as built",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(PEEKS_ONE_AHEAD),
-        "Head 1 no longer computes the causal attention",
+        "mask, scale or columns changed",
     ),
     (
         TWO,
-        "columns thrown away",
+        "not the heads side by side",
         lambda: joining(lambda outs: torch.cat([o[..., :1] for o in outs], -1), d_out=2),
-        "each head computes 2",
+        "values thrown away",
     ),
     (
         TWO,
-        "columns thrown away",
+        "not the heads side by side",
         lambda: with_heads(FIRST_COLUMN_ONLY, d_out=2),
         "d_out is each head's width",
     ),
     (
         TWO,
-        "columns thrown away",
+        "not the heads side by side",
         lambda: joining(lambda outs: torch.cat(outs, -1)[..., 2:4], d_out=3),
-        "3 values",
+        "values thrown away",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(SCALED_BY_D_IN),
-        "its scale",
+        "scale or columns",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(QUERIES_AND_KEYS_SLICED, d_out=2),
-        "its columns",
+        "columns changed",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(KEYS_AND_QUERIES_CUT_TO_LAST, d_out=3),
-        "Head 1 no longer computes",
+        "columns changed",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(SCALED_BY_TOTAL_WIDTH),
-        "its mask, its scale",
+        "a head's mask, scale",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(DIVIDED_BY_D_OUT, d_out=2),
-        "Head 1 no longer",
+        "scale or columns changed",
     ),
     (
         TWO,
-        "a head's computation changed",
+        "not the heads side by side",
         lambda: with_heads(UNSCALED),
-        "Each head's role must stay as it was",
+        "Keep the class and its heads as built",
     ),
     (
         TWO,
@@ -517,8 +523,8 @@ CASES = [
     (TWO, "forward raises", lambda: build(cls=TypoInForward), "raised AttributeError"),
     (TWO, "returns no tensor", lambda: build(cls=NoReturn), "forget to return"),
     (TWO, "returns no tensor", lambda: build(cls=PrintsInsteadOfReturning), "returned None"),
-    (TWO, "returns no tensor", lambda: joining(list), "a list of 2 tensors"),
-    (TWO, "returns no tensor", lambda: joining(tuple), "a tuple of 2 tensors"),
+    (TWO, "returns no tensor", lambda: joining(list), "returned a list, not a tensor"),
+    (TWO, "returns no tensor", lambda: joining(tuple), "returned a tuple"),
     (TWO, "returns no tensor", lambda: build(cls=ReturnsDict), "returned a dict"),
     (TWO, "returns no tensor", lambda: build(cls=ReturnsNumpy), "returned a numpy.ndarray"),
     (
@@ -556,17 +562,22 @@ CASES = [
     ),
     (
         TWO,
-        "heads mixed by a projection",
+        "not the heads side by side",
         lambda: build(d_out=2, cls=WithProjection),
-        "learned mix of heads",
+        "chapter 3's learned out_proj",
     ),
     (
         TWO,
-        "heads mixed by a projection",
+        "not the heads side by side",
         lambda: build(d_out=1, cls=WithProjection, qkv_bias=True),
-        "choose each head's width with d_out",
+        "d_out is each head's width",
     ),
-    (TWO, "heads mixed by a projection", lambda: build(d_out=2, cls=FixedMix), "weighted mix"),
+    (
+        TWO,
+        "not the heads side by side",
+        lambda: build(d_out=2, cls=FixedMix),
+        "mixed after torch.cat (a weighted mix",
+    ),
     (
         TWO,
         "the starting wrapper",
@@ -595,13 +606,13 @@ CASES = [
         TWO,
         "heads' columns reordered",
         lambda: joining(lambda outs: torch.cat(outs[::-1], -1)),
-        "but reversed",
+        "not in head order (reversed",
     ),
     (
         TWO,
         "heads' columns reordered",
         lambda: joining(lambda outs: torch.stack(outs, -1).flatten(-2), d_out=2),
-        "but interleaved",
+        "or interleaved)",
     ),
     (
         TWO,
@@ -680,12 +691,12 @@ CASES = [
         TWELVE,
         "heads' columns reordered",
         lambda: build(3, 4, cls=joined_with(lambda outs: torch.cat(outs[::-1], -1))),
-        "but reversed",
+        "not in head order (reversed",
     ),
     (TWO, "wrong width", lambda: build(d_out=5), ("?", "two_dim_output.hint(1)")),
     (TWO, "the input's arguments changed", lambda: build(d_in=8), "batch shape (2, 6, 3)"),
     (TWO, "num_heads changed", lambda: build(d_out=2, num_heads=3), "has 3 heads"),
-    (TWO, "a head's computation changed", lambda: with_heads(UNSCALED), "its scale"),
+    (TWO, "not the heads side by side", lambda: with_heads(UNSCALED), "scale or columns"),
 ]
 
 

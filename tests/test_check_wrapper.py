@@ -230,21 +230,21 @@ def named(forward):
 CASES = [
     (RenamedArguments, "Building your class as"),
     (BuildsNoHeads, "no list of heads"),
-    (chain, "not as a pipeline"),  # was "your heads form a chain": one message for both
-    (chain_from_the_first, "it received head 1's output"),
+    (chain, "as in a pipeline"),  # was "your heads form a chain": one message for both
+    (chain_from_the_first, "a previous head's output"),
     (reversed_tokens, "was not given the wrapper's input x"),  # was "not the wrapper's..."
-    (first_head_for_all, "one head does the work of all"),
+    (first_head_for_all, "one head did the work of all"),
     (head_forward_methods, "head.forward(x)"),
-    # These three were told how the output was made (one message now: no head ran).
-    (own_attention_per_head, "not one head(x) ran"),
-    (sdpa_per_head, "not one head(x) ran"),
-    (zeros_of_the_right_shape, "not one head(x) ran"),
+    # These three were told how the output was made (one message now: not every head ran once).
+    (own_attention_per_head, "ran once as head(x)"),
+    (sdpa_per_head, "with PyTorch's, is not the wrapper's job"),
+    (zeros_of_the_right_shape, "ran once as head(x)"),
     (SharedHead, "share one set of weights"),
-    (last_head_left_out, "never ran"),
+    (last_head_left_out, "one was left out"),  # one entry with "no head called"
     (reversed_heads, "not in head order"),  # was "not in list order": one entry with reversed
     (axis_three, "raised IndexError"),
     (returns_none, "did it forget to return"),
-    (returns_list, "a list of 3 tensors"),
+    (returns_list, "returned a list, not a tensor"),
     (returns_number, "an int, not a tensor"),
     (stacked, "torch.stack"),
     (token_axis, "wrong axis"),  # was "token axis (dim=1)": one entry with stack

@@ -1,27 +1,67 @@
-"""Chapter 2's catalogue for both exercises: :class:`.core.Mistake` entries on the reader's
-wrapper run on the chapter's batch (:class:`.argument_attempt.Attempt`), and the mistakes chapter
-1 shares (:mod:`.joins`), most of them buggy references of the heads' outputs."""
+"""Chapter 2's catalogue for both exercises: the reader's wrapper for a :class:`Target`, run on
+the chapter's batch with its heads watched (:class:`Attempt`), and the mistakes it can make."""
+
+from dataclasses import dataclass
 
 import torch
 
-from .argument_attempt import Attempt
-from .argument_attempt import Target as Target
-from .core import CheckResult, Mistake, first_mistake
-from .joins import JOINS, NOT_X, SHARED
+from .core import CheckResult, Mistake, first_mistake, kind_of
+from .joins import JOINS, NOT_X, SHARED, Heads
+from .reference import PROJECTIONS, same
 
-ASK = "How many values must each of the {t.heads} heads give? {t.exercise}.hint(1) starts there."
+#: The chapter's batch: two sequences of six tokens three values wide.
+PROBE = torch.rand((2, 6, 3), generator=torch.Generator().manual_seed(2024))  # (b, tokens, d_in)
+
+
+@dataclass(frozen=True)
+class Target:
+    """An exercise's heads and the width of its context vectors."""
+
+    check: str  # the check's name, as messages quote it
+    exercise: str  # the Exercise's name, for hint(1)
+    heads: int
+    width: int
+
+
+class Attempt(Heads):
+    """The answer for a target, run on :data:`PROBE`, and the facts the messages quote."""
+
+    def __init__(self, answer, target):
+        super().__init__(answer if isinstance(answer, torch.nn.Module) else None, PROBE)
+        self.answer, self.t = answer, target
+
+    got = property(lambda a: getattr(a.answer, "__name__", type(a.answer).__name__))
+    given = property(
+        lambda a: f"the class {a.got} itself" if isinstance(a.answer, type) else kind_of(a.answer)
+    )
+    head_width = property(lambda a: a.heads[0].W_value.out_features)
+    d_in = property(lambda a: a.heads[0].W_query.in_features)
+    heads_phrase = property(lambda a: f"{a.num_heads} head" + "s" * (a.num_heads != 1))
+    width = property(lambda a: a.output.shape[-1])
+    #: The shortest of the heads' causal masks: the longest input they take.
+    context_length = property(lambda a: min(h.mask.shape[0] for h in a.heads))
+
+    def as_built(self):
+        """Every projection is the constructor's: one width for all, weights of that shape."""
+        layers = [getattr(h, n) for h in self.heads for n in PROJECTIONS]
+        shapes = {(x.out_features, x.in_features, *x.weight.shape) for x in layers}
+        return len(shapes) == 1 and (shape := shapes.pop())[:2] == shape[2:]
+
+    def joined(self):
+        """Every head was given the batch, and the output is their outputs side by side."""
+        return self.error is None and not self.fed and same(self.output, self.right)
+
+    def args_are(self, num_heads, d_out):
+        return (self.num_heads, self.head_width) == (num_heads, d_out) and self.joined()
+
 
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 MISTAKES = (
     Mistake(
-        "passed a tensor",
-        "You passed a tensor of shape {answer_shape}, probably the wrapper's output. Pass the "
-        "wrapper itself: {t.check}(my_wrapper), not {t.check}(my_wrapper(batch)).",
-        lambda a: isinstance(a.answer, torch.Tensor),
-    ),
-    Mistake(
         "not a module",
-        "{t.check} needs the wrapper you built (a torch.nn.Module), but it was given {given}.",
+        "{t.check} needs the wrapper you built (a torch.nn.Module), but it was given {given}. "
+        "Pass the wrapper itself, not its output nor its class: {t.check}(my_wrapper), not "
+        "{t.check}(my_wrapper(batch)).",
         lambda a: a.module is None,
     ),
     Mistake(
@@ -55,33 +95,21 @@ MISTAKES = (
     ),
     SHARED,
     NOT_X,
-    Mistake(
-        "columns thrown away",
-        "Your wrapper throws values away: each head computes {head_width} values per token, and "
-        "not all reach the output. Make each head narrower instead: d_out is each head's width.",
-        lambda a: a.drops_columns(),
-    ),
-    *JOINS[:2],
-    Mistake(
-        "a head's computation changed",
-        "Head {changed} no longer computes the causal attention it was built for: its mask, its "
-        "scale or its columns were changed. Each head's role must stay as it was: change only the "
-        "arguments of the call.",
-        lambda a: a.changed,
-    ),
-    *JOINS[2:],
-    Mistake(
-        "heads mixed by a projection",
-        "Your output is a weighted mix of the heads' outputs, as an extra layer after torch.cat "
-        "makes: a learned mix of heads (chapter 3's out_proj) blends all heads into every "
-        "coordinate. Keep the class, and choose each head's width with d_out.",
-        lambda a: a.mixes_heads(),
-    ),
+    *JOINS,
     Mistake(
         "wrong width",
         "Your context vectors are {width}-dimensional, not {t.width}: d_out is each head's "
-        "width, so num_heads × d_out = {num_heads} × {head_width} = {width}. " + ASK,
+        "width, so num_heads × d_out = {num_heads} × {head_width} = {width}. How many values "
+        "must each of the {t.heads} heads give? {t.exercise}.hint(1) starts there.",
         lambda a: a.joined() and a.width != a.t.width,
+    ),
+    Mistake(
+        "not the heads side by side",
+        "Your output is not the heads' outputs side by side: values thrown away, a head's mask, "
+        "scale or columns changed, or the heads mixed after torch.cat (a weighted mix, as "
+        "chapter 3's learned out_proj makes). Keep the class and its heads as built, and change "
+        "only the arguments of the call: d_out is each head's width.",
+        lambda a: not a.joined(),
     ),
 )
 
@@ -94,11 +122,7 @@ def diagnosis(answer, target):
 def check(answer, target, praise):
     """The verdict on ``answer`` for ``target``: ``praise``, or what is wrong, in words."""
     mistake, attempt = diagnosis(answer, target)
-    if mistake is not None:
-        return CheckResult(False, mistake.tell(attempt))
-    if attempt.args_are(target.heads, target.width // target.heads):
-        return CheckResult(True, praise)
-    return CheckResult(False, "Your wrapper's output matches no mistake this check knows.")
+    return CheckResult(mistake is None, mistake.tell(attempt) if mistake else praise)
 
 
 def solution(name, d_out, num_heads, check_name):

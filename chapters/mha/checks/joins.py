@@ -1,6 +1,5 @@
 """What chapters 1 and 2 judge: a wrapper run once with its heads watched (:class:`Heads`), and
-the mistakes both chapters share, most as buggy references of the heads' right outputs: the
-heads joined the wrong way (:data:`JOINS`)."""
+the mistakes both chapters share (:data:`JOINS`: the heads' outputs joined the wrong way)."""
 
 from functools import cached_property
 
@@ -14,14 +13,6 @@ from .reference import PROJECTIONS, head_output, same
 CAT = "torch.cat(..., dim=-1)"
 
 
-def is_head(module):
-    """Whether ``module`` has its own query, key and value projections, as a head has."""
-    layers = [getattr(module, name, None) for name in PROJECTIONS]
-    return isinstance(module, torch.nn.Module) and all(
-        isinstance(x, torch.nn.Linear) for x in layers
-    )
-
-
 class Heads:
     """``module`` run on ``x`` in eval mode, each head watched, and the facts messages quote.
     ``heads`` is empty unless ``module.heads`` lists attention heads."""
@@ -29,7 +20,9 @@ class Heads:
     def __init__(self, module, x):
         self.module, self.x = module, x
         heads = getattr(module, "heads", None)
-        listed = isinstance(heads, (torch.nn.ModuleList, list)) and all(map(is_head, heads))
+        listed = isinstance(heads, (torch.nn.ModuleList, list)) and all(  # each head's layers
+            isinstance(getattr(h, n, None), torch.nn.Linear) for h in heads for n in PROJECTIONS
+        )
         self.heads = list(heads) if listed else []
 
     @cached_property
@@ -60,26 +53,11 @@ class Heads:
     error = property(lambda e: e.output if isinstance(e.output, Exception) else None)
     error_text = property(lambda e: describe_error(e.error))
     right = property(lambda e: torch.cat(e.refs, -1))  # (b, tokens, num_heads * d_out)
-    x_shape = property(lambda e: tuple(e.x.shape))
     output_shape = property(lambda e: tuple(e.output.shape))
     num_heads = property(lambda e: len(e.heads))
-
-    @property
-    def output_kind(self):
-        many = isinstance(self.output, (list, tuple))
-        return kind_of(self.output) + (f" of {len(self.output)} tensors" if many else "")
-
-    @property
-    def fed(self):
-        """``(head number, what it was given)`` for the first head not given ``x``, or None."""
-        n, x = next(((n, x) for n, x in self.run[1] if not same(x, self.x)), (None, None))
-        if n is None or not isinstance(x, torch.Tensor):
-            return n and (n, kind_of(x))
-        shape = tuple(x.shape)
-        source = next((k for k, ref in enumerate(self.refs, 1) if same(x, ref)), None)
-        if source is None:
-            return n, f"another tensor, of shape {shape}"
-        return n, f"head {source}'s output (shape {shape})"
+    output_kind = property(lambda e: kind_of(e.output))
+    #: The number of the first head not given ``x``, or None.
+    fed = property(lambda e: next((n for n, x in e.run[1] if not same(x, e.x)), None))
 
     def shared(self):
         """Two neighbouring heads have the same weights (one object, shared layers, a copy)."""
@@ -90,8 +68,8 @@ class Heads:
 
 NOT_X = Mistake(
     "heads not given the same x",
-    "Head {fed[0]} was not given the wrapper's input x: it received {fed[1]}. The heads work "
-    "side by side, not as a pipeline: every head reads the same x.",
+    "Head {fed} was not given the wrapper's input x but something else, such as a previous "
+    "head's output (as in a pipeline). The heads work side by side: every head reads the same x.",
     lambda e: e.fed,
 )
 SHARED = Mistake(
@@ -105,7 +83,7 @@ SHARED = Mistake(
 JOINS = (
     Mistake(
         "forward raises",
-        "Calling your wrapper on a batch of shape {x_shape} raised {error_text}.",
+        "Calling your wrapper raised {error_text}.",
         lambda e: e.error is not None,
     ),
     Mistake(
@@ -114,15 +92,12 @@ JOINS = (
         "the heads' outputs into one context vector per token?",
         lambda e: not isinstance(e.output, torch.Tensor),
     ),
-    *(
-        Buggy(
-            "joined on the wrong axis",
-            "Your output has shape {output_shape}: the heads were joined on the wrong axis. "
-            "torch.stack puts them on a new axis, and torch.cat on dim=0 or dim=1 makes them "
-            f"extra sequences or tokens; {CAT} joins them on the last axis, one vector per token.",
-            lambda e, join=join, d=d: join(e.refs, d),
-        )
-        for join, d in [(torch.stack, d) for d in range(4)] + [(torch.cat, 0), (torch.cat, 1)]
+    Mistake(
+        "joined on the wrong axis",
+        "Your output has shape {output_shape}: the heads were joined on the wrong axis. "
+        "torch.stack puts them on a new axis, and torch.cat on dim=0 or dim=1 makes them "
+        f"extra sequences or tokens; {CAT} joins them on the last axis, one vector per token.",
+        lambda e: e.output.numel() == e.right.numel() and e.output.shape != e.right.shape,
     ),
     *(
         Buggy(
@@ -133,16 +108,13 @@ JOINS = (
         )
         for how, join in (("added", torch.sum), ("averaged", torch.mean))
     ),
-    *(
-        Buggy(
-            "heads' columns reordered",
-            f"Every head's values are in your output, but {how}: the columns are not in head "
-            "order. Go through self.heads in list order: head 1's values first, then head 2's.",
-            lambda e, join=join: join(e.refs),
-        )
-        for how, join in (
-            ("reversed", lambda refs: torch.cat(refs[::-1], -1)),
-            ("interleaved", lambda refs: torch.stack(refs, -1).flatten(-2)),
-        )
+    Mistake(
+        "heads' columns reordered",
+        "Every head's values are in your output, but the columns are not in head order (reversed "
+        "or interleaved). Go through self.heads in list order: head 1's values first, then head "
+        "2's.",
+        lambda e: (
+            not same(e.output, e.right) and same(*(t.sort(-1)[0] for t in (e.output, e.right)))
+        ),
     ),
 )

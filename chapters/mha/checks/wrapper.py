@@ -1,9 +1,5 @@
-"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`.
-
-:func:`check_wrapper` builds the reader's class with three, two and one heads (:mod:`.practice`
-runs it): every head must run on the same ``x``, their outputs joined on the last axis in list
-order. :data:`MISTAKES` are read off one more run with the heads watched (:class:`.joins.Heads`).
-"""
+"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`, run
+by :mod:`.practice` with three, two and one heads; :data:`MISTAKES` read off a watched run."""
 
 import torch
 from torch import nn
@@ -12,7 +8,7 @@ from ..attention import CausalAttention
 from .class_answer import Skeleton
 from .core import Exercise, Mistake, first_mistake, never_raises
 from .joins import JOINS, NOT_X, SHARED, Heads
-from .practice import Practice, check_practice
+from .practice import Practice, check_practice, verdict
 from .reference import same
 
 
@@ -55,16 +51,11 @@ MISTAKES = (
     Mistake("the starting code", STARTING, lambda e: isinstance(e.error, NotImplementedError)),
     NOT_X,
     Mistake(
-        "no head called",
-        "Your forward never calls the heads in self.heads: not one head(x) ran (head.forward(x) "
-        "skips what calling a module does, its hooks). Computing their attention yourself, or "
-        "with PyTorch's, is not the wrapper's job: call head(x) for each head in self.heads.",
-        lambda e: not e.run[1] and isinstance(e.output, torch.Tensor),
-    ),
-    Mistake(
         "not every head ran once",
-        "Not every head ran once: some heads never ran, as when one head does the work of all "
-        "or the last one is left out. Call every head in self.heads once.",
+        "Not every head in self.heads ran once as head(x): one head did the work of all, one was "
+        "left out, or their attention was computed without calling them (head.forward(x) skips "
+        "what calling a module does, its hooks). Computing attention yourself, or with "
+        "PyTorch's, is not the wrapper's job: call head(x) for each head in self.heads, once.",
         lambda e: (
             isinstance(e.output, torch.Tensor)
             and {n for n, _ in e.run[1]} != set(range(1, e.num_heads + 1))
@@ -72,26 +63,23 @@ MISTAKES = (
     ),
     SHARED,
     *JOINS,
+    Mistake(
+        "not the heads side by side",
+        "Your output is not the heads' outputs side by side, and it matches none of the "
+        "mistakes this check knows.",
+        lambda e: not same(e.output, e.right),
+    ),
 )
 
 
 def judge(p, run):
-    """What is wrong with one run of the wrapper, or None: the constructor raised, the book's
-    classes did the work (its heads aside), or the first of :data:`MISTAKES`."""
-    if run.stage == "constructor":
-        return (
-            f"Building your class as {run.call} raised {run.error_text}. Subclass "
-            "WrapperSkeleton and leave __init__ to it: the exercise is the forward pass."
-        )
-    if set(run.calls) - {"CausalAttention.forward"}:
-        return p.delegates.format(calls=" and ".join(sorted(set(run.calls))))
+    """What is wrong with one run of the wrapper, or None: as :func:`.practice.verdict` says when
+    the constructor raised or the book's classes did the work (its heads aside), else the first
+    of :data:`MISTAKES`."""
+    if run.stage == "constructor" or set(run.calls) - {"CausalAttention.forward"}:
+        return verdict(p, run)
     heads = Heads(run.module, run.x)
     found = first_mistake(MISTAKES, heads)
-    if found is None and not same(heads.output, heads.right):
-        return (
-            "Your output is not the heads' outputs side by side, and it matches none of the "
-            "mistakes this check knows."
-        )
     return found and found.tell(heads)
 
 
@@ -102,8 +90,6 @@ WRAPPER = Practice(
     judge=judge,
     quiet=True,
     starting=STARTING,
-    delegates="Your forward hands its work to the book's {calls}, so it does not compute "
-    "attention itself. Write the loop over heads in your own forward, from the skeleton's layers.",
     praise="With 1, 2 and 3 heads, every head reads the same x once, and their outputs sit side "
     "by side on the last axis, in list order: num_heads × d_out values per token.",
 )
@@ -111,8 +97,7 @@ WRAPPER = Practice(
 
 @never_raises
 def check_wrapper(cls):
-    """Check chapter 1's exercise: a wrapper class whose forward runs every head once on ``x``
-    and joins their outputs on the last axis, in list order."""
+    """Check chapter 1's exercise: every head run once on ``x``, joined on the last axis."""
     return check_practice(WRAPPER, cls)
 
 
