@@ -769,10 +769,6 @@ MISTAKES = {
         ],
         "Your mask hides the wrong tokens",
     ),
-    "no dropout in training": (
-        [dropout_left_out, dropout_with_p_zero],
-        "no attention weight is ever dropped",
-    ),
     "forward raises in training mode": (
         [raises_in_training, dropout_on_flattened_weights],
         "in training mode (after module.train()) it raised",
@@ -806,8 +802,8 @@ MISTAKES = {
         [not_written_yet, EmptySubclass, WeightSplitSkeleton],
         "this is the starting code",
     ),
-    "dropout in the wrong place": (
-        [split_forward("values"), split_forward("output")],
+    "no dropout in training, or dropout in the wrong place": (
+        [dropout_left_out, dropout_with_p_zero, split_forward("values"), split_forward("output")],
         "Dropout belongs on the attention weights",
     ),
     "dropout on in eval mode": (
@@ -830,13 +826,9 @@ MISTAKES = {
         [keys_from_w_query, values_from_w_key],
         "Queries come from W_query",
     ),
-    "heads not merged": (
-        [heads_left_separate, heads_transposed_back_not_merged],
-        "the heads are still separate",
-    ),
-    "wrong shape or not a tensor": (  # d_out taken per head: the output is the wrong width
+    "wrong shape or not a tensor, heads not merged": (  # d_out per head: the wrong width
         [last_token_only, first_sequence_only, returns_nothing, returns_a_list]
-        + [PerHeadWidth, HeadDimAsDOut],
+        + [PerHeadWidth, HeadDimAsDOut, heads_left_separate, heads_transposed_back_not_merged],
         "not a tensor of shape (b, num_tokens, d_out)",
     ),
     "constructor raises": (

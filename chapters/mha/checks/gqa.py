@@ -32,18 +32,34 @@ def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-
     return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
-EARLY = (  # before the output, what the forward built or the call that failed shows
+def viewed_by_heads(f):
+    """The forward raised on keys or values viewed with num_heads blocks (their size is named)."""
+    kv = f["num_kv_groups"] * (f["d_out"] // f["num_heads"])
+    return f["raised"] and f"size {2 * f['T'] * kv}" in f["raised"]
+
+
+def unrepeated(f):
+    """It raised on keys or values with fewer blocks than the queries, or repeated on the tokens."""
+    n, shapes = f["num_heads"] // f["num_kv_groups"], f["shapes"]
+    fewer = len({s[1] for s in shapes if len(s) == 4}) > 1  # block counts in the failed call
+    on_tokens = n > 1 and any(n * f["T"] in s[-2:] for s in shapes)
+    return f["raised"] and (fewer or on_tokens) and {"n": n}
+
+
+EARLY = (  # before the output, what the call that failed shows
     LAYERS,
-    (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
-     "per head: keys and values have one block per group, here {kv} columns."),
-    (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
-     "Your forward raised {error}: repeated on the token axis, keys or values have {n} × {T} "
-     "tokens. Repeat on the block axis, dim=1."),
-    (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
-     " {error}: view the keys and values with self.num_kv_groups={G} blocks, not num_heads."),
-    (lambda f: len(f["heads"] or ()) > 1, "Your forward raised {error}: the queries have {H} "
-     "blocks, the keys and values need as many. Repeat each key and value block once per head of "
-     "its group, group_size = num_heads // num_kv_groups = {n} times."))
+    (
+        viewed_by_heads,
+        "Your forward raised {error}: view the keys and values with "
+        "self.num_kv_groups={num_kv_groups} blocks, not num_heads.",
+    ),
+    (
+        unrepeated,
+        "Your forward raised {error}: the queries have {num_heads} blocks, the keys and values "
+        "need as many. Repeat each key and value block once per head of its group, group_size = "
+        "num_heads // num_kv_groups = {n} times, on the block axis (dim=1), not the token axis.",
+    ),
+)
 CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or mixes another "
           "group's values with its keys), but its block is h // group_size: "
           "repeat_interleave(group_size, dim=1), for keys and values.")
@@ -72,8 +88,7 @@ GQA = Practice(
 
 @never_raises
 def check_gqa_forward(cls):
-    """Check a grouped-query attention class: build it in several configurations and compare its
-    output with references computed from each instance's own layers."""
+    """Check a grouped-query class against references from each instance's own layers."""
     return check_practice(GQA, cls)
 
 

@@ -17,11 +17,10 @@ def split(r, num_heads=None, drop=False, **changes):
 
 def other_head_count(f):
     """A forward that raises but works for k heads of the same width: ``{"k": k}``, or None."""
-    if not f["raised"]:
-        return None
-    for k in (k for k in range(2, 9) if k != f["H"]):
-        kwargs = dict(f["run"].kwargs, d_out=k * f["hd"], num_heads=k)
-        run = Run(type(f["module"]), kwargs, f["T"], f["run"].seed)
+    head_dim = f["d_out"] // f["num_heads"]
+    for k in (k for k in range(2, 9) if f["raised"] and k != f["num_heads"]):
+        kwargs = dict(f["run"].kwargs, d_out=k * head_dim, num_heads=k)
+        run = Run(type(f["run"].module), kwargs, f["T"], f["run"].seed)
         if run.error is None and same(run.output, split(run)):
             return {"k": k}
     return None
