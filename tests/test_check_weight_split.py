@@ -759,7 +759,11 @@ MISTAKES = {
         ],
         "Your forward calls torch.nn.functional.scaled_dot_product_attention",
     ),
-    "no causal mask": ([no_mask, mask_result_discarded], "no causal mask"),
+    "no causal mask, filled with 0, or after the softmax": (
+        [no_mask, mask_result_discarded, mask_filled_with_zero, mask_multiplied_into_scores]
+        + [zeros_after_softmax, tril_times_weights, minus_inf_after_softmax],
+        "no causal mask",
+    ),
     "mask inverted or hiding the diagonal": (
         [
             mask_compared_with_zero,
@@ -772,14 +776,6 @@ MISTAKES = {
     "forward raises in training mode": (
         [raises_in_training, dropout_on_flattened_weights],
         "in training mode (after module.train()) it raised",
-    ),
-    "mask filled with 0": (
-        [mask_filled_with_zero, mask_multiplied_into_scores],
-        "filled with 0 instead of -inf",
-    ),
-    "mask after softmax": (
-        [zeros_after_softmax, tril_times_weights, minus_inf_after_softmax],
-        "mask is applied after the softmax",
     ),
     "softmax over the wrong axis": (
         [softmax_over_queries, softmax_over_heads, einsum_softmax_over_queries],

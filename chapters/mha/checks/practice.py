@@ -12,10 +12,7 @@ from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message
 
-TRAINING = (
-    "Your output is right in eval mode, but in training mode (after module.train()) it raised "
-    "{error}."
-)
+TRAINING = "Right in eval mode, but in training mode (after module.train()) it raised {error}."
 WHERE = (
     "In training mode your output is not what dropout of whole attention weights gives: no "
     "dropout (no attention weight is ever dropped), dropout on the scores (nan: -inf times 0), "
@@ -53,11 +50,8 @@ class Practice:
 
 
 def verdict(p, run):
-    """What to say about ``run``, or None when it is right: the book's forwards, the starting
-    code, PyTorch's attention (``p.torch`` says what to write instead; its kernel too, if
-    ``p.kernel``), ``p.early`` and :data:`.runs.TROUBLE` (``(holds(facts), message)``, where
-    ``holds`` may return more facts), then ``p.reference(run)``, else which ``p.mistakes``
-    (``(changes, message)``, then the steps) it follows; ``p.after(run)``; dropout in training."""
+    """What is wrong with ``run``, or None: the shortcuts, then what raised or has the wrong shape
+    (``(holds(facts), message)``; ``holds`` may add facts), then the output's values."""
     facts = run.facts() | dict(start=p.start.__name__)
     if run.calls:
         return p.delegates.format(run.calls[0], calls=" and ".join(sorted(set(run.calls))))
