@@ -16,17 +16,16 @@ ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0,
         (4, 6, 7, 0.0, 3, 3, 0, 4), (10, 8, 4, 0.0, 8, 4, 0, 4))  # 6 heads, 2 groups first
 
 
-def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
-            softmax_dim=-1, back=True, out=True, drop=False):
+def grouped(r, keys="interleave", values="interleave", back=True, out=True, drop=False, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     H, G, hd = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["d_out"] // r.kwargs["num_heads"]  # noqa: E501
     q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
                for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
               "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
-    root = {"head_dim": hd, "kv_width": G * hd, "d_out": H * hd, "group_size": H // G, "none": 1}
-    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim,
-                    dropout=(lambda t: dropped(t, r.p)) if drop else None)
+    root = {"kv_width": G * hd, "group_size": H // G}  # the scales Recipe does not name
+    recipe = Recipe(dropout=(lambda t: dropped(t, r.p)) if drop else None).but(**changes)
+    recipe = recipe.but(scale=root[recipe.scale] ** 0.5) if recipe.scale in root else recipe
     context = attend(q, spread[keys](k), spread[values](v), recipe)
     context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
     return r.module.out_proj(context) if out else context  # (b, T, d_out)
@@ -67,7 +66,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
                                          dict(values="repeat"))),
-    *((dict(scale=scale), SCALE) for scale in ("kv_width", "d_out", "group_size")),
+    *((dict(scale=scale), SCALE) for scale in ("kv_width", "sqrt d_out", "group_size")),
     *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
