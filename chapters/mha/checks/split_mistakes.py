@@ -51,8 +51,8 @@ MERGE = ("Every head computes the right context, but the merge puts it in the wr
 SCALE = ("The scores are not scaled by √head_dim: a head's dot products have head_dim terms. "
          "Divide them by self.head_dim ** 0.5, not by 1, head_dim or another width's root.")
 MASKED = ("There is no causal mask, or it is filled with 0 instead of -inf, or the mask is applied "
-          "after the softmax: every token attends to later tokens. Fill their scores with -inf "
-          "before the softmax.")
+          "after the softmax: fill the later tokens' scores with -inf before the softmax, so they "
+          "get no weight and the visible ones sum to 1.")
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own reference) names them
     (dict(scale="none"), SCALE),
