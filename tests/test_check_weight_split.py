@@ -759,7 +759,11 @@ MISTAKES = {
         ],
         "Your forward calls torch.nn.functional.scaled_dot_product_attention",
     ),
-    "no causal mask": ([no_mask, mask_result_discarded], "no causal mask"),
+    "no causal mask, filled with 0, or after the softmax": (
+        [no_mask, mask_result_discarded, mask_filled_with_zero, mask_multiplied_into_scores]
+        + [zeros_after_softmax, tril_times_weights, minus_inf_after_softmax],
+        "no causal mask",
+    ),
     "mask inverted or hiding the diagonal": (
         [
             mask_compared_with_zero,
@@ -769,21 +773,9 @@ MISTAKES = {
         ],
         "Your mask hides the wrong tokens",
     ),
-    "no dropout in training": (
-        [dropout_left_out, dropout_with_p_zero],
-        "no attention weight is ever dropped",
-    ),
     "forward raises in training mode": (
         [raises_in_training, dropout_on_flattened_weights],
         "in training mode (after module.train()) it raised",
-    ),
-    "mask filled with 0": (
-        [mask_filled_with_zero, mask_multiplied_into_scores],
-        "filled with 0 instead of -inf",
-    ),
-    "mask after softmax": (
-        [zeros_after_softmax, tril_times_weights, minus_inf_after_softmax],
-        "mask is applied after the softmax",
     ),
     "softmax over the wrong axis": (
         [softmax_over_queries, softmax_over_heads, einsum_softmax_over_queries],
@@ -806,8 +798,8 @@ MISTAKES = {
         [not_written_yet, EmptySubclass, WeightSplitSkeleton],
         "this is the starting code",
     ),
-    "dropout in the wrong place": (
-        [split_forward("values"), split_forward("output")],
+    "no dropout in training, or dropout in the wrong place": (
+        [dropout_left_out, dropout_with_p_zero, split_forward("values"), split_forward("output")],
         "Dropout belongs on the attention weights",
     ),
     "dropout on in eval mode": (
@@ -830,13 +822,9 @@ MISTAKES = {
         [keys_from_w_query, values_from_w_key],
         "Queries come from W_query",
     ),
-    "heads not merged": (
-        [heads_left_separate, heads_transposed_back_not_merged],
-        "the heads are still separate",
-    ),
-    "wrong shape or not a tensor": (  # d_out taken per head: the output is the wrong width
+    "wrong shape or not a tensor, heads not merged": (  # d_out per head: the wrong width
         [last_token_only, first_sequence_only, returns_nothing, returns_a_list]
-        + [PerHeadWidth, HeadDimAsDOut],
+        + [PerHeadWidth, HeadDimAsDOut, heads_left_separate, heads_transposed_back_not_merged],
         "not a tensor of shape (b, num_tokens, d_out)",
     ),
     "constructor raises": (

@@ -93,8 +93,7 @@ FUSED = Practice(
 
 @never_raises
 def check_fused_attention(cls):
-    """Check a class whose forward uses ``F.scaled_dot_product_attention``: build it in several
-    configurations and compare it with references computed from the instance's own weights."""
+    """Check a fused-kernel class against references from each instance's own layers."""
     return check_practice(FUSED, cls)
 
 

@@ -16,34 +16,49 @@ ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0,
         (4, 6, 7, 0.0, 3, 3, 0, 4), (10, 8, 4, 0.0, 8, 4, 0, 4))  # 6 heads, 2 groups first
 
 
-def grouped(r, keys="interleave", values="interleave", scale="head_dim", mask="-inf before softmax",
-            softmax_dim=-1, back=True, out=True, drop=False):
+def grouped(r, keys="interleave", values="interleave", back=True, out=True, drop=False, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     H, G, hd = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["d_out"] // r.kwargs["num_heads"]  # noqa: E501
     q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
                for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
     spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
               "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
-    root = {"head_dim": hd, "kv_width": G * hd, "d_out": H * hd, "group_size": H // G, "none": 1}
-    recipe = Recipe(scale=root[scale] ** 0.5, mask=mask, softmax_dim=softmax_dim,
-                    dropout=(lambda t: dropped(t, r.p)) if drop else None)
+    root = {"kv_width": G * hd, "group_size": H // G}  # the scales Recipe does not name
+    recipe = Recipe(dropout=(lambda t: dropped(t, r.p)) if drop else None).but(**changes)
+    recipe = recipe.but(scale=root[recipe.scale] ** 0.5) if recipe.scale in root else recipe
     context = attend(q, spread[keys](k), spread[values](v), recipe)
     context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
     return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
-EARLY = (  # before the output, what the forward built or the call that failed shows
+def viewed_by_heads(f):
+    """The forward raised on keys or values viewed with num_heads blocks (their size is named)."""
+    kv = f["num_kv_groups"] * (f["d_out"] // f["num_heads"])
+    return f["raised"] and f"size {2 * f['T'] * kv}" in f["raised"]
+
+
+def unrepeated(f):
+    """It raised on keys or values with fewer blocks than the queries, or repeated on the tokens."""
+    n, shapes = f["num_heads"] // f["num_kv_groups"], f["shapes"]
+    fewer = len({s[1] for s in shapes if len(s) == 4}) > 1  # block counts in the failed call
+    on_tokens = n > 1 and any(n * f["T"] in s[-2:] for s in shapes)
+    return f["raised"] and (fewer or on_tokens) and {"n": n}
+
+
+EARLY = (  # before the output, what the call that failed shows
     LAYERS,
-    (lambda f: f["width"] != f["kv"], "Your W_key maps d_in={d_in} to {width} columns, one block "
-     "per head: keys and values have one block per group, here {kv} columns."),
-    (lambda f: f["raised"] and f["n"] > 1 and any(f["n"] * f["T"] in s[-2:] for s in f["shapes"]),
-     "Your forward raised {error}: repeated on the token axis, keys or values have {n} × {T} "
-     "tokens. Repeat on the block axis, dim=1."),
-    (lambda f: f["raised"] and f"size {2 * f['T'] * f['kv']}" in f["raised"], "Your forward raised"
-     " {error}: view the keys and values with self.num_kv_groups={G} blocks, not num_heads."),
-    (lambda f: len(f["heads"] or ()) > 1, "Your forward raised {error}: the queries have {H} "
-     "blocks, the keys and values need as many. Repeat each key and value block once per head of "
-     "its group, group_size = num_heads // num_kv_groups = {n} times."))
+    (
+        viewed_by_heads,
+        "Your forward raised {error}: view the keys and values with "
+        "self.num_kv_groups={num_kv_groups} blocks, not num_heads.",
+    ),
+    (
+        unrepeated,
+        "Your forward raised {error}: the queries have {num_heads} blocks, the keys and values "
+        "need as many. Repeat each key and value block once per head of its group, group_size = "
+        "num_heads // num_kv_groups = {n} times, on the block axis (dim=1), not the token axis.",
+    ),
+)
 CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or mixes another "
           "group's values with its keys), but its block is h // group_size: "
           "repeat_interleave(group_size, dim=1), for keys and values.")
@@ -51,7 +66,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
                                          dict(values="repeat"))),
-    *((dict(scale=scale), SCALE) for scale in ("kv_width", "d_out", "group_size")),
+    *((dict(scale=scale), SCALE) for scale in ("kv_width", "sqrt d_out", "group_size")),
     *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
     (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
     (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
@@ -72,8 +87,7 @@ GQA = Practice(
 
 @never_raises
 def check_gqa_forward(cls):
-    """Check a grouped-query attention class: build it in several configurations and compare its
-    output with references computed from each instance's own layers."""
+    """Check a grouped-query class against references from each instance's own layers."""
     return check_practice(GQA, cls)
 
 

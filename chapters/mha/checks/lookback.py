@@ -1,9 +1,5 @@
-"""Chapter 4's exercise: split a model of width 24 so it learns three offsets, 1, 3 and 6 back.
-
-The answer is three heads of width 8: one per offset, each as wide as it can be. The check names
-the first mistake of the answer or its configuration, else trains a fresh seeded copy and says
-where each head looks.
-"""
+"""Chapter 4's exercise: split a model of width 24 so it learns offsets 1, 3 and 6 (three heads of
+width 8); the check names a wrong configuration, else trains a seeded copy and reads its heads."""
 
 import textwrap
 
@@ -57,9 +53,8 @@ def mistake(answer):
 
 @never_raises
 def check_lookback_model(my_model):
-    """Check the reader's model for the variant task: name the first mistake of the answer or
-    of its configuration, else train a fresh copy from ``SEED`` (the reader's model and random
-    state are left as they were) and say where each head looks."""
+    """Name the answer's mistake, else train a fresh copy from ``SEED`` (the reader's model and
+    random state left alone) and say where each head looks."""
     if message := mistake(my_model):
         return CheckResult(False, message)
     heads, width = my_model.attention.num_heads, my_model.attention.head_dim

@@ -12,17 +12,14 @@ from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message
 
-# fmt: off
-NONE = ("In training mode your output is the eval one: no dropout, although dropout={p}, so no "
-        "attention weight is ever dropped.")
-TRAINING = ("Your output is right in eval mode, but in training mode (after module.train()) it "
-            "raised {error}.")
-NAN = "In training mode your output has nan: dropout hit the masked scores (-inf times 0)."
-WHERE = ("In training mode your output is not what dropout of whole attention weights gives: it "
-         "drops the values, scores, context or output, drops twice, or is noise, not dropout.")
+TRAINING = "Right in eval mode, but in training mode (after module.train()) it raised {error}."
+WHERE = (
+    "In training mode your output is not what dropout of whole attention weights gives: no "
+    "dropout (no attention weight is ever dropped), dropout on the scores (nan: -inf times 0), "
+    "the values, context or output, drops twice, or is noise, not dropout."
+)
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
 UNKNOWN = "Right shape, wrong values, and no mistake this check knows. Check: "
-# fmt: on
 
 
 @dataclass(frozen=True)
@@ -53,12 +50,9 @@ class Practice:
 
 
 def verdict(p, run):
-    """What to say about ``run``, or None when it is right: the book's forwards, the starting
-    code, PyTorch's attention (``p.torch`` says what to write instead; its kernel too, if
-    ``p.kernel``), ``p.early`` and :data:`.runs.TROUBLE` (``(holds(facts), message)``, where
-    ``holds`` may return more facts), then ``p.reference(run)``, else which ``p.mistakes``
-    (``(changes, message)``, then the steps) it follows; ``p.after(run)``; dropout in training."""
-    facts = run.facts() | dict(start=p.start.__name__, stage=run.stage)
+    """What is wrong with ``run``, or None: the shortcuts, then what raised or has the wrong shape
+    (``(holds(facts), message)``; ``holds`` may add facts), then the output's values."""
+    facts = run.facts() | dict(start=p.start.__name__)
     if run.calls:
         return p.delegates.format(run.calls[0], calls=" and ".join(sorted(set(run.calls))))
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
@@ -69,18 +63,16 @@ def verdict(p, run):
         if found := holds(facts):
             return message.format(**facts | (found if isinstance(found, dict) else {}))
     with torch.no_grad():
-        if not same(run.output, p.reference(run)):
+        if not follows(run.output, p, run, {}):  # a reference that cannot run: unknown
             buggy = (m for changes, m in p.mistakes[:-1] if follows(run.output, p, run, changes))
             return next(buggy, UNKNOWN + p.mistakes[-1]).format(**facts)
         if run.stage == "training":
             return TRAINING.format(**facts)
         if text := p.after(run):
             return text
-        if follows(run.trained, p, run, dict(drop=True)):
-            return SAME if run.p and torch.equal(run.again(seed=1), run.again(seed=2)) else None
-        if same(run.trained, run.output):
-            return NONE.format(**facts)
-        return f"{NAN if run.trained.isnan().any() else WHERE} {p.belongs}"
+        if not follows(run.trained, p, run, dict(drop=True)):
+            return f"{WHERE} {p.belongs}"
+        return SAME if run.p and torch.equal(run.again(seed=1), run.again(seed=2)) else None
 
 
 def follows(output, p, run, changes):

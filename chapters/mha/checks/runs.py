@@ -1,5 +1,5 @@
 """One run of a class practice (:mod:`.practice`): the reader's class built and called, seeded and
-watched, the facts messages quote, and what goes wrong before values are compared (``TROUBLE``)."""
+watched, and what goes wrong before the output's values are compared (``TROUBLE``)."""
 
 import contextlib
 
@@ -38,35 +38,56 @@ class Run:
             return self.module.train(seed is not None)(self.x)
 
     def facts(self):
-        """What messages quote: the sizes, the module and its output, the call that failed."""
+        """What messages quote: the arguments, the call that failed, what the forward returned."""
         op, shapes = self.watch.failed or ("", [])
-        kw, raised = self.kwargs, self.stage == "forward" and str(self.error)
-        H, T, ctx = kw["num_heads"], self.tokens, kw["context_length"]
-        G, hd = kw.get("num_kv_groups", H), kw["d_out"] // H  # G key blocks, of n heads each
-        return dict(kw, H=H, G=G, n=H // G, hd=hd, kv=G * hd, T=T, ctx=ctx, p=self.p, op=op,
-                    error=self.error_text, raised=raised, shapes=shapes,
-                    heads=raised and {s[1] for s in shapes if len(s) == 4}, call=self.call,
-                    shape=tuple(getattr(self.output, "shape", ())), want=(2, T, kw["d_out"]),
-                    returned=kind_of(self.output) if not torch.is_tensor(self.output) else
-                    f"a tensor of shape {tuple(self.output.shape)}",
-                    width=getattr(getattr(self.module, "W_key", None), "out_features", G * hd),
-                    module=self.module, run=self,
-                    unsliced=raised and T < ctx and f"({ctx})" in raised)  # fmt: skip
+        shape = tuple(getattr(self.output, "shape", ()))
+        return dict(
+            self.kwargs,
+            T=self.tokens,
+            want=(2, self.tokens, self.kwargs["d_out"]),
+            returned=f"a tensor of shape {shape}" if shape else kind_of(self.output),
+            raised=self.stage == "forward" and str(self.error),
+            error=self.error_text,
+            op=op,
+            shapes=shapes,
+            call=self.call,
+            run=self,
+        )
+
+
+def unsliced(f):
+    """The forward raised on fewer tokens than context_length, in a call sized by it."""
+    return (
+        f["raised"] and f["T"] < f["context_length"] and f"({f['context_length']})" in f["raised"]
+    )
 
 
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
-    (lambda f: f["stage"] == "constructor", "Building your class as {call} raised {error}. Keep "
-     "the constructor of {start}: subclass it and write only forward."),
-    (lambda f: f["unsliced"], "On {T} tokens, fewer than context_length={ctx}, your forward raised"
-     " {error}: cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),
-    (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised {error}:"
-     " view needs numbers in memory order, which transpose(1, 2) and chunk break. Call "
-     ".contiguous() before .view(...)."),
+    (
+        lambda f: f["run"].stage == "constructor",
+        "Building your class as {call} raised {error}. Keep the constructor of {start}: subclass "
+        "it and write only forward.",
+    ),
+    (
+        unsliced,
+        "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
+        "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens].",
+    ),
+    (
+        lambda f: "view size is not compatible" in (f["raised"] or ""),
+        "Your forward raised {error}: view needs numbers in memory order, which transpose(1, 2) "
+        "and chunk break. Call .contiguous() before .view(...).",
+    ),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
-    (lambda f: f["shape"] in ((2, f["H"], f["T"], f["hd"]), (2, f["T"], f["H"], f["hd"])), "Your "
-     "forward returned shape {shape}: the heads are still separate. Merge them: {want}."),
-    (lambda f: f["shape"] != f["want"], "Your forward returned {returned}, not a tensor of shape "
-     "(b, num_tokens, d_out), here {want}."))  # fmt: skip
-LAYERS = (lambda f: not all(isinstance(getattr(f["module"], n, None), torch.nn.Module)
-          for n in PROJECTIONS), "The check could not use your instance's W_query, W_key or "
-          "W_value: keep those layers.")  # fmt: skip
+    (
+        lambda f: f["returned"] != f"a tensor of shape {f['want']}",
+        "Your forward returned {returned}, not a tensor of shape (b, num_tokens, d_out), here "
+        "{want}. If the heads are still separate, merge them.",
+    ),
+)
+LAYERS = (
+    lambda f: (
+        not all(isinstance(getattr(f["run"].module, n, None), torch.nn.Module) for n in PROJECTIONS)
+    ),
+    "The check could not use your instance's W_query, W_key or W_value: keep those layers.",
+)

@@ -17,11 +17,10 @@ def split(r, num_heads=None, drop=False, **changes):
 
 def other_head_count(f):
     """A forward that raises but works for k heads of the same width: ``{"k": k}``, or None."""
-    if not f["raised"]:
-        return None
-    for k in (k for k in range(2, 9) if k != f["H"]):
-        kwargs = dict(f["run"].kwargs, d_out=k * f["hd"], num_heads=k)
-        run = Run(type(f["module"]), kwargs, f["T"], f["run"].seed)
+    head_dim = f["d_out"] // f["num_heads"]
+    for k in (k for k in range(2, 9) if f["raised"] and k != f["num_heads"]):
+        kwargs = dict(f["run"].kwargs, d_out=k * head_dim, num_heads=k)
+        run = Run(type(f["run"].module), kwargs, f["T"], f["run"].seed)
         if run.error is None and same(run.output, split(run)):
             return {"k": k}
     return None
@@ -51,15 +50,14 @@ MERGE = ("Every head computes the right context, but the merge puts it in the wr
          ".contiguous().view(b, num_tokens, d_out), head 1's block of head_dim columns first.")
 SCALE = ("The scores are not scaled by √head_dim: a head's dot products have head_dim terms. "
          "Divide them by self.head_dim ** 0.5, not by 1, head_dim or another width's root.")
-AFTER = "The causal mask is applied after the softmax: mask the scores with -inf before it."
+MASKED = ("There is no causal mask, or it is filled with 0 instead of -inf, or the mask is applied "
+          "after the softmax: fill the later tokens' scores with -inf before the softmax, so they "
+          "get no weight and the visible ones sum to 1.")
 AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own reference) names them
     (dict(scale="none"), SCALE),
-    (dict(mask="none"), "There is no causal mask: every token attends to later tokens. Fill their "
-     "scores with -inf before the softmax."),
-    (dict(mask="0 before softmax"), "The future positions are filled with 0 instead of -inf: a "
-     "score of 0 still gets weight after the softmax."),
-    (dict(mask="0 after softmax"), AFTER), (dict(mask="-inf after softmax"), AFTER),
+    *((dict(mask=how), MASKED) for how in ("none", "0 before softmax", "0 after softmax",
+                                          "-inf after softmax")),
     *((dict(softmax_dim=d), AXIS) for d in (-2, 1, 0)))
 MASK = ("Your mask hides the wrong tokens (the diagonal too, or the past instead of the future): "
         "the skeleton's self.mask is True on the later tokens, the ones to hide. Use it as is.")

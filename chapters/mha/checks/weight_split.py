@@ -46,7 +46,6 @@ WEIGHT_SPLIT = Practice(
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does each head need from W_query, W_key and W_value, "
     "and in which shape? The first hint, just below the check, starts from there.",
-    inherited=None,
     belongs="Dropout belongs on the attention weights, after the softmax: "
     "attn_weights = self.dropout(attn_weights).",
     praise=f"Your forward matches the reference from each instance's own weights in all "
