@@ -8,12 +8,13 @@ collapsed.
    settings, workspaces, config, runtime files and IPython profile live in a temporary folder, so no
    state leaks in or out, and it fetches nothing from outside: no news, no update check, and an
    extension manager that cannot search PyPI.
-2. Chromium opens each chapter at ``/lab/tree/chapters/NAME.ipynb`` with a fresh workspace. A
-   reveal or solution cell (known by its tag) must show its input collapsed (its first line and
-   •••) and its outputs collapsed; every other code cell must show what its ``jupyter`` metadata
-   says, so ordinary cells are open, and the check can tell the two apart. Requests that leave the
-   machine are blocked and reported. A screenshot at the first reveal goes to
-   ``_build/screenshots/jupyterlab-NAME.png``.
+2. Chromium opens JupyterLab once, at ``/lab?reset`` (a fresh workspace, as on a fresh Binder),
+   then each chapter in it, as a reader opens one from the file browser (JupyterLab's
+   ``docmanager:open`` command), the one before it closed first. A reveal or solution cell (known
+   by its tag) must show its input collapsed (its first line and •••) and its outputs collapsed;
+   every other code cell must show what its ``jupyter`` metadata says, so ordinary cells are open,
+   and the check can tell the two apart. Requests that leave the machine are blocked and
+   reported. A screenshot at the first reveal goes to ``_build/screenshots/jupyterlab-NAME.png``.
 3. The first reveal's answer box, once its code and then its outputs are expanded (two clicks),
    still keeps its content in a closed ``<details>`` (``mha.reveal.collapsed``, for Colab,
    which ignores the metadata): the box has survived JupyterLab's HTML sanitizer, and one click
@@ -85,6 +86,8 @@ def lab_command(venv, repository, state, port):
         f"--ServerApp.root_dir={repository}",
         "--LabApp.news_url=None",
         "--LabApp.extension_manager=readonly",
+        # window.jupyterapp: the check opens each chapter with JupyterLab's own command (OPEN).
+        "--LabApp.expose_app_in_browser=True",
         "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
         f"--LabApp.user_settings_dir={state / 'settings'}",
         f"--LabApp.workspaces_dir={state / 'workspaces'}",
@@ -249,26 +252,24 @@ def answer_box_problems(page, notebook):
     return []
 
 
-def open_chapter(context, url, notebook, repository, screenshot=None):
-    """Open ``notebook`` in JupyterLab in a new page of ``context``; return its problems.
+#: Closes every open tab without asking (a chapter whose cells the check expanded has unsaved
+#: changes), then opens ``path`` as the file browser does.
+OPEN = """async path => {
+    const app = window.jupyterapp;
+    for (const widget of Array.from(app.shell.widgets('main'))) widget.dispose();
+    await app.commands.execute('docmanager:open', {path});
+}"""
 
-    The chapters share one browser context, so JupyterLab's scripts, fetched and compiled for
-    the first chapter, come from the cache for the others (a fresh context per chapter cost
-    several seconds of CPU each); ``?reset`` still opens each in a fresh workspace."""
-    left = []
 
-    def stay_local(route, request):
-        if urlparse(request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            left.append(request.url)
-            route.abort()
+def open_chapter(page, left, notebook, repository, screenshot=None):
+    """Open ``notebook`` in the JupyterLab that ``page`` shows; return its problems, with every
+    request in ``left`` (those the page made that would have left the machine since the last
+    chapter, or since JupyterLab loaded), which it then empties.
 
-    page = context.new_page()
-    page.route("**/*", stay_local)
+    One page for every chapter: loading JupyterLab once instead of once per chapter took
+    about half of the check's CPU off (Chromium, the server and its kernels counted)."""
     try:
-        # ?reset: a fresh workspace, as on a fresh Binder, so earlier chapters' tabs stay closed.
-        page.goto(f"{url}/lab/tree/{notebook.relative_to(repository).as_posix()}?reset")
+        page.evaluate(OPEN, notebook.relative_to(repository).as_posix())
         problems = collapse_problems(page, notebook)
         if screenshot is not None:
             first_hidden = next(
@@ -282,11 +283,33 @@ def open_chapter(context, url, notebook, repository, screenshot=None):
         problems += answer_box_problems(page, notebook)
     except PlaywrightError as error:
         problems = [f"JupyterLab did not show the notebook: {error.message.splitlines()[0]}"]
-    finally:
-        page.close()
-    return problems + [
+    problems += [
         f"the page asked for {request} (blocked: nothing may leave the machine)" for request in left
     ]
+    left.clear()
+    return problems
+
+
+def lab_page(browser, url):
+    """JupyterLab, loaded once in a fresh workspace, and the list of the requests it made that
+    would have left the machine (each is blocked)."""
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    left = []
+
+    def stay_local(route, request):
+        if urlparse(request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            left.append(request.url)
+            route.abort()
+
+    page.route("**/*", stay_local)
+    page.goto(f"{url}/lab?reset")
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.restored", timeout=RENDER_TIMEOUT
+    )
+    page.evaluate("() => window.jupyterapp.restored")
+    return page, left
 
 
 def tampered_copy(notebook):
@@ -316,18 +339,15 @@ def check_chapters(venv, repository, chapters, env):
             browser = playwright.chromium.launch(
                 executable_path=str(browser_path), headless=True, args=CHROMIUM_ARGS
             )
-            context = browser.new_context(viewport=VIEWPORT)
-            # Kept open all along: a book page opened beside an open page cost Chromium about
-            # half the CPU (tests/browser/conftest.py, reading_contexts; not measured here).
-            context.new_page()
+            page, left = lab_page(browser, url)
             for notebook in chapters:
                 shot = SCREENSHOTS / f"jupyterlab-{notebook.stem}.png"
                 results.append(
-                    (notebook.name, open_chapter(context, url, notebook, repository, shot))
+                    (notebook.name, open_chapter(page, left, notebook, repository, shot))
                 )
             copy, number = tampered_copy(chapters[0])
             try:
-                caught = open_chapter(context, url, copy, repository)
+                caught = open_chapter(page, left, copy, repository)
             finally:  # a copy left in chapters/ would be a page outside the book's toc
                 copy.unlink(missing_ok=True)
             missed = not caught or any(not p.startswith(f"cell {number} ") for p in caught)
