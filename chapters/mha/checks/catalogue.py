@@ -1,40 +1,28 @@
-"""An exercise's check as data: the configurations to try, the right reference and one buggy
-reference per known mistake (:class:`Buggy`), judged by :func:`run_catalogue`. AUTHORING.md shows
-how to write one.
-"""
+"""An exercise's check as data (AUTHORING.md): the configurations to try, the right reference
+and one buggy reference per known mistake (:class:`Buggy`), judged by :func:`run_catalogue`."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .core import CheckResult, describe_error, fill
-from .facts import attempt
+from .facts import Mistake, attempt
 from .reference import same
 
 
 @dataclass(frozen=True)
-class Buggy:
-    """A known mistake as a buggy reference: the wrong output it computes, and what to say."""
-
-    name: str
-    message: str
-    compute: Callable
+class Buggy(Mistake):
+    """A known mistake as a buggy reference: ``detect`` computes the wrong output it makes. In a
+    :func:`.core.first_mistake` catalogue it is found where ``evidence.output`` equals that output
+    and differs from ``evidence.right`` (where both agree, the answer is right)."""
 
     def found_in(self, evidence):
-        """In a :class:`.core.Mistake` catalogue: ``evidence.output`` equals this reference's
-        output computed from ``evidence``, and differs from ``evidence.right`` (where both
-        agree, the answer is right, never this mistake)."""
-        output = evidence.output
-        return not same(output, attempt(lambda e: e.right, evidence)) and same(
-            output, attempt(self.compute, evidence)
-        )
-
-    def tell(self, evidence):
-        return fill(self.message, evidence)
+        output, right = evidence.output, attempt(lambda: evidence.right)
+        return not same(output, right) and same(output, attempt(self.detect, evidence))
 
 
 @dataclass(frozen=True)
 class Catalogue:
-    """An exercise's check as data: ``right(config)`` and each mistake's ``compute(config)`` are
+    """An exercise's check as data: ``right(config)`` and each mistake's ``detect(config)`` are
     compared with ``answer(config)`` on every configuration; ``raised`` and ``unknown`` describe
     an answer that raises or matches nothing."""
 
@@ -64,5 +52,5 @@ def run_catalogue(catalogue, answer, evidence=None):
         return CheckResult(False, fill(catalogue.raised, evidence, error=error_text))
     if matches(catalogue.right):
         return CheckResult(True, fill(catalogue.praise, evidence, error=error_text))
-    found = (buggy.message for buggy in catalogue.mistakes if matches(buggy.compute))
+    found = (buggy.message for buggy in catalogue.mistakes if matches(buggy.detect))
     return CheckResult(False, fill(next(found, catalogue.unknown), evidence, error=error_text))

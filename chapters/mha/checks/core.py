@@ -1,6 +1,5 @@
-"""The check core: a check takes the reader's answer and returns a :class:`CheckResult` (a
-short coloured box in Jupyter), never raises (:func:`never_raises`) and names the mistake it
-found (:mod:`.catalogue`; :mod:`.facts`, re-exported here). An :class:`Exercise` has
+"""The check core: a check returns a :class:`CheckResult`, never raises (:func:`never_raises`)
+and names the mistake it found (:mod:`.facts`, re-exported here); an :class:`Exercise` has
 ``check()``, ``hint()`` and ``solution()``, as Kaggle's learntools."""
 
 import functools
@@ -11,7 +10,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of, listed  # noqa: F401
+from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
 
 #: The longest line a check prints: what a phone or the book's code column shows uncut.
 LINE_WIDTH = 79
@@ -100,11 +99,9 @@ class Note:
         """The box, its content closed until the reader opens it (:func:`..reveal.collapsed`)."""
         from ..reveal import box_html, collapsed
 
-        if self.code:
-            box = box_html("solution", f"{self.title}.", highlighted_python(self.text))
-        else:
-            box = box_html("hint", f"{self.title}.", html.escape(self.text).replace("\n", "<br>"))
-        return collapsed(box, self.summary)
+        text = html.escape(self.text).replace("\n", "<br>")
+        kind, body = ("solution", highlighted_python(self.text)) if self.code else ("hint", text)
+        return collapsed(box_html(kind, f"{self.title}.", body), self.summary)
 
 
 @dataclass(frozen=True)
