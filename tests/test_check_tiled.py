@@ -387,7 +387,8 @@ def mine(*bases, **methods):
 
 RIGHT = "matches MultiHeadAttention in all 6 configurations"
 BLOCKS = "blocks of scores where a causal pass needs"
-#: The fallback, which names the mask and the key range (their rows) and what no entry explains.
+#: The fallback, which names the key range, the mask and the division (their rows), and what no
+#: entry explains.
 UNKNOWN = "none of the usual mistakes"
 
 
@@ -464,13 +465,12 @@ CASES = [  # (id, answer, passes, words the message has, words it must not have)
     no("sum not rescaled", make(rescale_sum=False), "rescale the running sum and output"),
     no("output not rescaled", make(rescale_out=False), "rescale the running sum and output"),
     no("sum rescaled by factor²", make(sum_power=2), UNKNOWN),
-    no("divided inside the loop", make(divide="inside"),
-       "divided by the running sum inside the loop"),
-    no("no final division", make(divide="never"), "never divided by the running"),
+    no("divided inside the loop", make(divide="inside"), "divided by it inside the loop", UNKNOWN),
+    no("no final division", make(divide="never"), "never divided by the running", UNKNOWN),
     no("blocks averaged", per_block_softmax(lambda parts: parts.mean(0)), "1/n",
-       "normalised each", "averaged"),
+       "normalised each", "averaged", UNKNOWN),
     no("blocks added", per_block_softmax(lambda parts: parts.sum(0)), "normalised each",
-       "added"),
+       "added", UNKNOWN),
     no("max over the rows", learner(("amax(-1", "amax(2")), "maximum over dimension 2",
        "amax(-1"),
     # the scale

@@ -22,9 +22,8 @@ class Buggy(Mistake):
 
 @dataclass(frozen=True)
 class Catalogue:
-    """An exercise's check as data: ``right(config)`` and each mistake's ``detect(config)`` are
-    compared with ``answer(config)`` on every configuration; ``raised`` and ``unknown`` describe
-    an answer that raises or matches nothing."""
+    """``right(config)`` and each mistake's ``detect(config)``, compared with ``answer(config)``;
+    ``raised`` and ``unknown`` describe an answer that raises or matches nothing."""
 
     configurations: tuple
     right: Callable
@@ -36,21 +35,16 @@ class Catalogue:
 
 def run_catalogue(catalogue, answer, evidence=None):
     """The verdict on ``answer``: passed if it computes the right output on every configuration,
-    otherwise the first buggy reference it matches, or ``catalogue.unknown``.
-
-    ``evidence`` fills the messages' ``{fact}`` fields; ``{error}`` is always available.
-    """
-    outputs = [attempt(answer, config) for config in catalogue.configurations]
+    else the first buggy reference it matches, or ``unknown``; ``evidence`` fills the messages'
+    ``{fact}`` fields, and ``{error}`` is always available."""
+    c = catalogue
+    outputs = [attempt(answer, config) for config in c.configurations]
     error = next((o for o in outputs if isinstance(o, Exception)), None)
-    error_text = describe_error(error) if error else "?"
 
     def matches(reference):  # a reference that raises matches nothing
-        configurations = zip(outputs, catalogue.configurations, strict=True)
-        return all(same(output, attempt(reference, config)) for output, config in configurations)
+        return all(same(o, attempt(reference, x)) for o, x in zip(outputs, c.configurations))
 
-    if error is not None:
-        return CheckResult(False, fill(catalogue.raised, evidence, error=error_text))
-    if matches(catalogue.right):
-        return CheckResult(True, fill(catalogue.praise, evidence, error=error_text))
-    found = (buggy.message for buggy in catalogue.mistakes if matches(buggy.detect))
-    return CheckResult(False, fill(next(found, catalogue.unknown), evidence, error=error_text))
+    passed = error is None and matches(c.right)
+    found = (buggy.message for buggy in c.mistakes if matches(buggy.detect))
+    told = c.raised if error else c.praise if passed else next(found, c.unknown)
+    return CheckResult(passed, fill(told, evidence, error=describe_error(error) if error else "?"))

@@ -118,14 +118,9 @@ class Exercise:
 
     def hint(self, n=1):
         count = len(self.hints)
-        if isinstance(n, bool) or not isinstance(n, int):
-            return Note(
-                "Hint",
-                f"hint() takes the hint's number, a whole number without quotes: "
-                f"hint(1) for the first hint, up to hint({count}). It was given {n!r}.",
-            )
-        if not 1 <= n <= count:
-            return Note("Hint", f"There are {count} hints: ask for hint(1) to hint({count}).")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= count:
+            told = f"ask for hint(1) to hint({count}), a whole number without quotes"
+            return Note("Hint", f"There are {count} hints: {told} (it was given {n!r}).")
         return Note(f"Hint {n} of {count}", self.hints[n - 1])
 
     @property

@@ -55,8 +55,7 @@ def first_mistake(catalogue, *evidence):
 
 
 def attempt(function, *args, **kwargs):
-    """``function(*args, **kwargs)``, or the exception it raised: a value to describe or compare
-    (:func:`.reference.same` matches no exception)."""
+    """``function(*args, **kwargs)``, or the exception it raised, as a value."""
     try:
         return function(*args, **kwargs)
     except Exception as error:

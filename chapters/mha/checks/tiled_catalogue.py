@@ -26,7 +26,7 @@ def online(m, x, mistake="", training=False):
     scale = {"scaled by sqrt d_out": m.d_out**0.5, "divided by head_dim": hd, "not scaled": 1}
     for q_start in range(0, x.shape[1], size):
         q = queries[:, :, q_start : q_start + size]  # (b, H, rows, hd)
-        q_end, parts = q_start + q.shape[2], []
+        q_end = q_start + q.shape[2]
         row_max = q.new_full((*q.shape[:3], 1), -torch.inf)  # (b, H, rows, 1)
         row_sum, out = torch.zeros_like(row_max), torch.zeros_like(q)
         for k_start in range(0, q_end, size):
@@ -35,9 +35,6 @@ def online(m, x, mistake="", training=False):
             s = drop(q @ k.mT / scale.get(mistake, hd**0.5), "scores")  # (b, H, rows, cols)
             hidden = torch.arange(k_start, k_end) > torch.arange(q_start, q_end)[:, None]
             s = drop(s.masked_fill(hidden, -torch.inf), "masked scores")
-            if mistake.startswith("blocks"):  # each block normalised on its own
-                parts.append(drop(torch.softmax(s, -1), "weights") @ v)
-                continue
             own = s.amax(-1, keepdim=True)
             new_max = own if mistake == "own block maximum" else torch.maximum(row_max, own)
             w, first = torch.exp(s - new_max), row_max == -torch.inf
@@ -53,12 +50,8 @@ def online(m, x, mistake="", training=False):
             out = drop(out, "running output")
             out = out * (1 if mistake in ("output not rescaled", "nothing rescaled") else f)
             out = out + kept @ drop(v, "values")
-            out = out / row_sum if mistake == "divided inside the loop" else out
             row_max = new_max
-        end = out if mistake in ("never divided", "divided inside the loop") else out / row_sum
-        mean = sum(parts) / max(len(parts), 1)
-        block = {"blocks averaged": mean, "blocks added": sum(parts)}.get(mistake, end)
-        contexts.append(drop(block, "context"))
+        contexts.append(drop(out / row_sum, "context"))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
 
 
@@ -82,15 +75,13 @@ TABLE = """
   maxima, or nan at the first block, where row_max is -inf (every output nan): it is 0, then <= 1.
 - scaled by sqrt d_out | divided by head_dim | not scaled: Your scores are divided by √d_out,
   or by head_dim, not by its square root, or not divided by √head_dim at all: self.head_dim**0.5.
-- never divided | divided inside the loop | blocks averaged | blocks added: Your output is never
-  divided by the running sum, or divided by the running sum inside the loop, or your key blocks
-  are normalised each on its own, then averaged (1/n each) or added: carry one running maximum
-  and sum, and divide once, after the last key block.
-- wrong: Your output is not MultiHeadAttention's. Does each query see its keys? Key blocks start
-  in range(0, q_end, self.block_size), end at min(k_start + self.block_size, q_end). Mask the
-  diagonal block with self.mask[q_start:q_end, k_start:k_end]: not sliced at the origin or
-  without the column offset, nor so that it hides each query's own key (masked_fill hides where
-  it is True). If all that holds, none of the usual mistakes explains it.
+- wrong: Your output is not MultiHeadAttention's. Key blocks start in range(0, q_end,
+  self.block_size), end at min(k_start + self.block_size, q_end). Mask the diagonal block with
+  self.mask[q_start:q_end, k_start:k_end]: not sliced at the origin or without the column
+  offset, nor so that it hides each query's own key (masked_fill hides where it is True). Divide
+  by the running sum once, after the last key block: an output never divided by the running
+  sum, or divided by it inside the loop, or key blocks normalised each on its own, then averaged
+  (1/n each) or added, is wrong. If all that holds, none of the usual mistakes explains it.
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
 - drop none | drop twice | drop values | drop context | drop running output | drop scores | drop
