@@ -76,8 +76,8 @@ def highlighted_python(code):
 
 @dataclass(frozen=True)
 class Note:
-    """A hint or a solution (``code=True``: highlighted, with a copy button in the book), as
-    plain text or as a small HTML box closed until the reader opens it."""
+    """A hint or a solution (``code=True``: highlighted, with a copy button), as plain text or as
+    an HTML box closed until the reader opens it."""
 
     title: str
     text: str
@@ -89,19 +89,15 @@ class Note:
 
     __repr__ = __str__
 
-    @property
-    def summary(self):
-        """What the closed box says: "Show hint 1 of 3", "Show the solution"."""
-        words = self.title[0].lower() + self.title[1:]
-        return f"Show {words}" if words[-1].isdigit() else f"Show the {words}"
-
     def _repr_html_(self):
         """The box, its content closed until the reader opens it (:func:`..reveal.collapsed`)."""
         from ..reveal import box_html, collapsed
 
         text = html.escape(self.text).replace("\n", "<br>")
         kind, body = ("solution", highlighted_python(self.text)) if self.code else ("hint", text)
-        return collapsed(box_html(kind, f"{self.title}.", body), self.summary)
+        words = self.title[0].lower() + self.title[1:]  # "Show hint 1 of 3", "Show the solution"
+        summary = f"Show {words}" if words[-1].isdigit() else f"Show the {words}"
+        return collapsed(box_html(kind, f"{self.title}.", body), summary)
 
 
 @dataclass(frozen=True)
