@@ -30,13 +30,9 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **
     """:data:`KERNEL`, with :func:`dropped` on its attention weights."""
     if not dropout_p:
         return KERNEL(q, k, v, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
-    scores = q @ k.mT * (scale or q.shape[-1] ** -0.5)  # (..., num_tokens, num_tokens)
-    keep = ~torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1) if is_causal else attn_mask
-    if keep is not None and keep.is_floating_point():  # a float mask is added
-        scores = scores + keep
-    elif keep is not None:  # a boolean mask keeps where it is True
-        scores = scores.masked_fill(~keep, -torch.inf)
-    return dropped(torch.softmax(scores, -1), dropout_p) @ v  # (..., num_tokens, head_dim)
+    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], -1)  # values: the weights
+    weights = KERNEL(q, k, eye, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
+    return dropped(weights, dropout_p) @ v  # (..., num_tokens, head_dim)
 
 
 def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, torch.dropout
