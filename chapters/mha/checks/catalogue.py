@@ -11,9 +11,8 @@ from .reference import same
 
 @dataclass(frozen=True)
 class Buggy(Mistake):
-    """A known mistake as a buggy reference: ``detect`` computes the wrong output it makes. In a
-    :func:`.core.first_mistake` catalogue it is found where ``evidence.output`` equals that output
-    and differs from ``evidence.right`` (where both agree, the answer is right)."""
+    """A known mistake as a buggy reference, ``detect`` computing its wrong output: found (by
+    ``first_mistake``) where that equals ``evidence.output`` and ``evidence.right`` does not."""
 
     def found_in(self, evidence):
         output, right = evidence.output, attempt(lambda: evidence.right)
@@ -34,9 +33,8 @@ class Catalogue:
 
 
 def run_catalogue(catalogue, answer, evidence=None):
-    """The verdict on ``answer``: passed if it computes the right output on every configuration,
-    else the first buggy reference it matches, or ``unknown``; ``evidence`` fills the messages'
-    ``{fact}`` fields, and ``{error}`` is always available."""
+    """Passed if ``answer`` computes the right output on every configuration, else the first buggy
+    reference it matches, or ``unknown``; ``evidence`` (and ``{error}``) fill the messages."""
     c = catalogue
     outputs = [attempt(answer, config) for config in c.configurations]
     error = next((o for o in outputs if isinstance(o, Exception)), None)
