@@ -12,19 +12,16 @@ from dataclasses import dataclass
 
 from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
 
-#: The longest line a check prints: what a phone or the book's code column shows uncut.
-LINE_WIDTH = 79
-
 
 def wrapped(text):
-    """``text`` folded at :data:`LINE_WIDTH`, its breaks kept; a short parenthesised group
-    such as ``(b, num_tokens, d_out)`` is never split."""
+    """``text`` folded at 79 characters (what a phone or the book's code column shows uncut), its
+    breaks kept; a short parenthesised group such as ``(b, num_tokens, d_out)`` is never split."""
 
     def keep(group):
         return group.group(0).replace(" ", "\0")
 
     lines = (re.sub(r"\([^()\n]{0,40}\)", keep, line) for line in text.split("\n"))
-    return "\n".join(textwrap.fill(line, LINE_WIDTH) for line in lines).replace("\0", " ")
+    return "\n".join(textwrap.fill(line, 79) for line in lines).replace("\0", " ")
 
 
 @dataclass(frozen=True)
