@@ -1,6 +1,5 @@
-"""Self-checks for the book's exercises: one module per exercise, on one small core (core.py,
-facts.py, reference.py, catalogue.py; practice.py for class practices). AUTHORING.md says how to
-write one. Here: what the chapters import from ``mha.checks`` (re-exports, hence the noqa)."""
+"""Self-checks for the book's exercises, one module each on a small core (AUTHORING.md); here,
+what the chapters import from ``mha.checks`` (re-exports, hence the noqa)."""
 
 from .core import CheckResult, Exercise, Note  # noqa: F401
 from .two_dim import (  # noqa: F401

@@ -1,42 +1,28 @@
-"""An exercise's check as data: the configurations to try, the right reference and one buggy
-reference per known mistake (:class:`Buggy`), judged by :func:`run_catalogue`. AUTHORING.md shows
-how to write one.
-"""
+"""An exercise's check as data (AUTHORING.md): the configurations to try, the right reference
+and one buggy reference per known mistake (:class:`Buggy`), judged by :func:`run_catalogue`."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .core import CheckResult, describe_error, fill
-from .facts import attempt
+from .facts import Mistake, attempt
 from .reference import same
 
 
 @dataclass(frozen=True)
-class Buggy:
-    """A known mistake as a buggy reference: the wrong output it computes, and what to say."""
-
-    name: str
-    message: str
-    compute: Callable
+class Buggy(Mistake):
+    """A known mistake as a buggy reference, ``detect`` computing its wrong output: found (by
+    ``first_mistake``) where that equals ``evidence.output`` and ``evidence.right`` does not."""
 
     def found_in(self, evidence):
-        """In a :class:`.core.Mistake` catalogue: ``evidence.output`` equals this reference's
-        output computed from ``evidence``, and differs from ``evidence.right`` (where both
-        agree, the answer is right, never this mistake)."""
-        output = evidence.output
-        return not same(output, attempt(lambda e: e.right, evidence)) and same(
-            output, attempt(self.compute, evidence)
-        )
-
-    def tell(self, evidence):
-        return fill(self.message, evidence)
+        output, right = evidence.output, attempt(lambda: evidence.right)
+        return not same(output, right) and same(output, attempt(self.detect, evidence))
 
 
 @dataclass(frozen=True)
 class Catalogue:
-    """An exercise's check as data: ``right(config)`` and each mistake's ``compute(config)`` are
-    compared with ``answer(config)`` on every configuration; ``raised`` and ``unknown`` describe
-    an answer that raises or matches nothing."""
+    """``right(config)`` and each mistake's ``detect(config)``, compared with ``answer(config)``;
+    ``raised`` and ``unknown`` describe an answer that raises or matches nothing."""
 
     configurations: tuple
     right: Callable
@@ -47,22 +33,16 @@ class Catalogue:
 
 
 def run_catalogue(catalogue, answer, evidence=None):
-    """The verdict on ``answer``: passed if it computes the right output on every configuration,
-    otherwise the first buggy reference it matches, or ``catalogue.unknown``.
-
-    ``evidence`` fills the messages' ``{fact}`` fields; ``{error}`` is always available.
-    """
-    outputs = [attempt(answer, config) for config in catalogue.configurations]
+    """Passed if ``answer`` computes the right output on every configuration, else the first buggy
+    reference it matches, or ``unknown``; ``evidence`` (and ``{error}``) fill the messages."""
+    c = catalogue
+    outputs = [attempt(answer, config) for config in c.configurations]
     error = next((o for o in outputs if isinstance(o, Exception)), None)
-    error_text = describe_error(error) if error else "?"
 
     def matches(reference):  # a reference that raises matches nothing
-        configurations = zip(outputs, catalogue.configurations, strict=True)
-        return all(same(output, attempt(reference, config)) for output, config in configurations)
+        return all(same(o, attempt(reference, x)) for o, x in zip(outputs, c.configurations))
 
-    if error is not None:
-        return CheckResult(False, fill(catalogue.raised, evidence, error=error_text))
-    if matches(catalogue.right):
-        return CheckResult(True, fill(catalogue.praise, evidence, error=error_text))
-    found = (buggy.message for buggy in catalogue.mistakes if matches(buggy.compute))
-    return CheckResult(False, fill(next(found, catalogue.unknown), evidence, error=error_text))
+    passed = error is None and matches(c.right)
+    found = (buggy.message for buggy in c.mistakes if matches(buggy.detect))
+    told = c.raised if error else c.praise if passed else next(found, c.unknown)
+    return CheckResult(passed, fill(told, evidence, error=describe_error(error) if error else "?"))

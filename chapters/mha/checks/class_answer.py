@@ -1,7 +1,5 @@
-"""The book's classes, and answers that are classes written from a :class:`Skeleton`:
-:func:`book_calls` records the book's forwards that run while a check runs an answer (natural
-shortcuts, not tampering; :func:`.shortcuts.refusal` names an answer that is no class of the
-reader's own)."""
+"""Answers that are classes written from a :class:`Skeleton`, and the book's classes: which there
+are (:func:`book_modules`), and which forwards run while a check runs (:func:`book_calls`)."""
 
 import contextlib
 import functools
@@ -26,16 +24,18 @@ class Skeleton(torch.nn.Module):
         raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
+def loaded():
+    """The book's modules loaded now (its checks too), as (name, module) pairs."""
+    return [(n, m) for n, m in list(sys.modules.items()) if n.startswith(PACKAGE + ".") and m]
+
+
 def book_modules():
-    """The module classes with their own forward that the book's modules loaded now (not its
-    checks) define."""
+    """The module classes with their own forward that the book's modules (not its checks) define."""
     found = set()
-    for name, module in list(sys.modules.items()):
-        if not name.startswith(PACKAGE + ".") or name.startswith(CHECKER) or module is None:
-            continue
+    for name, module in loaded():
         for value in list(vars(module).values()):
-            is_module = isinstance(value, type) and issubclass(value, torch.nn.Module)
-            if is_module and value.__module__ == name and "forward" in vars(value):
+            ours = isinstance(value, type) and value.__module__ == name and "forward" in vars(value)
+            if ours and issubclass(value, torch.nn.Module) and not name.startswith(CHECKER):
                 found.add(value)
     return tuple(found)
 
@@ -66,7 +66,7 @@ def book_calls():
     for cls in book_modules():
         patched.append((cls, "forward", vars(cls)["forward"]))
         cls.forward = forward_recorder(cls, vars(cls)["forward"])
-    for module in [m for n, m in list(sys.modules.items()) if n.startswith(PACKAGE + ".") and m]:
+    for _, module in loaded():
         for name, value in list(vars(module).items()):
             if any(value is guard for guard in GUARDS):
                 patched.append((module, name, value))

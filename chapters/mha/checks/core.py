@@ -1,6 +1,5 @@
-"""The check core: a check takes the reader's answer and returns a :class:`CheckResult` (a
-short coloured box in Jupyter), never raises (:func:`never_raises`) and names the mistake it
-found (:mod:`.catalogue`; :mod:`.facts`, re-exported here). An :class:`Exercise` has
+"""The check core: a check returns a :class:`CheckResult`, never raises (:func:`never_raises`)
+and names the mistake it found (:mod:`.facts`, re-exported here); an :class:`Exercise` has
 ``check()``, ``hint()`` and ``solution()``, as Kaggle's learntools."""
 
 import functools
@@ -11,21 +10,18 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of, listed  # noqa: F401
-
-#: The longest line a check prints: what a phone or the book's code column shows uncut.
-LINE_WIDTH = 79
+from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
 
 
 def wrapped(text):
-    """``text`` folded at :data:`LINE_WIDTH`, its breaks kept; a short parenthesised group
-    such as ``(b, num_tokens, d_out)`` is never split."""
+    """``text`` folded at 79 characters (what a phone or the book's code column shows uncut), its
+    breaks kept; a short parenthesised group such as ``(b, num_tokens, d_out)`` is never split."""
 
     def keep(group):
         return group.group(0).replace(" ", "\0")
 
     lines = (re.sub(r"\([^()\n]{0,40}\)", keep, line) for line in text.split("\n"))
-    return "\n".join(textwrap.fill(line, LINE_WIDTH) for line in lines).replace("\0", " ")
+    return "\n".join(textwrap.fill(line, 79) for line in lines).replace("\0", " ")
 
 
 @dataclass(frozen=True)
@@ -77,8 +73,8 @@ def highlighted_python(code):
 
 @dataclass(frozen=True)
 class Note:
-    """A hint or a solution (``code=True``: highlighted, with a copy button in the book), as
-    plain text or as a small HTML box closed until the reader opens it."""
+    """A hint or a solution (``code=True``: highlighted, with a copy button), as plain text or as
+    an HTML box closed until the reader opens it."""
 
     title: str
     text: str
@@ -90,21 +86,15 @@ class Note:
 
     __repr__ = __str__
 
-    @property
-    def summary(self):
-        """What the closed box says: "Show hint 1 of 3", "Show the solution"."""
-        words = self.title[0].lower() + self.title[1:]
-        return f"Show {words}" if words[-1].isdigit() else f"Show the {words}"
-
     def _repr_html_(self):
         """The box, its content closed until the reader opens it (:func:`..reveal.collapsed`)."""
         from ..reveal import box_html, collapsed
 
-        if self.code:
-            box = box_html("solution", f"{self.title}.", highlighted_python(self.text))
-        else:
-            box = box_html("hint", f"{self.title}.", html.escape(self.text).replace("\n", "<br>"))
-        return collapsed(box, self.summary)
+        text = html.escape(self.text).replace("\n", "<br>")
+        kind, body = ("solution", highlighted_python(self.text)) if self.code else ("hint", text)
+        words = self.title[0].lower() + self.title[1:]  # "Show hint 1 of 3", "Show the solution"
+        summary = f"Show {words}" if words[-1].isdigit() else f"Show the {words}"
+        return collapsed(box_html(kind, f"{self.title}.", body), summary)
 
 
 @dataclass(frozen=True)
@@ -121,14 +111,9 @@ class Exercise:
 
     def hint(self, n=1):
         count = len(self.hints)
-        if isinstance(n, bool) or not isinstance(n, int):
-            return Note(
-                "Hint",
-                f"hint() takes the hint's number, a whole number without quotes: "
-                f"hint(1) for the first hint, up to hint({count}). It was given {n!r}.",
-            )
-        if not 1 <= n <= count:
-            return Note("Hint", f"There are {count} hints: ask for hint(1) to hint({count}).")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= count:
+            told = f"ask for hint(1) to hint({count}), a whole number without quotes"
+            return Note("Hint", f"There are {count} hints: {told} (it was given {n!r}).")
         return Note(f"Hint {n} of {count}", self.hints[n - 1])
 
     @property

@@ -1,6 +1,5 @@
-"""Mistakes and the facts their messages quote: :class:`Mistake`, :func:`fill` and the words
-for values and errors; :func:`attempt` turns an exception into a value, and :func:`evaluating`
-runs a module as every check does."""
+"""Mistakes and the words for values and errors (:class:`Mistake`, :func:`fill`); :func:`attempt`
+turns an exception into a value, and :func:`evaluating` runs a module as every check does."""
 
 import contextlib
 import inspect
@@ -23,21 +22,18 @@ class Mistake:
         return attempt(lambda: bool(self.detect(*evidence))) is True
 
     def tell(self, evidence):
-        """The message, its ``{fact}`` fields filled from ``evidence``: see :func:`fill`."""
+        """The message, its ``{fact}`` fields filled from ``evidence`` (:func:`fill`)."""
         return fill(self.message, evidence)
 
 
 def fill(message, evidence, **known):
     """``message``, each ``{fact}`` replaced by ``known[fact]`` or ``evidence.fact`` ("?" for one
-    it cannot state). Every checker words its messages this way, so the evidence object computes
-    a fact only when a message quotes it."""
+    it cannot state): the evidence computes a fact only when a message quotes it."""
 
     class Facts(dict):
         def __missing__(self, key):
-            try:
-                return getattr(evidence, key)
-            except Exception:
-                return "?"
+            fact = attempt(getattr, evidence, key)
+            return "?" if isinstance(fact, Exception) else fact
 
     return message.format_map(Facts(known))
 
@@ -53,20 +49,13 @@ def kind_of(value):
     return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
-def listed(names):
-    """``a``, ``a and b``, ``a, b and c``."""
-    names = list(names)
-    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
-
-
 def first_mistake(catalogue, *evidence):
     """The first mistake in ``catalogue`` recognised in ``evidence``, or ``None``."""
     return next((mistake for mistake in catalogue if mistake.found_in(*evidence)), None)
 
 
 def attempt(function, *args, **kwargs):
-    """``function(*args, **kwargs)``, or the exception it raised: a value to describe or compare
-    (:func:`.reference.same` matches no exception)."""
+    """``function(*args, **kwargs)``, or the exception it raised, as a value."""
     try:
         return function(*args, **kwargs)
     except Exception as error:

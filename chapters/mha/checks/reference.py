@@ -1,15 +1,12 @@
-"""What attention computes, the right way and each known wrong way, from the reader's own layers
-(so a module with any weights can be checked): a :class:`Recipe`'s defaults are right, a buggy
-reference changes one ingredient; the causal mask is built here, never read from the reader's
-``mask``. :func:`same` is the one tolerance of every check."""
+"""What attention computes from the reader's own layers, right (a :class:`Recipe`'s defaults) or
+with one ingredient changed (a buggy reference); :func:`same` is every check's one tolerance."""
 
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
-#: The three projections every attention module in the book has, in this order.
-PROJECTIONS = ("W_query", "W_key", "W_value")
+from ..attention import PROJECTIONS  # W_query, W_key, W_value
 
 
 @dataclass(frozen=True)
@@ -35,45 +32,29 @@ class Recipe:
 CORRECT = Recipe()
 
 
-def future_mask(num_tokens, device=None, diagonal=1):
-    """``True`` where a query may not look: keys after it (and itself, with ``diagonal=0``)."""
-    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device)
-    return ones.triu(diagonal)  # (num_tokens, num_tokens)
-
-
 def project(module, x, recipe=CORRECT):
     """The queries, keys and values ``recipe`` computes from ``module``'s projections."""
-    outputs = []
-    for name in recipe.projections:
-        layer = getattr(module, name)
-        bias = layer.bias if recipe.bias else None
-        outputs.append(F.linear(x, layer.weight, bias))  # (b, num_tokens, width)
-    return outputs
+    layers = [getattr(module, name) for name in recipe.projections]
+    biases = [layer.bias if recipe.bias else None for layer in layers]
+    return [F.linear(x, la.weight, bias) for la, bias in zip(layers, biases)]  # (b, T, width)
 
 
 def attend(queries, keys, values, recipe=CORRECT):
-    """Causal attention over the last two axes, ``(..., num_tokens, head_dim)``, per ``recipe``.
-    The "sqrt d_out" scale's ``d_out`` is the width of all heads (a head axis is axis 1); a
-    number as the recipe's scale divides the scores by it."""
+    """Causal attention over the last two axes, ``(..., num_tokens, head_dim)``, per ``recipe``
+    ("sqrt d_out": the width of all heads, a head axis being axis 1; a number divides by it)."""
     num_tokens, head_dim = queries.shape[-2:]
     heads = queries.shape[1] if queries.dim() == 4 else 1
-    scale = {
-        "sqrt head_dim": head_dim**0.5,
-        "sqrt d_out": (heads * head_dim) ** 0.5,
-        "head_dim": head_dim,
-        "none": 1.0,
-    }.get(recipe.scale, recipe.scale)
-    future = future_mask(num_tokens, queries.device)
-    if recipe.mask == "diagonal too":
-        future = future_mask(num_tokens, queries.device, diagonal=0)
-    if recipe.mask == "inverted":  # the past and the token itself hidden, the future visible
-        future = ~future
+    roots = {"sqrt head_dim": head_dim**0.5, "sqrt d_out": (heads * head_dim) ** 0.5}
+    scale = (roots | {"head_dim": head_dim, "none": 1.0}).get(recipe.scale, recipe.scale)
+    ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=queries.device)
+    future = ones.triu(0 if recipe.mask == "diagonal too" else 1)  # True where hidden
+    future = ~future if recipe.mask == "inverted" else future  # the past and itself hidden
     scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
-    fill = 0.0 if recipe.mask.startswith("0") else -torch.inf
-    if recipe.mask in ("diagonal too", "inverted") or recipe.mask.endswith("before softmax"):
+    fill, after = 0.0 if recipe.mask.startswith("0") else -torch.inf, "after" in recipe.mask
+    if recipe.mask != "none" and not after:
         scores = scores.masked_fill(future, fill)
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
-    if recipe.mask.endswith("after softmax"):
+    if after:
         weights = weights.masked_fill(future, fill)
     weights = weights if recipe.dropout is None else recipe.dropout(weights)
     return weights @ values  # (..., num_tokens, head_dim)
@@ -112,18 +93,14 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
         split_heads(t, num_heads, recipe.split) for t in project(module, x, recipe)
     )  # each (b, num_heads, num_tokens, head_dim)
     context = merge_heads(attend(queries, keys, values, recipe), recipe.merge)
-    out_proj = getattr(module, "out_proj", None)
-    if recipe.out_proj and out_proj is not None:
-        return out_proj(context)  # (b, num_tokens, d_out)
-    return context  # (b, num_tokens, d_out)
+    out_proj = getattr(module, "out_proj", None) if recipe.out_proj else None
+    return context if out_proj is None else out_proj(context)  # (b, num_tokens, d_out)
 
 
 def same(output, expected):
-    """Equal shapes and values up to float32 rounding, with nan where ``expected`` has nan; an
-    output that is nan everywhere matches nothing (it says only that something made nan).
-    The one tolerance of every check: relative 1e-4 and absolute 1e-5, compared in float64, so
-    a right answer computed in another order, or on another CPU code path, is never called
-    wrong, while every catalogued mistake differs by far more."""
+    """Equal shapes and values within relative 1e-4 and absolute 1e-5 in float64 (a right answer
+    computed in another order or on another CPU path passes, every catalogued mistake differs by
+    far more), nan where ``expected`` has nan; an output nan everywhere matches nothing."""
     return (
         isinstance(output, torch.Tensor)
         and isinstance(expected, torch.Tensor)

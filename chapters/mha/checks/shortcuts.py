@@ -30,13 +30,9 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **
     """:data:`KERNEL`, with :func:`dropped` on its attention weights."""
     if not dropout_p:
         return KERNEL(q, k, v, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
-    scores = q @ k.mT * (scale or q.shape[-1] ** -0.5)  # (..., num_tokens, num_tokens)
-    keep = ~torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1) if is_causal else attn_mask
-    if keep is not None and keep.is_floating_point():  # a float mask is added
-        scores = scores + keep
-    elif keep is not None:  # a boolean mask keeps where it is True
-        scores = scores.masked_fill(~keep, -torch.inf)
-    return dropped(torch.softmax(scores, -1), dropout_p) @ v  # (..., num_tokens, head_dim)
+    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], -1)  # values: the weights
+    weights = KERNEL(q, k, eye, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
+    return dropped(weights, dropout_p) @ v  # (..., num_tokens, head_dim)
 
 
 def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, torch.dropout
@@ -91,33 +87,34 @@ def _code(forward):
 
 
 def refusal(cls, start, own, inherited):
-    """What to say when ``cls`` is no class of the reader's own, or None: not a module class, one
-    of the book's, not built on ``start`` (when ``own``), the starting code (``inherited``: ""
-    accepts it, None runs it), or a book forward taken, missing or pasted. ``own`` None: any
-    module class but the book's is run as it is, even without a forward or with the book's
-    pasted; False: none built on another book class."""
+    """What to say when ``cls`` is no class of the reader's own, or None. ``own`` True: it must
+    be built on ``start``; None: any module class but the book's is run as it is; False: none
+    built on another book class. ``inherited`` is said of the starting code ("" accepts it)."""
     book, name, strict = book_modules(), name_of(cls), own is not None
     if not isinstance(cls, type):
         kind = f"the function {name}" if callable(cls) else kind_of(cls)
-        kind = f"an instance of {type(cls).__name__}, not the class" if isinstance(
-            cls, torch.nn.Module) else kind  # fmt: skip
+        if isinstance(cls, torch.nn.Module):
+            kind = f"an instance of {type(cls).__name__}, not the class"
         return f"The check expects a class, but got {kind}: pass your class itself, by its name."
+    if not issubclass(cls, torch.nn.Module):
+        return f"{name} is a class, but not an nn.Module: subclass {start.__name__}."
+    if cls in book or strict and issubclass(cls, book) and not issubclass(cls, start):
+        return (
+            f"{name} is one of the book's own modules: the book's own class, or built on one. "
+            f"Subclass {start.__name__} and write the forward yourself."
+        )
+    if own and not issubclass(cls, start):
+        return f"{name} does not start from {start.__name__}, so the check cannot know its layers."
+    if inherited is not None and cls.forward is start.forward:
+        return inherited.format(name=name)
     forwards = {b.forward: b.__name__ for b in book}
-    taken = forwards.get(cls.forward) if issubclass(cls, torch.nn.Module) else None
-    mine = _code(getattr(cls, "forward", None))
-    pasted = [b for f, b in forwards.items() if strict and mine and _code(f) == mine]
-    return (
-        f"{name} is a class, but not an nn.Module: subclass {start.__name__}."
-        if not issubclass(cls, torch.nn.Module) else
-        f"{name} is one of the book's own modules: the book's own class, or built on one. "
-        f"Subclass {start.__name__} and write the forward yourself."
-        if cls in book or strict and issubclass(cls, book) and not issubclass(cls, start) else
-        f"{name} does not start from {start.__name__}, so the check cannot know its layers."
-        if own and not issubclass(cls, start) else inherited.format(name=name)
-        if inherited is not None and cls.forward is start.forward else
-        f"{name}.forward is {taken}.forward, the book's own: what runs is the book's {taken}"
-        ".forward, not yours. Write your own." if taken else
-        f"{name} has no forward method at all: write def forward(self, x): inside it."
-        if strict and cls.forward is torch.nn.Module.forward else
-        f"{name}.forward is the book's {pasted[0]}.forward, line for line." if pasted else None
-    )  # fmt: skip
+    if taken := forwards.get(cls.forward):
+        return (
+            f"{name}.forward is {taken}.forward, the book's own: what runs is the book's "
+            f"{taken}.forward, not yours. Write your own."
+        )
+    if strict and cls.forward is torch.nn.Module.forward:
+        return f"{name} has no forward method at all: write def forward(self, x): inside it."
+    mine = strict and _code(cls.forward)
+    pasted = [b for f, b in forwards.items() if mine and _code(f) == mine]
+    return f"{name}.forward is the book's {pasted[0]}.forward, line for line." if pasted else None

@@ -1,8 +1,6 @@
-"""Chapter 7's catalogue: :func:`online`, right or with one mistake made, and :data:`TABLE`, the
-mistakes most specific first, as ``- names: message``. A name that is an identifier is a fact of
-the run (:class:`.tiled_recorder.Run`); any other, a buggy reference, is compared with the output
-in eval and training mode (a training output that matches none is accepted: a right answer that
-blocks the keys otherwise drops other entries)."""
+"""Chapter 7's catalogue: :data:`TABLE`, most specific first, ``- names: message``, each name a
+fact of the run (:class:`.tiled_recorder.Run`) or a buggy reference (:func:`online`'s mistake).
+A training output that matches none is accepted: a right loop may drop other entries."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -28,26 +26,15 @@ def online(m, x, mistake="", training=False):
     scale = {"scaled by sqrt d_out": m.d_out**0.5, "divided by head_dim": hd, "not scaled": 1}
     for q_start in range(0, x.shape[1], size):
         q = queries[:, :, q_start : q_start + size]  # (b, H, rows, hd)
-        q_end, parts = q_start + q.shape[2], []
+        q_end = q_start + q.shape[2]
         row_max = q.new_full((*q.shape[:3], 1), -torch.inf)  # (b, H, rows, 1)
         row_sum, out = torch.zeros_like(row_max), torch.zeros_like(q)
-        for k_start in range(0, q_end - (mistake == "range to q_end - 1"), size):
-            k_end = min(k_start + size - (mistake == "key block ends early"), q_end)
+        for k_start in range(0, q_end, size):
+            k_end = min(k_start + size, q_end)
             k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]  # (b, H, cols, hd)
             s = drop(q @ k.mT / scale.get(mistake, hd**0.5), "scores")  # (b, H, rows, cols)
-            i, j = torch.arange(q_start, q_end)[:, None], torch.arange(k_start, k_end)
-            hidden = {
-                "no mask": j < 0,
-                "diagonal masked too": j >= i,
-                "inverted mask": j <= i,
-                "whole diagonal masked": (j >= 0) & (k_end > q_start + 1),
-                "mask at the origin": j - k_start > i - q_start,
-                "mask without column offset": j - k_start > i,
-            }.get(mistake, j > i)
+            hidden = torch.arange(k_start, k_end) > torch.arange(q_start, q_end)[:, None]
             s = drop(s.masked_fill(hidden, -torch.inf), "masked scores")
-            if mistake.startswith("blocks"):  # each block normalised on its own
-                parts.append(drop(torch.softmax(s, -1), "weights") @ v)
-                continue
             own = s.amax(-1, keepdim=True)
             new_max = own if mistake == "own block maximum" else torch.maximum(row_max, own)
             w, first = torch.exp(s - new_max), row_max == -torch.inf
@@ -63,12 +50,8 @@ def online(m, x, mistake="", training=False):
             out = drop(out, "running output")
             out = out * (1 if mistake in ("output not rescaled", "nothing rescaled") else f)
             out = out + kept @ drop(v, "values")
-            out = out / row_sum if mistake == "divided inside the loop" else out
             row_max = new_max
-        end = out if mistake in ("never divided", "divided inside the loop") else out / row_sum
-        mean = sum(parts) / max(len(parts), 1)
-        block = {"blocks averaged": mean, "blocks added": sum(parts)}.get(mistake, end)
-        contexts.append(drop(block, "context"))
+        contexts.append(drop(out / row_sum, "context"))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
 
 
@@ -84,26 +67,21 @@ TABLE = """
 - wide: Your code holds scores for {widest} keys (or queries) at once, but a block has
   block_size={bs}: take keys block by block, carrying a running max, sum and out.
 - dropout in eval: Your dropout is on in evaluation mode, where self.dropout is off: use it.
-- nothing rescaled | sum not rescaled | output not rescaled | own block maximum: Keep one running
-  maximum: rescale the running sum and output by exp(row_max - new_max), then update row_max.
 - overflows: Your output is right on small scores, but on scores in the hundreds it holds nan
   or inf: exp overflows above 88.7. Subtract the running maximum before exp.
-- all_nan | factor upside down | ratio of the maxima: Your rescaling factor is upside down, or a
-  ratio of the maxima, or nan at the first block, where row_max is -inf (every output nan). As
-  exp(s - new) = exp(s - old) × exp(old - new), it is exp(old max - new max): 0, then at most 1.
+- nothing rescaled | sum not rescaled | output not rescaled | own block maximum | all_nan | factor
+  upside down | ratio of the maxima: Keep one running maximum: rescale the running sum and output
+  by exp(row_max - new_max), then update row_max. Yours is missing, upside down, a ratio of the
+  maxima, or nan at the first block, where row_max is -inf (every output nan): it is 0, then <= 1.
 - scaled by sqrt d_out | divided by head_dim | not scaled: Your scores are divided by √d_out,
   or by head_dim, not by its square root, or not divided by √head_dim at all: self.head_dim**0.5.
-- never divided | divided inside the loop: Your output is never divided by the running sum, or
-  divided by the running sum inside the loop: divide once, after the last key block.
-- blocks averaged | blocks added: Your key blocks are normalised each on its own, then averaged
-  (1/n each) or added: carry one running maximum and sum instead.
-- whole diagonal masked | diagonal masked too | inverted mask: Your mask hides each query's own
-  key: masked_fill hides where it is True, and only self.mask is True where a key is later.
-- no mask | mask at the origin | mask without column offset: Mask the diagonal block with
-  self.mask[q_start:q_end, k_start:k_end], not sliced at the origin or without the column offset.
-- range to q_end - 1 | key block ends early: Your loop misses keys a query sees: blocks start
-  in range(0, q_end, self.block_size), end at k_end = min(k_start + self.block_size, q_end).
-- wrong: Your output is not MultiHeadAttention's, and none of the usual mistakes explains it.
+- wrong: Your output is not MultiHeadAttention's. Key blocks start in range(0, q_end,
+  self.block_size), end at min(k_start + self.block_size, q_end). Mask the diagonal block with
+  self.mask[q_start:q_end, k_start:k_end]: not sliced at the origin or without the column
+  offset, nor so that it hides each query's own key (masked_fill hides where it is True). Divide
+  by the running sum once, after the last key block: an output never divided by the running
+  sum, or divided by it inside the loop, or key blocks normalised each on its own, then averaged
+  (1/n each) or added, is wrong. If all that holds, none of the usual mistakes explains it.
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
 - drop none | drop twice | drop values | drop context | drop running output | drop scores | drop

@@ -18,9 +18,8 @@ WHEN = ("when built", "when called in eval mode", "when called in training mode"
 
 
 class Run(Watch):
-    """The reader's class built on configuration ``c`` (a :data:`.tiled.Config`), called on a seeded
-    input in eval, then training mode, under a :class:`.shortcuts.Watch` that notes the sizes of
-    the products over ``head_dim`` (``scores``) and the widest tensor of scores (``widest``)."""
+    """The reader's class built on config ``c``, called on a seeded input in eval, then training
+    mode, noting the products over ``head_dim`` (``scores``) and the widest scores (``widest``)."""
 
     def __init__(self, cls, c):
         super().__init__()
