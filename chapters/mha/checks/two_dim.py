@@ -1,6 +1,7 @@
-"""Chapter 2's two exercises: two heads with two-dimensional context vectors, then four heads
-twelve values wide. The reader changes only the arguments of the starting call
-``MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=2)``."""
+"""Chapter 2's first exercise: two heads, two-dimensional context vectors. The reader changes
+the arguments of ``MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0,
+num_heads=2)`` and keeps the class; the catalogue is chapter 2's shared one (:mod:`.arguments`).
+"""
 
 from .arguments import Target, check, solution
 from .core import Exercise, never_raises
@@ -32,34 +33,4 @@ two_dim_output = Exercise(
         "(d_in, context_length) or regularise (dropout): keep them as they were.",
     ),
     solution_code=solution("my_wrapper", 1, 2, "check_two_dim_output"),
-)
-
-
-TWELVE_WIDE = Target("check_twelve_wide_output", "twelve_wide_output", heads=4, width=12)
-
-
-@never_raises
-def check_twelve_wide_output(wrapper):
-    """Four heads whose context vectors are twelve values wide."""
-    return check(
-        wrapper,
-        TWELVE_WIDE,
-        "Four heads, each with W_query, W_key and W_value 3 values wide: the context vectors "
-        "are 12-dimensional (num_heads × d_out = 4 × 3). Each head reads the same x and "
-        "computes causal attention from its own weights, and the output holds the heads' "
-        "values side by side, in head order.",
-    )
-
-
-twelve_wide_output = Exercise(
-    check_twelve_wide_output,
-    hints=(
-        "Two arguments set the output's width. Which one counts the heads, and which one is "
-        "the width of each head?",
-        "Twelve values shared by four heads: how many values does each head contribute? "
-        "Chapter 1 shared twelve values among three heads; one more head changes each "
-        "head's share.",
-        "num_heads=4, and d_out is the width of each head, not of the whole output.",
-    ),
-    solution_code=solution("my_wrapper12", 3, 4, "check_twelve_wide_output"),
 )
