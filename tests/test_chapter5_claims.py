@@ -31,9 +31,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils.benchmark import Timer
 
 from mha import MultiHeadAttention
-from mha.bench import QUICK, held_in_memory, timed_modules
+from mha.bench import QUICK, BlockTimer, held_in_memory, timed_modules
 from mha.bench.faults import LARGE_BLOCK_MIB
 from mha.counting import QuietDispatchMode, operator_counts
 
@@ -416,3 +417,40 @@ def test_the_size_check_can_fail():
     assert not sizes_hold((8, 12, 128, 32, 48, 32))  # another head count
     assert not sizes_hold((9, 12, 144, 48, 48, 32))  # another tensor size
     assert experiment_sizes_named("with 12 heads, d_out 192") is None
+
+
+# --- the timer: the block's growth the prose names ------------------------------------------
+
+
+def growth_of(timer_class):
+    """The factor by which ``timer_class`` grows its block, read off the run counts it tries for
+    a statement of 0.5 ms (the timer's own overhead a microsecond)."""
+    tried = []
+
+    class Scripted(timer_class):
+        def _timeit(self, number):
+            tried.append(number)
+            return 1e-6 + number * 5e-4
+
+    Scripted("pass")._estimate_block_size(0.01)
+    counts = [n for n in tried if n]
+    return {later // earlier for earlier, later in zip(counts, counts[1:])}
+
+
+def steps_named(text):
+    """The growth the prose gives the timer's block: "in steps of 2 instead of 10"."""
+    found = re.search(r"grows the block in steps of (\d+) instead of (\d+)", text)
+    return tuple(int(n) for n in found.groups()) if found else None
+
+
+def test_the_prose_names_the_steps_the_timers_grow_their_blocks_by():
+    named = steps_named(prose())
+    print(f"the prose: {named}; BlockTimer: {growth_of(BlockTimer)}, Timer: {growth_of(Timer)}")
+    assert named is not None
+    assert {named[0]} == growth_of(BlockTimer) and {named[1]} == growth_of(Timer)
+
+
+def test_the_steps_check_can_fail():
+    assert growth_of(BlockTimer) != growth_of(Timer)  # the two timers differ
+    assert steps_named("grows the block in steps of 4 instead of 10") != (2, 10)
+    assert steps_named("grows the block in larger steps") is None
