@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from torch.utils.benchmark import Measurement
+from torch.utils.benchmark import Measurement, Timer
 from torch.utils.flop_counter import FlopCounterMode
 
 from mha.bench import (
@@ -24,6 +24,7 @@ from mha.bench import (
     QUICK,
     TARGETS,
     TIMED,
+    BlockTimer,
     FastPathOff,
     Row,
     Sweep,
@@ -301,6 +302,28 @@ def test_a_fast_measurement_gets_its_missing_blocks_at_the_same_size_without_a_n
     assert timer.asked == [0.001] and timer.timed == [10, 10]  # no second blocked_autorange
     assert measurement.number_per_run == 10 and measurement.raw_times == [0.01, 0.02, 0.02]
     assert not capped
+
+
+def scripted_block_size(timer_class, per_call, min_run_time=0.01, overhead=1e-6):
+    """The runs per block ``timer_class`` picks for a statement of ``per_call`` seconds, and
+    the run counts it tried; the timer's own overhead is ``overhead`` seconds a block."""
+    tried = []
+
+    class Scripted(timer_class):
+        def _timeit(self, number):
+            tried.append(number)
+            return overhead + number * per_call
+
+    return Scripted("pass")._estimate_block_size(min_run_time), [n for n in tried if n]
+
+
+def test_the_block_size_grows_in_steps_of_2_by_pytorchs_rule():
+    # 0.5 ms a call: overhead under 1e-4 of a block from 20 runs (10 ms): 32 runs, 16 ms.
+    assert scripted_block_size(BlockTimer, 5e-4) == (32, [1, 2, 4, 8, 16, 32])
+    assert scripted_block_size(Timer, 5e-4) == (100, [1, 10, 100])  # PyTorch's: 50 ms blocks
+    assert scripted_block_size(BlockTimer, 0.02) == (1, [1])  # a call outlasts min_run_time
+    assert scripted_block_size(BlockTimer, 2e-3) == (8, [1, 2, 4, 8])  # 16 ms
+    assert scripted_block_size(BlockTimer, 0.0, overhead=1e-9)[0] < 2**31  # the int cap
 
 
 def test_the_retry_is_capped_and_the_cap_is_reported():

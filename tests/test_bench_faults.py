@@ -130,6 +130,36 @@ def test_the_table_fits_a_phone():
     assert max(len(line) for line in text.splitlines()) <= 44
 
 
+def test_a_yardstick_timed_only_under_the_settings_gets_one_line_and_the_verdict_reads_it():
+    found = results(30.0, 8.0)
+    del found.probes[SETTINGS[0]]["wrapper", 512]  # kept_only=("wrapper",)
+    lines = [line.split() for line in allocator_table(found).splitlines()]
+    assert [line[:3] for line in lines if line[:1] in (["wrapper"], ["split"])] == [
+        ["wrapper", "512", "kept"],
+        ["split", "512", "default"],
+        ["split", "512", "kept"],
+    ]
+    assert "faster than the wrapper in the same process (8.0 against 10.0 ms)" in flat(
+        allocator_verdict(found)
+    )
+
+
+def test_kept_only_modules_are_left_out_of_the_default_copy_alone(monkeypatch):
+    timed = {}
+    monkeypatch.setattr(faults, "keep_freed_memory", lambda: True)  # this process stays default
+    monkeypatch.setattr(faults, "large_block", lambda warmup: 0.0)
+    monkeypatch.setattr(
+        faults, "probe", lambda names, *args: timed.setdefault(len(timed), names) and []
+    )
+    threads = torch.get_num_threads()
+    try:
+        for setting in SETTINGS:
+            faults.measured_under(setting, ("wrapper", "split"), (4,), 2, 4, 1, ("wrapper",))
+    finally:
+        torch.set_num_threads(threads)
+    assert timed == {0: ("split",), 1: ("wrapper", "split")}  # SETTINGS: default, then kept
+
+
 def scripted_faults(monkeypatch, counts):
     """Make ``faults.resource_use`` report ``counts`` (one per call) as page faults."""
     calls = iter(counts)

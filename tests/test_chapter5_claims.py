@@ -31,9 +31,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils.benchmark import Timer
 
 from mha import MultiHeadAttention
-from mha.bench import QUICK, held_in_memory, timed_modules
+from mha.bench import QUICK, BlockTimer, held_in_memory, timed_modules
 from mha.bench.faults import LARGE_BLOCK_MIB
 from mha.counting import QuietDispatchMode, operator_counts
 
@@ -48,20 +49,23 @@ WHERE = ("warm process", "fresh process", "fresh, portable code path")
 
 def fast_path_inside(num_tokens):
     """The operators inside ``_native_multi_head_attention``, in order, with their first input's
-    shape and the bytes each allocated (torch.profiler's memory view)."""
+    shape and the bytes each allocated (the profiler's memory view).
+
+    PyTorch's profiler without Kineto (``use_kineto=False``): the same events, shapes and bytes
+    as ``torch.profiler.profile``, without Kineto's start-up, about 5 s of CPU in every process.
+    """
     module = timed_modules(("torch_mha",), D_OUT, num_tokens, HEADS)["torch_mha"]
     x = torch.randn(1, num_tokens, D_OUT)
-    activities = [torch.profiler.ProfilerActivity.CPU]
     with (
         torch.no_grad(),
-        torch.profiler.profile(
-            activities=activities, profile_memory=True, record_shapes=True
+        torch.autograd.profiler.profile(
+            use_kineto=False, profile_memory=True, record_shapes=True
         ) as prof,
     ):
         module(x)
     inside = [
         e
-        for e in prof.events()
+        for e in prof.function_events
         if e.cpu_parent is not None and e.cpu_parent.name == "aten::_native_multi_head_attention"
     ]
     inside.sort(key=lambda e: e.time_range.start)
@@ -249,12 +253,15 @@ def test_each_claim_can_fail():
 #: The chapter's experiment: the split at 1024 tokens with 9 heads of 16 (d_out 144).
 EXPERIMENT_TOKENS, EXPERIMENT_HEADS, EXPERIMENT_D_OUT = QUICK.allocator_configuration()
 #: The chapter's experiment, the split alone, as ``allocator_experiment`` runs it (two copies of
-#: a fresh process, with their warm-up); prints the copy under the settings' findings.
+#: a fresh process, with their warm-up, the chapter's 3 timed calls); prints the copy under the
+#: settings' findings. The split is timed in that copy only (``kept_only``): the default copy's
+#: timings are no claim, and it still checks the large block, as in the chapter.
 KEPT_PROBE = f"""
 import json
 from mha.bench.faults import SETTINGS, allocator_experiment
 found = allocator_experiment(names=("split",), tokens=({EXPERIMENT_TOKENS},),
-                             num_heads={EXPERIMENT_HEADS}, d_out={EXPERIMENT_D_OUT}, repeats=5)
+                             num_heads={EXPERIMENT_HEADS}, d_out={EXPERIMENT_D_OUT}, repeats=3,
+                             kept_only=("split",))
 kept = SETTINGS[1]
 split = found.probes[kept]["split", {EXPERIMENT_TOKENS}]
 print(json.dumps([found.large_block[kept], split.minor_faults]))
@@ -410,3 +417,40 @@ def test_the_size_check_can_fail():
     assert not sizes_hold((8, 12, 128, 32, 48, 32))  # another head count
     assert not sizes_hold((9, 12, 144, 48, 48, 32))  # another tensor size
     assert experiment_sizes_named("with 12 heads, d_out 192") is None
+
+
+# --- the timer: the block's growth the prose names ------------------------------------------
+
+
+def growth_of(timer_class):
+    """The factor by which ``timer_class`` grows its block, read off the run counts it tries for
+    a statement of 0.5 ms (the timer's own overhead a microsecond)."""
+    tried = []
+
+    class Scripted(timer_class):
+        def _timeit(self, number):
+            tried.append(number)
+            return 1e-6 + number * 5e-4
+
+    Scripted("pass")._estimate_block_size(0.01)
+    counts = [n for n in tried if n]
+    return {later // earlier for earlier, later in zip(counts, counts[1:])}
+
+
+def steps_named(text):
+    """The growth the prose gives the timer's block: "in steps of 2 instead of 10"."""
+    found = re.search(r"grows the block in steps of (\d+) instead of (\d+)", text)
+    return tuple(int(n) for n in found.groups()) if found else None
+
+
+def test_the_prose_names_the_steps_the_timers_grow_their_blocks_by():
+    named = steps_named(prose())
+    print(f"the prose: {named}; BlockTimer: {growth_of(BlockTimer)}, Timer: {growth_of(Timer)}")
+    assert named is not None
+    assert {named[0]} == growth_of(BlockTimer) and {named[1]} == growth_of(Timer)
+
+
+def test_the_steps_check_can_fail():
+    assert growth_of(BlockTimer) != growth_of(Timer)  # the two timers differ
+    assert steps_named("grows the block in steps of 4 instead of 10") != (2, 10)
+    assert steps_named("grows the block in larger steps") is None

@@ -5,7 +5,8 @@ Imports run one way, from the bottom of this list to the top:
 - ``report``: the results as text, for the chapter, the terminal and BENCHMARKS.md;
 - ``faults``: the allocator experiment (do page faults cost a module its speed?);
 - ``comparison``: noise-aware verdicts between timings, and the book's performance targets;
-- ``timing``: the modules, the timer, the sweeps and their ``Row``s;
+- ``timing``: the modules, the sweeps, the rounds of measurements and their ``Row``s;
+- ``timer``: PyTorch's ``Timer`` with a finer first block, and ``measure`` (missing blocks);
 - ``usage``: CPU time and page faults per call, from ``resource.getrusage``;
 - ``memory``: the tensors a forward makes and how many are alive at once (deterministic).
 
@@ -56,6 +57,7 @@ from .report import (
     timing_tables,
     usage_table,
 )
+from .timer import BlockTimer, measure
 from .timing import (
     BENCHED,
     COLUMNS,
@@ -71,7 +73,6 @@ from .timing import (
     Timing,
     flop_breakdown,
     forward_flops,
-    measure,
     pass_flops,
     prepare,
     run_sweep,
@@ -113,6 +114,7 @@ __all__ = [
     "flop_breakdown",
     "forward_flops",
     "markdown",
+    "BlockTimer",
     "measure",
     "method_note",
     "overhead_crossover",

@@ -214,10 +214,13 @@ def keep_freed_memory():
     return all(mallopt(MALLOPT_OPTIONS[k], v) == 1 for k, v in KEEP_FREED_MEMORY.items())
 
 
-def measured_under(setting, names, tokens, num_heads, d_out, repeats):
+def measured_under(setting, names, tokens, num_heads, d_out, repeats, kept_only=()):
     """What one copy of the experiment measures under ``setting`` (one of ``SETTINGS``), on one
-    thread, as JSON-ready data: ``large_block``'s faults and a ``probe`` of every module."""
+    thread, as JSON-ready data: ``large_block``'s faults and a ``probe`` of every module (in the
+    default copy, of every module not in ``kept_only``)."""
     torch.set_num_threads(1)
+    if setting == SETTINGS[0]:
+        names = tuple(n for n in names if n not in kept_only)
     if setting != SETTINGS[0]:
         keep_freed_memory()
     large = large_block(warmup=0 if setting == SETTINGS[0] else LARGE_BLOCK_WARMUP)
@@ -250,9 +253,18 @@ def _forked(function, *args):
 
 
 def allocator_experiment(
-    names=("wrapper", "split"), tokens=(512, 1024), num_heads=12, d_out=192, repeats=5
+    names=("wrapper", "split"),
+    tokens=(512, 1024),
+    num_heads=12,
+    d_out=192,
+    repeats=5,
+    kept_only=(),
 ):
     """An ``Experiment`` from two copies of this process (``os.fork``), one per setting.
+
+    The modules in ``kept_only`` are timed in the copy with the settings only: a yardstick that
+    ``allocator_verdict`` reads there alone (``kept_only=("wrapper",)``) costs the default copy,
+    the slower one that the caller waits for, nothing.
 
     Both copies run ``measured_under`` with the same arguments, at the same time: on a machine with
     two free cores neither slows the other much, and a burst of load from elsewhere slows both.
@@ -262,7 +274,7 @@ def allocator_experiment(
     """
     if sys.platform != "linux" or resource is None:
         return Experiment({s: {} for s in SETTINGS}, {s: math.nan for s in SETTINGS})
-    args = (names, tokens, num_heads, d_out, repeats)
+    args = (names, tokens, num_heads, d_out, repeats, kept_only)
     running = {setting: _forked(measured_under, setting, *args) for setting in SETTINGS}
     probes, large = {}, {}
     for setting, (pid, read) in running.items():
@@ -278,12 +290,15 @@ def allocator_experiment(
 
 def allocator_table(experiment):
     """Text tables of at most 44 characters a line: the large block's faults per allocation,
-    then per module and length the median wall ms, system ms and page faults per timed call."""
+    then per module and length the median wall ms, system ms and page faults per timed call,
+    one line per copy that timed it."""
     lines = [f"{LARGE_BLOCK_MIB} MiB block, page faults per allocation:"]
     lines += [f"{SHORT[s]:<9}{experiment.large_block[s]:>10,.0f}" for s in SETTINGS]
     lines += ["", f"{'module':<7}{'tokens':>7}{'malloc':>8}{'ms':>7}{'sys':>6}{'faults':>8}"]
-    for key in experiment.probes[SETTINGS[0]]:
-        for setting in SETTINGS:
+    # Every module either copy timed, in the kept copy's order: it times them all.
+    kept, default = (experiment.probes[s] for s in reversed(SETTINGS))
+    for key in dict.fromkeys([*kept, *default]):
+        for setting in (s for s in SETTINGS if key in experiment.probes[s]):
             p = experiment.probes[setting][key]
             lines.append(
                 f"{p.name:<7}{p.num_tokens:>7}{SHORT[setting]:>8}{p.median_ms:>7.1f}"

@@ -4,8 +4,9 @@ Chapter 5 imports these functions and ``python -m mha.bench`` (``__main__``) run
 chapter and the command measure the same way:
 
 - times come from ``torch.utils.benchmark.Timer.blocked_autorange`` (warm-up, blocks of runs,
-  CUDA synchronisation), given time for at least a few blocks, with a cap on the time one
-  measurement may take (``measure``), and taken in rounds that interleave implementations and
+  CUDA synchronisation; the block size found in steps of 2, ``timer.BlockTimer``), given time
+  for at least a few blocks, with a cap on the time one measurement may take
+  (``timer.measure``), and taken in rounds that interleave implementations and
   configurations; each reported time is the median of a module's quietest round, with that
   round's quartiles as its spread (``time_in_rounds``);
 - every implementation of one configuration gets the same weights (``variants.equivalent_modules``)
@@ -31,13 +32,13 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.benchmark import Measurement, Timer
 from tqdm import tqdm
 
 from ..counting import operator_counts
 from ..tiled import TiledAttention
 from ..variants import IMPLEMENTATIONS, equivalent_modules
-from .usage import Usage, backward_from, now, resource_use, usage_since
+from .timer import BlockTimer, measure
+from .usage import Usage, backward_from, resource_use
 
 #: The resource use of a configuration ``run_sweep`` does not measure it at.
 NOT_MEASURED = Usage(math.nan, math.nan, math.nan, math.nan)
@@ -296,42 +297,7 @@ def _timer(stmt, label, **values):
     ``Timer`` runs its statement with one thread unless told otherwise, which would time a
     different machine from the one the chapter (and the command line's ``--threads``) sets up.
     """
-    return Timer(stmt, globals=values, label=label, num_threads=torch.get_num_threads())
-
-
-def measure(timer, *, min_run_time, min_blocks, max_run_time, retry=True):
-    """``timer.blocked_autorange``, with one capped retry; returns ``(measurement, capped)``.
-
-    ``blocked_autorange`` stops as soon as ``min_run_time`` has passed, so a statement slower
-    than that is timed once, and the median of one sample is no median. When a call timed fewer
-    than ``min_blocks`` blocks, the missing blocks are timed one at a time, each as many runs as
-    the blocks already timed (``Timer._timeit``, which neither warms up nor estimates the block
-    size again: ``blocked_autorange`` would first spend about a block on a new estimate), and
-    never for more than ``max_run_time`` seconds (as long as the slowest block seen, each): under
-    load that bounds the time a measurement takes. The CPU time and page faults of those blocks'
-    calls come back in the measurement's ``metadata["usage"]`` (``usage.Usage``, per call), so a
-    slow statement's resource use needs no calls of its own (``run_sweep``). ``capped`` says
-    that the cap cut the retry short, or that ``retry`` was False and there were too few blocks.
-    """
-    measurement = timer.blocked_autorange(min_run_time=min_run_time)
-    blocks = len(measurement.raw_times)
-    if blocks >= min_blocks:
-        return measurement, False
-    if not retry:
-        return measurement, True
-    number = measurement.number_per_run
-    slowest = max(measurement.raw_times)  # seconds per block of `number` runs
-    needed = (min_blocks - blocks) * slowest
-    allowed = min_blocks - blocks if needed <= max_run_time else int(max_run_time // slowest)
-    raw_times = list(measurement.raw_times)
-    start = now()
-    for _ in range(max(allowed, 1)):
-        # Timer._timeit, not Timer.timeit: that one first warms up with more calls.
-        raw_times.append(timer._timeit(number))
-    usage = usage_since(start, max(allowed, 1) * number)
-    metadata = {**(measurement.metadata or {}), "usage": usage}
-    more = Measurement(number, raw_times, measurement.task_spec, metadata)
-    return more, len(raw_times) < min_blocks
+    return BlockTimer(stmt, globals=values, label=label, num_threads=torch.get_num_threads())
 
 
 def prepare(names, batch, num_tokens, d_out, num_heads, device="cpu"):
