@@ -39,6 +39,50 @@ def test_targets_are_the_tokens_each_offset_back():
             assert torch.equal(targets[:, t, i], tokens[:, t - k])
 
 
+def scored_rows(task, logits, tokens):
+    """The chapter's answers as rows: ``(answers, vocab)`` scores and ``(answers,)`` targets."""
+    start = task.first_scored
+    rows = logits[:, start:].reshape(-1, task.vocab_size)  # (answers, vocab)
+    return rows, task.targets(tokens)[:, start:].reshape(-1)  # (answers,)
+
+
+def random_logits(task, count=16):
+    torch.manual_seed(0)
+    shape = (count, task.num_tokens, len(task.offsets), task.vocab_size)
+    return torch.randn(shape, requires_grad=True)  # (b, T, num_offsets, vocab)
+
+
+def test_the_loss_is_the_cross_entropy_of_the_scored_answers_as_rows():
+    """Laid out as one batch for speed, the loss and its gradient are still PyTorch's
+    cross-entropy over the scored answers, one row of vocab_size scores each, to float32
+    rounding (relative 1e-6 for the loss, 1e-5 for the gradient); positions before
+    first_scored get no gradient."""
+    task = LookbackTask()
+    tokens = task.sequences(16, seed=3)  # (16, num_tokens)
+    logits = random_logits(task)
+    expected = nn.functional.cross_entropy(*scored_rows(task, logits, tokens))
+    loss = task.loss(logits, tokens)
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
+    (grad,) = torch.autograd.grad(loss, logits)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-8)
+    assert torch.all(grad[:, : task.first_scored] == 0)
+
+
+def test_the_loss_comparison_would_see_scores_moved_to_the_wrong_axis():
+    """A reshape where the loss permutes keeps every shape but mixes the scores of different
+    answers into one distribution: the comparison above tells it apart."""
+    task = LookbackTask()
+    tokens = task.sequences(16, seed=3)
+    logits = random_logits(task).detach()
+    expected = nn.functional.cross_entropy(*scored_rows(task, logits, tokens))
+    scored = logits[:, task.first_scored :]  # (b, scored, num_offsets, vocab)
+    mixed = scored.reshape(1, task.vocab_size, *scored.shape[:3])
+    wanted = task.targets(tokens)[:, task.first_scored :].unsqueeze(0)
+    wrong = nn.functional.cross_entropy(mixed, wanted)
+    assert not torch.allclose(wrong, expected, rtol=1e-6, atol=1e-7)
+
+
 def test_the_evaluation_set_is_fixed_and_apart_from_the_training_set():
     task = LookbackTask()
     assert torch.equal(task.eval_set(), task.eval_set())

@@ -76,11 +76,20 @@ class LookbackTask:
         return torch.stack(looks, dim=-1)  # (b, num_tokens, num_offsets)
 
     def loss(self, logits, tokens):
-        """Cross-entropy over every scored position and every offset."""
+        """Cross-entropy over every scored position and every offset.
+
+        The mean over the same answers as ``cross_entropy`` on rows of
+        ``vocab_size`` scores would give, laid out for speed: ``cross_entropy``
+        takes the classes on dim 1, so all answers go in as one batch of
+        shape ``(1, vocab, b, scored, num_offsets)`` and the log-softmax runs
+        across thousands of answers at once. Along rows of 8 scores, PyTorch's
+        AVX-512 kernels spent about a sixth of a training step on it.
+        """
         start = self.first_scored
         scored = logits[:, start:]  # (b, scored, num_offsets, vocab)
         wanted = self.targets(tokens)[:, start:]  # (b, scored, num_offsets)
-        return nn.functional.cross_entropy(scored.reshape(-1, self.vocab_size), wanted.reshape(-1))
+        one_batch = scored.permute(3, 0, 1, 2).unsqueeze(0)  # (1, vocab, b, scored, num_offsets)
+        return nn.functional.cross_entropy(one_batch, wanted.unsqueeze(0))
 
     def accuracy(self, model, tokens=None):
         """Per offset, the share of scored positions the model gets right."""
