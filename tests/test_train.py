@@ -2,6 +2,7 @@
 equal-size models really are equal in size, and training lowers the loss the
 same way on one thread or many."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -52,16 +53,15 @@ def random_logits(task, count=16):
     return torch.randn(shape, requires_grad=True)  # (b, T, num_offsets, vocab)
 
 
-def test_the_loss_is_the_cross_entropy_of_the_scored_answers_as_rows():
-    """Laid out as one batch for speed, the loss and its gradient are still PyTorch's
-    cross-entropy over the scored answers, one row of vocab_size scores each, to float32
-    rounding (relative 1e-6 for the loss, 1e-5 for the gradient); positions before
-    first_scored get no gradient."""
+def assert_loss_is_rowwise_cross_entropy(loss_of):
+    """``loss_of(task, logits, tokens)`` and its gradient equal PyTorch's cross-entropy over the
+    scored answers, one row of vocab_size scores each, to float32 rounding (relative 1e-6 for
+    the loss, 1e-5 for the gradient); positions before first_scored get no gradient."""
     task = LookbackTask()
     tokens = task.sequences(16, seed=3)  # (16, num_tokens)
     logits = random_logits(task)
     expected = nn.functional.cross_entropy(*scored_rows(task, logits, tokens))
-    loss = task.loss(logits, tokens)
+    loss = loss_of(task, logits, tokens)
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=1e-7)
     (grad,) = torch.autograd.grad(loss, logits)
     (expected_grad,) = torch.autograd.grad(expected, logits)
@@ -69,18 +69,23 @@ def test_the_loss_is_the_cross_entropy_of_the_scored_answers_as_rows():
     assert torch.all(grad[:, : task.first_scored] == 0)
 
 
-def test_the_loss_comparison_would_see_scores_moved_to_the_wrong_axis():
-    """A reshape where the loss permutes keeps every shape but mixes the scores of different
-    answers into one distribution: the comparison above tells it apart."""
-    task = LookbackTask()
-    tokens = task.sequences(16, seed=3)
-    logits = random_logits(task).detach()
-    expected = nn.functional.cross_entropy(*scored_rows(task, logits, tokens))
+def test_the_loss_is_the_cross_entropy_of_the_scored_answers_as_rows():
+    """Laid out as one batch for speed, the loss is still the row-wise cross-entropy."""
+    assert_loss_is_rowwise_cross_entropy(LookbackTask.loss)
+
+
+def reshaped_loss(task, logits, tokens):
+    """A reshape where the loss permutes: every shape as before, but the scores of different
+    answers mixed into one distribution."""
     scored = logits[:, task.first_scored :]  # (b, scored, num_offsets, vocab)
-    mixed = scored.reshape(1, task.vocab_size, *scored.shape[:3])
+    mixed = scored.reshape(1, task.vocab_size, *scored.shape[:3])  # (1, vocab, b, scored, offsets)
     wanted = task.targets(tokens)[:, task.first_scored :].unsqueeze(0)
-    wrong = nn.functional.cross_entropy(mixed, wanted)
-    assert not torch.allclose(wrong, expected, rtol=1e-6, atol=1e-7)
+    return nn.functional.cross_entropy(mixed, wanted)
+
+
+def test_the_loss_comparison_would_see_scores_moved_to_the_wrong_axis():
+    with pytest.raises(AssertionError):
+        assert_loss_is_rowwise_cross_entropy(reshaped_loss)
 
 
 def test_the_evaluation_set_is_fixed_and_apart_from_the_training_set():
