@@ -2,17 +2,18 @@
 
 Each seed is trained exactly as the chapter trains it: the three models of width 32 (one head,
 two heads, four heads) built right after ``torch.manual_seed(seed)``, 200 steps of ``train`` on
-one thread; then the one-head and two-head models resumed to 800 steps. ``CLAIMS`` lists what
-the chapter says about the trained models, each as the sentence and the test of it, and every
-claim must hold on every seed. One claim holds on most seeds, not all: the two heads' pairing at
-800 steps ("on most of them"). Which seeds pair is decided near the 0.8 line, and training
-carries a last-bit difference of the CPU's arithmetic into a visibly different model: seed 7
-pairs on one machine (0.82, AMD Zen 1) and misses on another (0.73, AMD Zen 4), on the native
-code path; under ``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE`` too it differs between
-machines. So the test asserts the chapter's word with its margin, at least ``MOST`` of the 8
-seeds, and prints the seeds it found; it never pins which. ``CROSS_SEED_CLAIMS`` are the
-chapter's statements about how seeds differ. The thresholds are the chapter's own
-(``mha.tasks``), so a claim that holds here holds with the margin the chapter prints.
+one thread; then the one-head and two-head models resumed to 800 steps, keeping the step with
+the lowest training loss (``keep_best``). ``CLAIMS`` lists what the chapter says about the
+trained models, each as the sentence and the test of it, and every claim must hold on every
+seed. One claim holds on most seeds, not all: the two heads' pairing at 800 steps ("on most of
+them"). Which seeds pair is decided near the 0.8 line, and training carries a last-bit
+difference of the CPU's arithmetic into a visibly different model: seed 7 pairs on one machine
+(0.82, AMD Zen 1) and misses on another (0.73, AMD Zen 4), on the native code path; under
+``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE`` too it differs between machines. So the test
+asserts the chapter's word with its margin, at least ``MOST`` of the 8 seeds, and prints the
+seeds it found; it never pins which. ``CROSS_SEED_CLAIMS`` are the chapter's statements about
+how seeds differ. The thresholds are the chapter's own (``mha.tasks``), so a claim that holds
+here holds with the margin the chapter prints.
 
 About 14,400 training steps in all, each seed trained once, in one test: "most of the 8" is a
 statement about all of them.
@@ -68,8 +69,20 @@ D_MODEL = 32
 #: log-softmax laid out along dim 1 of (b, vocab, scored, offsets), which changes the last bit
 #: of its gradient there): a read at step 800 lands in one with about 2 % chance per seed and
 #: code path. One did: that layout read seed 3 at 81.2 % at 800 steps natively (the claim: over
-#: 85 %), so it was not taken. This claim, and the chapter's printed "over 85 %" on seed 0, can
-#: fail on a CPU whose rounding moves a spike onto step 800: not resolved.
+#: 85 %), so it was not taken. A CPU whose rounding moves a spike onto step 800 would read the
+#: same. So the longer run keeps its lowest-loss step (``keep_best``, session 9): a spike
+#: raises the loss, so the model read is one from outside it. Which step that is, natively here:
+#: the two heads' last step on 6 of 8 seeds; seed 1 step 625 (loss 0.037; at 800, 0.074, still
+#: recovering from a spike), seed 3 step 644 (2 % under the last). The one head, on a plateau
+#: near loss 1.0 that wobbles by a few per cent, steps 367 to 800. Every claim held as before, on
+#: both paths, and the same seeds paired (0 to 5); chapter 4's outputs did not change.
+#: An annealed rate was tried instead (0.01 falling linearly to 0 over the 600 steps, or over
+#: the last 100), seeds 0 to 7, session 9: it slows the pairing (seed 1 at 0.796 natively with
+#: the last 100 annealed; seed 0, the chapter's own, at 0.71 portable and 0.84 native with all
+#: 600), so the chapter's printed pairing would differ between code paths: not taken.
+#: The 200-step reads are not protected and need not be: read at every other step from 180 to
+#: 220 on seeds 0 to 7, both paths, through the noise of that stage, two heads got 72 to 86 %
+#: right (the claim: 70 to 95 %) and one head at most 55.5 % (the claim: under 70 %).
 STEPS, LONGER = 200, 800
 #: What the chapter calls learned, and its bands for "99 % or more" and "under 70 %".
 LEARNED = 0.95
@@ -122,7 +135,9 @@ def run(seed):
         losses = train(model, steps=STEPS, progress=False)
         found[num_heads, STEPS] = read(model, losses)
         if num_heads in (1, 2):
-            losses += train(model, steps=LONGER - STEPS, resume=True, progress=False)
+            losses += train(
+                model, steps=LONGER - STEPS, resume=True, keep_best=True, progress=False
+            )
             found[num_heads, LONGER] = read(model, losses)
     return found
 
@@ -191,9 +206,10 @@ def pair_up(r):
     return pairs_share_the_offsets(r[2, LONGER].pairs)
 
 
-#: "Most of the 8 seeds": more than half. Measured: on an AMD Zen 4, 6 of 8 natively (seeds 6
-#: and 7 miss) and 7 of 8 on the portable path (seed 6 misses); on an AMD Zen 1, 7 of 8 on both
-#: paths (seed 6 misses). One or two seeds to spare, and which ones is never pinned.
+#: "Most of the 8 seeds": more than half. Measured, read at the last step (before keep_best): on
+#: an AMD Zen 4, 6 of 8 natively (seeds 6 and 7 miss) and 7 of 8 on the portable path (seed 6
+#: misses); on an AMD Zen 1, 7 of 8 on both paths (seed 6 misses). With keep_best, on the Zen 4,
+#: 6 of 8 on both paths (seeds 6 and 7 miss). One or two seeds to spare, never pinned which.
 MOST = 5
 
 CROSS_SEED_CLAIMS = {
@@ -293,7 +309,7 @@ def test_the_chapter_trains_as_this_test_does():
     assert f"losses = train_all(models, steps={STEPS}, labels=labels)" in code
     assert f"more = {LONGER - STEPS}  #" in code
     assert "longer = {h: models[h] for h in (1, 2)}" in code
-    assert "train_all(longer, steps=more, resume=True, labels=labels)" in code
+    assert "train_all(longer, steps=more, resume=True, keep_best=True, labels=labels)" in code
 
 
 def test_every_reveal_of_chapter_4_offers_its_choices():

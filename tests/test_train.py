@@ -253,6 +253,59 @@ def test_resuming_gives_the_model_of_one_longer_run():
     assert not torch.equal(restarted.readout.weight, whole.readout.weight)
 
 
+def loss_now(model):
+    """The training loss of the model's weights as they are."""
+    tokens = model.task.train_set()
+    with torch.no_grad():
+        return model.task.loss(model(tokens), tokens).item()
+
+
+def spiky_run(keep_best):
+    """40 steps at a learning rate far too high for the tiny task (0.3): the loss jumps about,
+    and the last step leaves it well above its lowest (about 1.1 against 0.74)."""
+    model = tiny_model()
+    losses = train(model, steps=40, lr=0.3, keep_best=keep_best, progress=False)
+    return model, losses
+
+
+def test_keep_best_ends_the_run_on_its_lowest_loss_with_that_steps_adam_state():
+    model, losses = spiky_run(keep_best=True)
+    lowest = min(range(len(losses)), key=losses.__getitem__)
+    assert loss_now(model) == losses[lowest]
+    assert model.optimiser.steps == lowest  # the weights before step lowest + 1
+    assert not model.training
+
+
+def test_without_keep_best_the_spiky_run_ends_above_its_lowest_loss():
+    """What keep_best is for, and proof that the test above can fail: the last weights."""
+    model, losses = spiky_run(keep_best=False)
+    assert loss_now(model) > 1.2 * min(losses)
+    assert model.optimiser.steps == len(losses)
+
+
+def test_keep_best_changes_nothing_when_the_last_weights_are_the_best():
+    """Outside a spike (the chapter's runs on the machine that wrote it) the weights and Adam
+    state are the ones the run ends with, to the bit."""
+    kept, last = tiny_model(), tiny_model()
+    losses = train(kept, steps=30, keep_best=True, progress=False)
+    assert train(last, steps=30, progress=False) == losses
+    assert loss_now(last) < min(losses)
+    state = last.state_dict()
+    assert all(torch.equal(v, state[k]) for k, v in kept.state_dict().items())
+    assert kept.optimiser.steps == last.optimiser.steps == 30
+    assert all(map(torch.equal, kept.optimiser.exp_avg, last.optimiser.exp_avg))
+
+
+def test_training_side_by_side_keeps_the_best_as_train_does():
+    alone, losses = spiky_run(keep_best=True)
+    together = {0: tiny_model()}
+    assert train_all(together, steps=40, lr=0.3, keep_best=True, progress=False) == {0: losses}
+    state = alone.state_dict()
+    assert all(torch.equal(v, state[k]) for k, v in together[0].state_dict().items())
+    assert together[0].optimiser.steps == alone.optimiser.steps < 40
+    assert together[0].optimiser.lr == alone.optimiser.lr == 0.3
+
+
 def test_training_side_by_side_gives_the_models_one_after_another_gives_to_the_bit():
     """``train_all`` (copies of this process on Linux) against ``train``, model by model, then
     resumed: the same weights, Adam state and losses, to the bit."""

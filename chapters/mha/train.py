@@ -23,6 +23,7 @@ output as the stored one, and nothing is written to stderr.
 
 import contextlib
 import io
+import math
 import os
 import sys
 import traceback
@@ -31,35 +32,75 @@ import torch
 from tqdm import tqdm
 
 
-def train(model, steps=200, lr=0.01, *, resume=False, progress=True, label="training"):
+def train(
+    model, steps=200, lr=0.01, *, resume=False, keep_best=False, progress=True, label="training"
+):
     """Train ``model`` on its task's training set; return the loss per step.
 
     ``resume=True`` trains on from where the last ``train`` call on this
     model stopped, with the same Adam and its running averages (kept on the
     model as ``model.optimiser``): 200 steps and then 600 more give exactly
     the model that 800 steps in one call give (``lr`` is the first call's).
-    ``progress=False`` is the
-    quiet mode (tests): no bar, no output. The model comes back in eval mode.
+    ``keep_best=True`` ends the run on its step with the lowest training
+    loss: full-batch Adam at this rate has loss spikes now and then (the
+    loss several times higher, ten points fewer answers right, and tens of
+    steps to recover), and a model read in one reads low. When the last
+    step leaves a higher loss than an earlier one saw, the weights and
+    Adam's state go back to the lowest, wherever it fell: for a model on a
+    plateau, whose loss wobbles, that can be well before the end.
+    ``progress=False`` is the quiet mode (tests): no bar, no output. The
+    model comes back in eval mode.
     """
     _check_steps(steps)
     task = model.task
     tokens = task.train_set()  # (train_size, num_tokens)
     optimiser = model.optimiser = _optimiser(model, resume, lr)
+    best = LowestLoss(model, optimiser) if keep_best else None
     losses = []
     model.train()
     with one_thread(), progress_bar(steps, label, progress) as bar:
         for _ in range(steps):
             loss = task.loss(model(tokens), tokens)
+            if best is not None:
+                best.offer(loss.item())
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             losses.append(loss.item())
             bar.update(1)
+        if best is not None:
+            with torch.no_grad():
+                best.offer(task.loss(model(tokens), tokens).item())
+            best.restore()
     model.eval()
     return losses
 
 
-def train_all(models, steps=200, *, resume=False, labels=None, progress=True):
+class LowestLoss:
+    """The weights and Adam state of the step with the lowest training loss seen so far.
+
+    ``offer(loss)`` is called with the loss of the weights as they are now, before the step
+    that changes them; ``restore()`` puts the lowest one's weights and Adam state back.
+    """
+
+    def __init__(self, model, optimiser):
+        self.model, self.optimiser = model, optimiser
+        self.loss, self.saved = math.inf, None
+
+    def offer(self, loss):
+        if loss < self.loss:
+            weights = {name: t.clone() for name, t in self.model.state_dict().items()}
+            self.loss, self.saved = loss, (weights, self.optimiser.state_dict())
+
+    def restore(self):
+        weights, adam = self.saved
+        self.model.load_state_dict(weights)
+        self.optimiser.load_state_dict(adam)
+
+
+def train_all(
+    models, steps=200, lr=0.01, *, resume=False, keep_best=False, labels=None, progress=True
+):
     """``train`` every model of ``models`` (``{key: model}``); return ``{key: losses}``.
 
     The models are independent, so on Linux each trains in its own copy of this process
@@ -69,21 +110,23 @@ def train_all(models, steps=200, *, resume=False, labels=None, progress=True):
     comes back the same to the bit as ``train`` would make it here (``tests/test_train.py``
     compares). Elsewhere (no ``fork``, or macOS, where a copy of a process that has used
     torch is not safe), the models train one after another. ``labels`` (``{key: label}``) name
-    the progress bars; each bar fills when its model is done.
+    the progress bars; each bar fills when its model is done. ``lr``, ``resume`` and
+    ``keep_best`` are ``train``'s.
     """
     labels = labels or {}
+    options = {"lr": lr, "resume": resume, "keep_best": keep_best}
     if not hasattr(os, "fork") or sys.platform != "linux":
         return {
             key: train(
-                model, steps, resume=resume, progress=progress, label=labels.get(key, "training")
+                model, steps, **options, progress=progress, label=labels.get(key, "training")
             )
             for key, model in models.items()
         }
     _check_steps(steps)  # the checks of train, before any copy starts
     for model in models.values():
         if resume:
-            _optimiser(model, resume, lr=0.01)
-    running = {key: _forked_training(model, steps, resume) for key, model in models.items()}
+            _optimiser(model, resume, lr)
+    running = {key: _forked_training(model, steps, options) for key, model in models.items()}
     losses = {}
     for key, (pid, read) in running.items():
         label = labels.get(key, "training")
@@ -95,14 +138,14 @@ def train_all(models, steps=200, *, resume=False, labels=None, progress=True):
             found = torch.load(io.BytesIO(sent), weights_only=True)
             if "error" in found:
                 raise RuntimeError(f"training {label!r} failed:\n{found['error']}")
-            _take_back(models[key], found, resume)
+            _take_back(models[key], found, lr, resume)
             losses[key] = found["losses"]
             bar.update(steps)
     return losses
 
 
-def _forked_training(model, steps, resume):
-    """Start ``train(model, steps, resume=resume)`` in a copy of this process; return the copy's
+def _forked_training(model, steps, options):
+    """Start ``train(model, steps, **options)`` in a copy of this process; return the copy's
     id and the reading end of the pipe that brings back what it trained (``_take_back``)."""
     read, write = os.pipe()
     pid = os.fork()
@@ -110,7 +153,7 @@ def _forked_training(model, steps, resume):
         try:
             os.close(read)
             buffer = io.BytesIO()  # torch.save needs a file it can seek in
-            torch.save(_trained(model, steps, resume), buffer)
+            torch.save(_trained(model, steps, options), buffer)
             with os.fdopen(write, "wb") as pipe:
                 pipe.write(buffer.getvalue())
         finally:
@@ -119,33 +162,22 @@ def _forked_training(model, steps, resume):
     return pid, read
 
 
-def _trained(model, steps, resume):
+def _trained(model, steps, options):
     """What a copy sends back after ``train``: weights, Adam state, losses (or the error)."""
     try:
-        losses = train(model, steps, resume=resume, progress=False)
+        losses = train(model, steps, **options, progress=False)
     except BaseException:
         return {"error": traceback.format_exc()}
-    optimiser = model.optimiser
-    return {
-        "state": model.state_dict(),
-        "steps": optimiser.steps,
-        "exp_avg": optimiser.exp_avg,
-        "exp_avg_sq": optimiser.exp_avg_sq,
-        "losses": losses,
-    }
+    return {"state": model.state_dict(), "adam": model.optimiser.state_dict(), "losses": losses}
 
 
-def _take_back(model, found, resume):
+def _take_back(model, found, lr, resume):
     """Put the weights and the Adam state a copy trained into ``model``, in place (into its
     Adam when the copy resumed it, else into a new one, as ``train`` makes)."""
     model.load_state_dict(found["state"])
-    optimiser = model.optimiser if resume else FullBatchAdam(model.parameters())
+    optimiser = model.optimiser if resume else FullBatchAdam(model.parameters(), lr=lr)
     model.optimiser = optimiser
-    optimiser.steps = found["steps"]
-    for mine, theirs in zip(optimiser.exp_avg, found["exp_avg"], strict=True):
-        mine.copy_(theirs)
-    for mine, theirs in zip(optimiser.exp_avg_sq, found["exp_avg_sq"], strict=True):
-        mine.copy_(theirs)
+    optimiser.load_state_dict(found["adam"])
     model.eval()
 
 
@@ -189,6 +221,22 @@ class FullBatchAdam:
     def zero_grad(self):
         for param in self.params:
             param.grad = None
+
+    def state_dict(self):
+        """A copy of the running state: the step count and both moments."""
+        return {
+            "steps": self.steps,
+            "exp_avg": [t.clone() for t in self.exp_avg],
+            "exp_avg_sq": [t.clone() for t in self.exp_avg_sq],
+        }
+
+    def load_state_dict(self, state):
+        """Put a ``state_dict`` back, in place."""
+        self.steps = state["steps"]
+        for mine, theirs in zip(self.exp_avg, state["exp_avg"], strict=True):
+            mine.copy_(theirs)
+        for mine, theirs in zip(self.exp_avg_sq, state["exp_avg_sq"], strict=True):
+            mine.copy_(theirs)
 
     @torch.no_grad()
     def step(self):
