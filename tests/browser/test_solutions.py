@@ -124,17 +124,8 @@ def solution_problems(page, chapter):
     return problems
 
 
-def test_every_solution_in_the_book_is_highlighted_with_a_copy_button(visit, book_url):
-    """In the light theme; the dark theme's test below checks the same (``solution_problems``) on
-    the dark pages it opens for the boxes and figures too."""
-    problems = []
-    for chapter in CHAPTERS:
-        page = visit(f"{book_url}/{chapter.url_path}").page
-        open_every_toggle(page)
-        wait_for_transitions(page)
-        problems += solution_problems(page, chapter)
-        page.close()
-    assert not problems, "\n".join(problems)
+# Every solution of the book in the light theme: test_chapter_pages.py, on the page it opens
+# with every toggle open (``solution_problems``); in the dark theme: the test below.
 
 
 FIGURE_STYLES = (
@@ -148,8 +139,8 @@ def test_in_dark_mode_every_chapters_boxes_solutions_and_figures_keep_their_colo
     """One load of each chapter in the dark theme, every toggle open, for three checks that each
     loaded every chapter so (about 2 s of Chromium's CPU a chapter): the boxes take the theme's
     colours with AA contrast, the solutions are highlighted code with a copy button in colours
-    that read (``solution_problems``, as the light theme's test above), and the theme
-    neither dims nor recolours a figure."""
+    that read (``solution_problems``, which test_chapter_pages.py runs in the light theme), and
+    the theme neither dims nor recolours a figure."""
     problems, figures = [], 0
     for chapter in CHAPTERS:
         page = visit(f"{book_url}/{chapter.url_path}", color_scheme="dark").page
