@@ -165,8 +165,8 @@ def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, c
     assert not problems, "\n".join(problems)
 
 
-# Every chapter in the dark theme (boxes, solutions, figures): test_solutions.py, on one load of
-# each chapter.
+# Every chapter in the dark theme (boxes, solutions, figures): test_solutions.dark_theme_problems,
+# on the dark page test_accessibility.py opens for axe.
 
 
 # ---------------------------------------------------------------------------------------------

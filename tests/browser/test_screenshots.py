@@ -9,7 +9,8 @@ The fit to the width is measured on the whole page at both widths, open and clos
 The open page at 390 px is also where every figure's smallest text is measured (at 9 CSS px or
 more: test_figure_legibility.py, which measures 360 px on a load of its own) and every figure's
 sharpness at that width (test_chapter_pages.py measures 1280 px): each had a load of
-the same page at the same width, with every toggle open, of its own.
+the same page at the same width, with every toggle open, of its own. So had axe's runs at that
+width in the light scheme (test_accessibility.py), closed and then open: they run here too.
 """
 
 from pathlib import PurePosixPath
@@ -20,20 +21,19 @@ from .book_site import (
     DESKTOP,
     PHONE,
     SCREENSHOTS,
-    chapters,
     figure_sharpness_problems,
     figure_text_size_problems,
     horizontal_overflow_problems,
-    landing_page,
-    open_every_toggle,
     wait_for_transitions,
 )
+from .test_accessibility import SCREENSHOT_PAGES, axe_problems
 
-PAGES = [landing_page()] + [c.url_path for c in chapters()]
 
-
-@pytest.mark.parametrize("path", PAGES)
-def test_the_page_fits_a_phone_screen_and_screenshots_are_saved(visit, book_url, path):
+@pytest.mark.parametrize("path", SCREENSHOT_PAGES)
+def test_the_page_fits_a_phone_screen_passes_axe_there_and_screenshots_are_saved(
+    visit, book_url, path
+):
+    """On the phone's page, axe finds no violations with the toggles closed, then open."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = PurePosixPath(path).stem
     problems = []
@@ -42,8 +42,8 @@ def test_the_page_fits_a_phone_screen_and_screenshots_are_saved(visit, book_url,
         wait_for_transitions(page)
         page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png")
         problems += [f"{width}: {p}" for p in horizontal_overflow_problems(page)]
-    open_every_toggle(page)
-    wait_for_transitions(page)
+    problems += [f"phone, axe: {p}" for p in axe_problems(page, "closed")]
+    problems += [f"phone, axe: {p}" for p in axe_problems(page, "open")]  # opens every toggle
     page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
     problems += [
         f"phone, answers open: {p}"
