@@ -31,6 +31,7 @@ from .book_site import (
     open_every_toggle,
     wait_for_transitions,
 )
+from .test_reader_controls import toggle_name_problems
 from .test_solutions import SOLUTION_CODE, colour_problems, dark_theme_problems
 
 CHAPTERS = {c.url_path: c for c in chapters()}
@@ -142,11 +143,14 @@ RUNS += [(path, DESKTOP, "dark") for path in PAGES]
     ids=[f"{path}-{viewport['width']}px-{scheme}" for path, viewport, scheme in RUNS],
 )
 def test_axe_finds_no_violations(visit, book_url, path, color_scheme, viewport):
-    """A chapter in the dark scheme is also checked for its colours there, with every toggle open
-    (``dark_theme_problems``): the same page, rather than a load of each chapter of its own."""
+    """A chapter in the dark scheme is also checked for its toggles' names, every toggle closed
+    (``toggle_name_problems``, test_reader_controls.py), and for its colours there, every toggle
+    open (``dark_theme_problems``): the same page, rather than a load of each chapter for each."""
     page = visit(f"{book_url}/{path}", color_scheme=color_scheme, viewport=viewport).page
-    problems = axe_problems(page, "closed") + axe_problems(page, "open")
-    if color_scheme == "dark" and path in CHAPTERS:
+    dark_chapter = color_scheme == "dark" and path in CHAPTERS
+    problems = [f"toggle names: {p}" for p in toggle_name_problems(page)] if dark_chapter else []
+    problems += axe_problems(page, "closed") + axe_problems(page, "open")
+    if dark_chapter:
         problems += [f"dark theme: {p}" for p in dark_theme_problems(page, CHAPTERS[path])]
     assert not problems, "\n".join(problems)
 
