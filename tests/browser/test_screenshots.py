@@ -11,6 +11,10 @@ more: test_figure_legibility.py, which measures 360 px on a load of its own) and
 sharpness at that width (test_chapter_pages.py measures 1280 px): each had a load of
 the same page at the same width, with every toggle open, of its own. So had axe's runs at that
 width in the light scheme (test_accessibility.py), closed and then open: they run here too.
+
+A chapter's desktop screenshot and its fit at 1280 px are taken on the page test_chapter_pages.py
+opens at that width (``desktop_problems``), before it clicks anything: a load of every chapter
+fewer.
 """
 
 from pathlib import PurePosixPath
@@ -21,12 +25,24 @@ from .book_site import (
     DESKTOP,
     PHONE,
     SCREENSHOTS,
+    chapters,
     figure_sharpness_problems,
     figure_text_size_problems,
     horizontal_overflow_problems,
     wait_for_transitions,
 )
 from .test_accessibility import SCREENSHOT_PAGES, axe_problems
+
+CHAPTER_PAGES = {chapter.url_path for chapter in chapters()}
+
+
+def desktop_problems(page, path):
+    """Saves ``path``'s first screen at 1280 px, as loaded (``networkidle``), as
+    ``NAME-desktop.png``; returns where the page is wider than the screen."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    wait_for_transitions(page)
+    page.screenshot(path=SCREENSHOTS / f"{PurePosixPath(path).stem}-desktop.png")
+    return [f"desktop: {p}" for p in horizontal_overflow_problems(page)]
 
 
 @pytest.mark.parametrize("path", SCREENSHOT_PAGES)
@@ -37,11 +53,13 @@ def test_the_page_fits_a_phone_screen_passes_axe_there_and_screenshots_are_saved
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = PurePosixPath(path).stem
     problems = []
-    for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
-        page = visit(f"{book_url}/{path}", viewport=viewport, wait_until="networkidle").page
-        wait_for_transitions(page)
-        page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png")
-        problems += [f"{width}: {p}" for p in horizontal_overflow_problems(page)]
+    if path not in CHAPTER_PAGES:  # a chapter's: test_chapter_pages.py
+        page = visit(f"{book_url}/{path}", viewport=DESKTOP, wait_until="networkidle").page
+        problems += desktop_problems(page, path)
+    page = visit(f"{book_url}/{path}", viewport=PHONE, wait_until="networkidle").page
+    wait_for_transitions(page)
+    page.screenshot(path=SCREENSHOTS / f"{name}-phone.png")
+    problems += [f"phone: {p}" for p in horizontal_overflow_problems(page)]
     problems += [f"phone, axe: {p}" for p in axe_problems(page, "closed")]
     problems += [f"phone, axe: {p}" for p in axe_problems(page, "open")]  # opens every toggle
     page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
