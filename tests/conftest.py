@@ -7,9 +7,6 @@ import ``mha`` as the notebooks do, from ``chapters/mha``.
 import importlib.util
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 
@@ -28,7 +25,13 @@ def load_normaliser():
 def multi_head_attention_forward(module, queries, keys, values):
     """``module``'s attention handed to ``F.multi_head_attention_forward`` (the function behind
     ``nn.MultiheadAttention``) with identity projections: a shortcut the checks must refuse.
-    ``queries``, ``keys`` and ``values`` are ``(b, num_tokens, d_out)``."""
+    ``queries``, ``keys`` and ``values`` are ``(b, num_tokens, d_out)``.
+
+    torch is imported here, not at the top: xdist's controller, which only hands the tests to its
+    workers, loads this file too, and importing torch costs about 3 s of CPU."""
+    import torch
+    import torch.nn.functional as F
+
     num_tokens, eye = queries.shape[1], torch.eye(module.d_out)
     context, _ = F.multi_head_attention_forward(
         *(t.transpose(0, 1) for t in (queries, keys, values)),

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from mha import MultiHeadAttentionWrapper, example_batch
@@ -61,16 +62,15 @@ def test_every_head_receives_the_same_input_and_heads_run_in_list_order():
 
 #: Run in a fresh process: watch a forward the ways the book does (counting operators, measuring
 #: the score tensors' memory, the checks' detector of torch's attention, the tiled check on its
-#: starting code), then print whether torch._dynamo was imported. {opt_out} is whether the book's
-#: dispatch modes opt out of torch's wrapper for torch.compile (they do; False shows that the
-#: probe can tell). torch wraps a mode's handler when its class is made, so the modes that
-#: matter here are the ones made after the patch: measure_tiled's, imported after it.
+#: starting code), then print whether torch._dynamo was imported. Then, in the same process,
+#: undo the opt-out of the book's dispatch modes (``QuietDispatchMode._should_skip_dynamo``),
+#: make a mode of that class and run one operator under it, and print the same again: True shows
+#: that the probe can tell. torch wraps a mode's handler when its class is made, so the probe's
+#: class is made after the patch. One process for both (each fresh process imports torch again).
 WATCHING = """
 import sys, torch
-from mha.counting import QuietDispatchMode
-QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: not {opt_out})
 from mha import MultiHeadAttention, TiledAttention, example_batch
-from mha.counting import count_ops
+from mha.counting import QuietDispatchMode, count_ops
 from mha.measure_tiled import score_memory
 from mha.checks.shortcuts import Watch
 from mha.checks.tiled import TiledAttentionStart, online_softmax
@@ -81,23 +81,31 @@ with torch.no_grad(), Watch():
     module.W_query.weight.mul_(2.0)
 online_softmax.check(TiledAttentionStart)
 print("torch._dynamo" in sys.modules)
+QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: True)
+class Probe(QuietDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+with Probe():
+    torch.ones(2).add(1)
+print("torch._dynamo" in sys.modules)
 """
 
 
-def imports_dynamo(opt_out):
-    found = subprocess.run(
-        [sys.executable, "-c", WATCHING.format(opt_out=opt_out)], capture_output=True, text=True
-    )
+@pytest.fixture(scope="module")
+def imports_dynamo():
+    """``[after the book's watching, after a mode without the opt-out]``: was torch._dynamo
+    imported?"""
+    found = subprocess.run([sys.executable, "-c", WATCHING], capture_output=True, text=True)
     assert found.returncode == 0, found.stderr[-2000:]
-    return found.stdout.split()[-1] == "True"
+    return [line == "True" for line in found.stdout.split()[-2:]]
 
 
-def test_watching_a_forward_never_imports_torch_compile_machinery():
+def test_watching_a_forward_never_imports_torch_compile_machinery(imports_dynamo):
     """torch wraps a plain TorchDispatchMode's handler for torch.compile, and the wrapper imports
     torch._dynamo on its first call: about 3 s of CPU in every process (a chapter's first
     check) for nothing the book compiles. The book's modes derive from QuietDispatchMode."""
-    assert not imports_dynamo(opt_out=True)
+    assert not imports_dynamo[0]
 
 
-def test_the_dynamo_test_can_fail():
-    assert imports_dynamo(opt_out=False)
+def test_the_dynamo_test_can_fail(imports_dynamo):
+    assert imports_dynamo[1]

@@ -25,8 +25,6 @@ from urllib.parse import urlparse
 import yaml
 from PIL import Image
 
-from mha.plots import FIGURE_DENSITY, FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
-
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -43,10 +41,6 @@ PHONE = {"width": 390, "height": 844}
 NARROW_PHONE = {"width": 360, "height": 780}
 #: A figure's smallest text must show at least this tall on a phone (CSS px).
 MIN_FIGURE_TEXT_PX = 9
-#: What mha/plots.py promises (see its docstring): figures at most this wide, text at least this
-#: tall, both in the PNG's own pixels (FIGURE_DENSITY of them per pixel of the figure's size).
-MAX_FIGURE_WIDTH_PX = MAX_WIDTH_IN * FIGURE_DPI * FIGURE_DENSITY
-MIN_TEXT_PX_IN_PNG = MIN_TEXT_PT / 72 * FIGURE_DPI * FIGURE_DENSITY
 #: A figure is sharp when its PNG has at least this many pixels per CSS pixel it is shown at.
 MIN_SHARPNESS = 1.5
 
@@ -269,27 +263,44 @@ def figure_problems(page, chapter=None):
     return problems
 
 
+@functools.cache
+def figure_limits():
+    """What mha/plots.py promises (see its docstring): ``(widest, smallest text)``, figures at
+    most this wide and text at least this tall, both in the PNG's own pixels (FIGURE_DENSITY of
+    them per pixel of the figure's size).
+
+    Imported when first needed: xdist's controller, which only hands the tests to its workers,
+    loads this module through conftest.py, and importing ``mha`` imports torch (about 3 s of
+    CPU)."""
+    from mha.plots import FIGURE_DENSITY, FIGURE_DPI, MAX_WIDTH_IN, MIN_TEXT_PT
+
+    pixels = FIGURE_DPI * FIGURE_DENSITY
+    return MAX_WIDTH_IN * pixels, MIN_TEXT_PT / 72 * pixels
+
+
 def figure_text_size_problems(page, min_px=MIN_FIGURE_TEXT_PX):
     """Every figure's smallest text shows at ``min_px`` CSS px or more at the page's current width.
 
-    The PNG holds no text under ``MIN_TEXT_PX_IN_PNG`` of its own pixels (``tests/test_figures.py``
-    checks every figure function), so the smallest text shows at that times the figure's displayed
-    width over its natural width. Open every toggle first: a hidden figure has no width.
+    The PNG holds no text under ``figure_limits()``'s smallest of its own pixels
+    (``tests/test_figures.py`` checks every figure function), so the smallest text shows at that
+    times the figure's displayed width over its natural width. Open every toggle first: a hidden
+    figure has no width.
     """
     problems = []
+    widest, smallest_text = figure_limits()
     for src, natural, shown in page.eval_on_selector_all(OUTPUT_IMAGES, IMAGE_SIZES):
         where = (
             "an inline figure" if src.startswith("data:") else f"figure {PurePosixPath(src).name}"
         )
-        if natural > MAX_FIGURE_WIDTH_PX:
+        if natural > widest:
             problems.append(
-                f"{where} is {natural}px wide; mha.plots draws at most {MAX_FIGURE_WIDTH_PX:.0f}px "
+                f"{where} is {natural}px wide; mha.plots draws at most {widest:.0f}px "
                 "(re-execute its chapter?)"
             )
         if not shown:
             problems.append(f"{where} is not displayed")
             continue
-        smallest = MIN_TEXT_PX_IN_PNG * shown / natural
+        smallest = smallest_text * shown / natural
         if smallest < min_px:
             problems.append(
                 f"{where} is shown at {shown:.0f}px of its {natural}px, so its smallest text is "

@@ -8,6 +8,9 @@ then open (hidden content is content too), and each with every rule. So every ru
 page at both widths (the layout rules see the phone's and the desktop's layout) and the colour
 rules in both schemes. Running each scheme at the other width too repeated verdicts the
 scheme or the width alone decides, for about 50 s of CPU a run of this file (Chromium counted).
+The phone's light runs are made by test_screenshots.py on the page it opens for its phone
+screenshots (``axe_problems``), for every page but the bibliography; the dark desktop runs here
+check the chapters' colours in the dark theme too (``dark_theme_problems``, test_solutions.py).
 
 With the toggles open, axe's colour rules run apart from the others, on everything but the
 highlighted code (the code cells' and the solutions'): on a long chapter they spent two thirds of
@@ -28,9 +31,14 @@ from .book_site import (
     open_every_toggle,
     wait_for_transitions,
 )
-from .test_solutions import SOLUTION_CODE, colour_problems
+from .test_reader_controls import toggle_name_problems
+from .test_solutions import SOLUTION_CODE, colour_problems, dark_theme_problems
 
-PAGES = [landing_page()] + [c.url_path for c in chapters()] + ["bibliography.html"]
+CHAPTERS = {c.url_path: c for c in chapters()}
+#: The pages test_screenshots.py opens at 390 px in the light scheme: it runs ``axe_problems``
+#: there, on its page, rather than this file loading each again (about 1 s of CPU a page).
+SCREENSHOT_PAGES = [landing_page(), *CHAPTERS]
+PAGES = [*SCREENSHOT_PAGES, "bibliography.html"]
 AXE_OPTIONS = {
     "resultTypes": ["violations"],
     "rules": {"label-content-name-mismatch": {"enabled": True}},
@@ -87,31 +95,63 @@ def describe(violation, nodes):
     )
 
 
-@pytest.mark.parametrize(
-    "viewport, color_scheme",
-    [(PHONE, "light"), (DESKTOP, "dark")],
-    ids=["390px-light", "1280px-dark"],
-)
-@pytest.mark.parametrize("path", PAGES)
-def test_axe_finds_no_violations(visit, book_url, path, color_scheme, viewport):
-    page = visit(f"{book_url}/{path}", color_scheme=color_scheme, viewport=viewport).page
+AXE = Axe()
+
+
+def run_axe(page, context, options):
+    """What ``Axe().run(page, context, options)`` answers, with axe-core put into the page once:
+    ``Axe().run`` evaluates its 570 kB script again on every call (about 60 ms of CPU each, three
+    runs a page)."""
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.evaluate(AXE.axe_script)
+    return page.evaluate("args => axe.run(...args)", [a for a in (context, options) if a])
+
+
+def axe_problems(page, state):
+    """What axe finds on ``page`` with its toggles ``state``: "closed" (the page as it loaded; the
+    rules the toggles change), then "open" (it opens every toggle first; every rule, the colour
+    rules apart, and the highlighted code's colours by ``colour_problems``)."""
     problems = []
-    for state, runs in (("closed", [(None, CLOSED_OPTIONS)]), ("open", OPEN_RUNS)):
-        if state == "open":
-            open_every_toggle(page)
-        wait_for_transitions(page)
-        for context, options in runs:
-            for violation in Axe().run(page, context, options).response["violations"]:
-                nodes = [
-                    n
-                    for n in violation["nodes"]
-                    if not (violation["id"] in THEME_RULES and outside_article(page, n))
-                ]
-                if nodes:
-                    problems.append(f"toggles {state}: {describe(violation, nodes)}")
-    for code in HIGHLIGHTED_CODE:
-        if page.locator(code).count():
-            problems += [f"toggles open: {p}" for p in colour_problems(page, code)]
+    if state == "open":
+        open_every_toggle(page)
+    wait_for_transitions(page)
+    for context, options in [(None, CLOSED_OPTIONS)] if state == "closed" else OPEN_RUNS:
+        for violation in run_axe(page, context, options)["violations"]:
+            nodes = [
+                n
+                for n in violation["nodes"]
+                if not (violation["id"] in THEME_RULES and outside_article(page, n))
+            ]
+            if nodes:
+                problems.append(f"toggles {state}: {describe(violation, nodes)}")
+    if state == "open":
+        for code in HIGHLIGHTED_CODE:
+            if page.locator(code).count():
+                problems += [f"toggles open: {p}" for p in colour_problems(page, code)]
+    return problems
+
+
+#: (page, viewport, colour scheme) of each run here: every page at 1280 px in the dark scheme,
+#: and at 390 px in the light one those test_screenshots.py does not check.
+RUNS = [(path, PHONE, "light") for path in PAGES if path not in SCREENSHOT_PAGES]
+RUNS += [(path, DESKTOP, "dark") for path in PAGES]
+
+
+@pytest.mark.parametrize(
+    "path, viewport, color_scheme",
+    RUNS,
+    ids=[f"{path}-{viewport['width']}px-{scheme}" for path, viewport, scheme in RUNS],
+)
+def test_axe_finds_no_violations(visit, book_url, path, color_scheme, viewport):
+    """A chapter in the dark scheme is also checked for its toggles' names, every toggle closed
+    (``toggle_name_problems``, test_reader_controls.py), and for its colours there, every toggle
+    open (``dark_theme_problems``): the same page, rather than a load of each chapter for each."""
+    page = visit(f"{book_url}/{path}", color_scheme=color_scheme, viewport=viewport).page
+    dark_chapter = color_scheme == "dark" and path in CHAPTERS
+    problems = [f"toggle names: {p}" for p in toggle_name_problems(page)] if dark_chapter else []
+    problems += axe_problems(page, "closed") + axe_problems(page, "open")
+    if dark_chapter:
+        problems += [f"dark theme: {p}" for p in dark_theme_problems(page, CHAPTERS[path])]
     assert not problems, "\n".join(problems)
 
 

@@ -135,14 +135,32 @@ def add_printed_output(page, text):
     return added.nth(added.count() - 1)
 
 
+@pytest.fixture(scope="module")
+def first_chapter(reading_contexts, book_url):
+    """``first_chapter(viewport, color_scheme="light")``: chapter 1's page at that width and in
+    that scheme, one for the tests of this file that add printed outputs to its end and measure
+    them (each finds its own: what another added does not change its verdict); a load for each
+    of them cost about 1 s of CPU."""
+    pages = {}
+
+    def at(viewport, color_scheme="light"):
+        key = (viewport["width"], color_scheme)
+        if key not in pages:
+            pages[key] = reading_contexts(viewport, color_scheme).new_page()
+            pages[key].goto(f"{book_url}/{CHAPTERS[0].url_path}")
+        return pages[key]
+
+    yield at
+    for page in pages.values():
+        page.close()
+
+
 @pytest.mark.parametrize("color_scheme", ["light", "dark"])
 @pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
 def test_a_printed_line_wider_than_its_box_shows_a_cue_until_scrolled_to_its_end(
-    visit, book_url, viewport, color_scheme
+    first_chapter, viewport, color_scheme
 ):
-    page = visit(
-        f"{book_url}/{CHAPTERS[0].url_path}", viewport=viewport, color_scheme=color_scheme
-    ).page
+    page = first_chapter(viewport, color_scheme)
     wide = add_printed_output(page, "a printed table, one row: " + "  column" * 20)
     narrow = add_printed_output(page, "a short line")
     wait_for_transitions(page)
@@ -184,8 +202,8 @@ def test_every_markdown_table_fits_the_desktop_column(readings):
 PHONE_LINE_CHARACTERS = 44
 
 
-def test_a_44_character_printed_line_fits_its_box_on_a_390_px_phone(visit, book_url):
-    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE).page
+def test_a_44_character_printed_line_fits_its_box_on_a_390_px_phone(first_chapter):
+    page = first_chapter(PHONE)
     add_printed_output(page, "x" * PHONE_LINE_CHARACTERS)
     add_printed_output(page, "x" * (PHONE_LINE_CHARACTERS + 4))
     too_long = [text for text, _, _ in printed_line_count(page).wide]
@@ -193,9 +211,9 @@ def test_a_44_character_printed_line_fits_its_box_on_a_390_px_phone(visit, book_
     assert "x" * (PHONE_LINE_CHARACTERS + 4) in too_long, "the measurement misses a wide line"
 
 
-def test_the_measurement_sees_a_printed_line_that_wraps(visit, book_url):
+def test_the_measurement_sees_a_printed_line_that_wraps(first_chapter):
     """Wrapping would hide overflow and break a table's columns: the count must notice it."""
-    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE).page
+    page = first_chapter(PHONE)
     wrapping = add_printed_output(page, "a row of a table " * 6)
     wrapping.evaluate("pre => { pre.style.whiteSpace = 'pre-wrap'; }")
     assert printed_line_count(page).wrapped == ["a row of a table " * 6]

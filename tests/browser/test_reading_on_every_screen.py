@@ -6,7 +6,7 @@
 - every kind of coloured box keeps WCAG AA contrast in both themes (``_static/boxes.css``), and
   figures keep their colours in the dark theme;
 - no code or printed line is cut off, and every box wraps its text (test_phone_reading.py);
-- every figure is sharp on a high-density screen;
+- every figure is sharp on a high-density screen (test_chapter_pages.py, test_screenshots.py);
 - revealed answers lead with the answer, and no page speaks to notebook users only;
 - a locally built copy says its launch links need the published repository; no placeholder author.
 """
@@ -24,9 +24,7 @@ from .book_site import (
     PHONE,
     TABLET,
     chapters,
-    figure_sharpness_problems,
     landing_page,
-    open_every_toggle,
     wait_for_transitions,
 )
 
@@ -167,8 +165,8 @@ def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, c
     assert not problems, "\n".join(problems)
 
 
-# Every chapter in the dark theme (boxes, solutions, figures): test_solutions.py, on one load of
-# each chapter.
+# Every chapter in the dark theme (boxes, solutions, figures): test_solutions.dark_theme_problems,
+# on the dark page test_accessibility.py opens for axe.
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,17 +177,8 @@ def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, c
 # Nothing cut off, on a desktop and on a phone: test_phone_reading.py, on its pages.
 
 
-# At 390 px: test_screenshots.py, on the open page it already has at that width.
-@pytest.mark.parametrize(
-    "chapter",
-    [c for c in CHAPTERS if c.figures_in_notebook()],
-    ids=[c.name for c in CHAPTERS if c.figures_in_notebook()],
-)
-def test_every_figure_is_sharp_on_a_high_density_screen(visit, book_url, chapter):
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=DESKTOP, wait_until="networkidle").page
-    open_every_toggle(page)
-    problems = figure_sharpness_problems(page)
-    assert not problems, "\n".join(problems)
+# Every figure sharp on a high-density screen: at 1280 px, test_chapter_pages.py, on the page it
+# opens with every toggle open; at 390 px, test_screenshots.py, on the open page it has there.
 
 
 # ---------------------------------------------------------------------------------------------

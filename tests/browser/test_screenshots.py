@@ -8,8 +8,13 @@ The fit to the width is measured on the whole page at both widths, open and clos
 
 The open page at 390 px is also where every figure's smallest text is measured (at 9 CSS px or
 more: test_figure_legibility.py, which measures 360 px on a load of its own) and every figure's
-sharpness at that width (test_reading_on_every_screen.py measures 1280 px): each had a load of
-the same page at the same width, with every toggle open, of its own.
+sharpness at that width (test_chapter_pages.py measures 1280 px): each had a load of
+the same page at the same width, with every toggle open, of its own. So had axe's runs at that
+width in the light scheme (test_accessibility.py), closed and then open: they run here too.
+
+A chapter's desktop screenshot and its fit at 1280 px are taken on the page test_chapter_pages.py
+opens at that width (``desktop_problems``), before it clicks anything: a load of every chapter
+fewer.
 """
 
 from pathlib import PurePosixPath
@@ -24,26 +29,39 @@ from .book_site import (
     figure_sharpness_problems,
     figure_text_size_problems,
     horizontal_overflow_problems,
-    landing_page,
-    open_every_toggle,
     wait_for_transitions,
 )
+from .test_accessibility import SCREENSHOT_PAGES, axe_problems
 
-PAGES = [landing_page()] + [c.url_path for c in chapters()]
+CHAPTER_PAGES = {chapter.url_path for chapter in chapters()}
 
 
-@pytest.mark.parametrize("path", PAGES)
-def test_the_page_fits_a_phone_screen_and_screenshots_are_saved(visit, book_url, path):
+def desktop_problems(page, path):
+    """Saves ``path``'s first screen at 1280 px, as loaded (``networkidle``), as
+    ``NAME-desktop.png``; returns where the page is wider than the screen."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    wait_for_transitions(page)
+    page.screenshot(path=SCREENSHOTS / f"{PurePosixPath(path).stem}-desktop.png")
+    return [f"desktop: {p}" for p in horizontal_overflow_problems(page)]
+
+
+@pytest.mark.parametrize("path", SCREENSHOT_PAGES)
+def test_the_page_fits_a_phone_screen_passes_axe_there_and_screenshots_are_saved(
+    visit, book_url, path
+):
+    """On the phone's page, axe finds no violations with the toggles closed, then open."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = PurePosixPath(path).stem
     problems = []
-    for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
-        page = visit(f"{book_url}/{path}", viewport=viewport, wait_until="networkidle").page
-        wait_for_transitions(page)
-        page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png")
-        problems += [f"{width}: {p}" for p in horizontal_overflow_problems(page)]
-    open_every_toggle(page)
+    if path not in CHAPTER_PAGES:  # a chapter's: test_chapter_pages.py
+        page = visit(f"{book_url}/{path}", viewport=DESKTOP, wait_until="networkidle").page
+        problems += desktop_problems(page, path)
+    page = visit(f"{book_url}/{path}", viewport=PHONE, wait_until="networkidle").page
     wait_for_transitions(page)
+    page.screenshot(path=SCREENSHOTS / f"{name}-phone.png")
+    problems += [f"phone: {p}" for p in horizontal_overflow_problems(page)]
+    problems += [f"phone, axe: {p}" for p in axe_problems(page, "closed")]
+    problems += [f"phone, axe: {p}" for p in axe_problems(page, "open")]  # opens every toggle
     page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
     problems += [
         f"phone, answers open: {p}"
