@@ -1,5 +1,4 @@
-"""Chapter 2's catalogue for both exercises: the reader's wrapper for a :class:`Target`, run on
-the chapter's batch with its heads watched (:class:`Attempt`), and the mistakes it can make."""
+"""Chapter 2's catalogue for both exercises: the reader's wrapper run with its heads watched."""
 
 from dataclasses import dataclass
 

@@ -1,5 +1,4 @@
-"""An exercise's check as data (AUTHORING.md): the configurations to try, the right reference
-and one buggy reference per known mistake (:class:`Buggy`), judged by :func:`run_catalogue`."""
+"""An exercise's check as data (AUTHORING.md): buggy references judged by :func:`run_catalogue`."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -1,5 +1,4 @@
-"""Answers that are classes written from a :class:`Skeleton`, and the book's classes: which there
-are (:func:`book_modules`), and which forwards run while a check runs (:func:`book_calls`)."""
+"""The book's classes (:func:`book_modules`); which of their forwards run (:func:`book_calls`)."""
 
 import contextlib
 import functools
@@ -10,18 +9,12 @@ import torch
 from .. import attention, gqa
 from .facts import attempt
 
-#: The book's package ("mha"); its checker ("mha.checks") is the reader's to use.
-PACKAGE, CHECKER = __package__.rpartition(".")[0], __package__
+#: The book's package ("mha"); its checker and its starting classes are the reader's to use.
+PACKAGE = __package__.rpartition(".")[0]
+READERS = (__package__, f"{PACKAGE}.starting")
 #: Every book forward calls one, whatever route (super(), a saved reference, a module inside, a
 #: forward taken before the check).
 GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
-
-
-class Skeleton(torch.nn.Module):
-    """A practice's starting point: the constructor is given, ``forward`` is for the reader."""
-
-    def forward(self, x):
-        raise NotImplementedError(f"write the forward pass of {type(self).__name__}")
 
 
 def loaded():
@@ -30,12 +23,13 @@ def loaded():
 
 
 def book_modules():
-    """The module classes with their own forward that the book's modules (not its checks) define."""
+    """The module classes with their own forward that the book's modules define (not its checks
+    nor its starting classes)."""
     found = set()
     for name, module in loaded():
         for value in list(vars(module).values()):
             ours = isinstance(value, type) and value.__module__ == name and "forward" in vars(value)
-            if ours and issubclass(value, torch.nn.Module) and not name.startswith(CHECKER):
+            if ours and issubclass(value, torch.nn.Module) and not name.startswith(READERS):
                 found.add(value)
     return tuple(found)
 

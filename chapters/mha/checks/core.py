@@ -1,6 +1,4 @@
-"""The check core: a check returns a :class:`CheckResult`, never raises (:func:`never_raises`)
-and names the mistake it found (:mod:`.facts`, re-exported here); an :class:`Exercise` has
-``check()``, ``hint()`` and ``solution()``, as Kaggle's learntools."""
+"""The check core: :class:`CheckResult`, :func:`never_raises`, an :class:`Exercise`'s hints."""
 
 import functools
 import html

@@ -1,5 +1,4 @@
-"""Mistakes and the words for values and errors (:class:`Mistake`, :func:`fill`); :func:`attempt`
-turns an exception into a value, and :func:`evaluating` runs a module as every check does."""
+"""Mistakes (:class:`Mistake`), the words for values and errors, running a module as checks do."""
 
 import contextlib
 import inspect

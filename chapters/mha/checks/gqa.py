@@ -1,5 +1,4 @@
-"""Chapter 6's check (run by :mod:`.practice`): a grouped-query forward; each known wrong output is
-:func:`grouped` with one ingredient changed, a forward that raises is read from the failed call."""
+"""Chapter 6's check: a grouped-query forward, its mistakes buggy versions of :func:`grouped`."""
 
 import textwrap
 

@@ -1,5 +1,4 @@
-"""What chapters 1 and 2 judge: a wrapper run once with its heads watched (:class:`Heads`), and
-the mistakes both chapters share (:data:`JOINS`: the heads' outputs joined the wrong way)."""
+"""Chapters 1 and 2: a wrapper run with its heads watched (:class:`Heads`), shared mistakes."""
 
 from functools import cached_property
 

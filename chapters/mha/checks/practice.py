@@ -1,5 +1,4 @@
-"""Chapters 1, 3, 5 and 6's class practices, checked alike (AUTHORING.md): a :class:`Practice`
-is one's data, :func:`check_practice` runs the class (:class:`.runs.Run`) and judges each run."""
+"""Chapters 1, 3, 5 and 6's class practices: a :class:`Practice`'s data, run and judged alike."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -1,5 +1,4 @@
-"""What attention computes from the reader's own layers, right (a :class:`Recipe`'s defaults) or
-with one ingredient changed (a buggy reference); :func:`same` is every check's one tolerance."""
+"""Attention from the reader's own layers, right or with one ingredient changed; :func:`same`."""
 
 from dataclasses import dataclass, replace
 

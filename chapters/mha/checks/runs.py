@@ -1,5 +1,4 @@
-"""One run of a class practice (:mod:`.practice`): the reader's class built and called, seeded and
-watched, and what goes wrong before the output's values are compared (``TROUBLE``)."""
+"""One run of a class practice, seeded and watched, and what goes wrong before the values."""
 
 import contextlib
 

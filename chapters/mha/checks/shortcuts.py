@@ -1,5 +1,4 @@
-"""Natural shortcuts, seen simply (AUTHORING.md): the starting code or the book's own class
-(:func:`refusal`), the book's forwards (:func:`book_calls`), torch's attention (:class:`Watch`)."""
+"""Natural shortcuts: the starting code or the book's class, its forwards, torch's attention."""
 
 import ast
 import inspect

@@ -1,5 +1,4 @@
-"""Chapter 7's exercise, ``query_block``: the online softmax over the key blocks a query needs,
-checked by running the reader's class in each of :data:`CONFIGS` (:class:`.tiled_recorder.Run`)."""
+"""Chapter 7's exercise, ``query_block``: the online softmax over the key blocks a query needs."""
 
 from collections import namedtuple
 

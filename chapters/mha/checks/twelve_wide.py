@@ -1,6 +1,4 @@
-"""Chapter 2's second exercise: four heads whose context vectors are twelve values wide, on the
-shared catalogue (:mod:`.arguments`); an answer copied from earlier in the book is told its number
-of heads, as any other."""
+"""Chapter 2's second exercise: four heads, twelve values wide, on :mod:`.arguments`."""
 
 from .arguments import Target, check, solution
 from .core import Exercise, never_raises

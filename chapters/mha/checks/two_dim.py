@@ -1,7 +1,4 @@
-"""Chapter 2's first exercise: two heads, two-dimensional context vectors. The reader changes
-the arguments of ``MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0,
-num_heads=2)`` and keeps the class; the catalogue is chapter 2's shared one (:mod:`.arguments`).
-"""
+"""Chapter 2's first exercise: two heads, two values wide, on :mod:`.arguments`' catalogue."""
 
 from .arguments import Target, check, solution
 from .core import Exercise, never_raises

@@ -1,28 +1,12 @@
-"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`, run
-by :mod:`.practice` with three, two and one heads; :data:`MISTAKES` read off a watched run."""
+"""Chapter 1's exercise: the wrapper's forward, judged on a watched run (:data:`MISTAKES`)."""
 
 import torch
-from torch import nn
 
-from ..attention import CausalAttention
-from .class_answer import Skeleton
+from ..starting import WrapperSkeleton
 from .core import Exercise, Mistake, first_mistake, never_raises
 from .joins import JOINS, NOT_X, SHARED, Heads
 from .practice import Practice, check_practice, verdict
 from .reference import same
-
-
-class WrapperSkeleton(Skeleton):
-    """Chapter 1's starting point: ``num_heads`` independent heads, no forward pass yet."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.num_heads = num_heads
-        self.heads = nn.ModuleList(
-            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
-            for _ in range(num_heads)
-        )
-
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
 #: (chains, order and joins all show), then d_in = d_out (a chain runs without an error), then one.
