@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
+from .facts import Mistake, attempt, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
 
 
 def wrapped(text):

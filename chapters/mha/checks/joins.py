@@ -4,10 +4,8 @@ from functools import cached_property
 
 import torch
 
-from .catalogue import Buggy
-from .core import Mistake, describe_error, evaluating, kind_of
-from .facts import attempt
-from .reference import PROJECTIONS, head_output, same
+from .core import Mistake, attempt, describe_error, evaluating, kind_of
+from .reference import PROJECTIONS, Buggy, head_output, same
 
 CAT = "torch.cat(..., dim=-1)"
 

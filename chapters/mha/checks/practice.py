@@ -5,8 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult
-from .facts import attempt
+from .core import CheckResult, attempt
 from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message

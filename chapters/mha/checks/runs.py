@@ -4,8 +4,7 @@ import contextlib
 
 import torch
 
-from .class_answer import name_of
-from .core import describe_error, kind_of
+from .facts import describe_error, kind_of, name_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 

@@ -6,8 +6,8 @@ from operator import attrgetter, methodcaller
 
 import torch
 
-from .catalogue import Buggy
 from .core import Mistake
+from .reference import Buggy
 from .shortcuts import dropped
 
 

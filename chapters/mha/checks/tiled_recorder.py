@@ -6,8 +6,7 @@ from unittest import mock
 import torch
 
 from ..tiled import TiledAttention, causal_block_pairs
-from .core import describe_error
-from .facts import attempt
+from .core import attempt, describe_error
 from .reference import same
 from .shortcuts import Watch, book_calls
 from .tiled_catalogue import online
