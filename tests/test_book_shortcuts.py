@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from mha import MultiHeadAttention
-from mha.checks import check_weight_split
 from mha.checks.fused import check_fused_attention
 from mha.checks.gqa import check_gqa_forward
+from mha.checks.weight_split import check_weight_split
 from mha.gqa import GroupedQueryAttention
 from mha.starting import FusedAttentionStart, WeightSplitSkeleton
 

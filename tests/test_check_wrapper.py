@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
-from mha.checks import CheckResult, check_wrapper, sequential_wrapper
+from mha.checks import CheckResult
+from mha.checks.wrapper import check_wrapper, sequential_wrapper
 from mha.starting import WrapperSkeleton
 
 

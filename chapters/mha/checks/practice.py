@@ -26,10 +26,10 @@ class Practice:
     run by run by ``judge(p, run)``, by default :func:`verdict`."""
 
     start: type
-    own: object
     rows: tuple  # configurations: the arguments' values, then qkv_bias (0 or 1), then num_tokens
     starting: str  # when the forward raises NotImplementedError, as the starting code does
     praise: str
+    own: object = None
     inherited: str = None  # for a class whose forward is the starting point's (None: run it)
     judge: Callable = None
     reference: Callable = None  # reference(run, **changes): the output, or a buggy one

@@ -53,21 +53,16 @@ class Run:
         )
 
 
-def unsliced(f):
-    """The forward raised on fewer tokens than context_length, in a call sized by it."""
-    return (
-        f["raised"] and f["T"] < f["context_length"] and f"({f['context_length']})" in f["raised"]
-    )
-
-
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (
         lambda f: f["run"].stage == "constructor",
         "Building your class as {call} raised {error}. Keep the constructor of {start}: subclass "
         "it and write only forward.",
     ),
-    (
-        unsliced,
+    (  # it raised on fewer tokens than context_length, in a call sized by it
+        lambda f: (
+            f["T"] < f["context_length"] and f"({f['context_length']})" in (f["raised"] or "")
+        ),
         "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
         "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens].",
     ),

@@ -21,7 +21,6 @@ ROWS = (
 
 WEIGHT_SPLIT = Practice(
     start=WeightSplitSkeleton,
-    own=None,
     rows=ROWS,
     reference=split,
     mistakes=MISTAKES,

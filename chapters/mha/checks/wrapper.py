@@ -69,7 +69,6 @@ def judge(p, run):
 
 WRAPPER = Practice(
     start=WrapperSkeleton,
-    own=None,
     rows=ROWS,
     judge=judge,
     quiet=True,
