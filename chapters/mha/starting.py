@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from .attention import CausalAttention, MultiHeadAttention
+from .tiled import TiledAttention
 from .variants import FusedMultiHeadAttention
 
 
@@ -56,3 +57,11 @@ class FusedAttentionStart(nn.Module):
 
     def forward(self, x):
         raise NotImplementedError("This is the starting point: write forward in your own class.")
+
+
+class TiledAttentionStart(TiledAttention):
+    """Chapter 7's starting point: ``TiledAttention``'s layers and ``forward``, which hands
+    ``query_block`` each query block; ``query_block`` is for the reader."""
+
+    def query_block(self, q, keys, values, q_start):
+        raise NotImplementedError("write the loop over key blocks in query_block")

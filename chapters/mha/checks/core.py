@@ -24,8 +24,7 @@ def wrapped(text):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of a check, shown open (a mistakes gallery's boxes, cells tagged
-    ``feedback``, are stored closed by ``make execute``)."""
+    """The outcome of a check, shown open (a gallery's ``feedback`` cells are stored closed)."""
 
     passed: bool
     feedback: str
@@ -71,8 +70,7 @@ def highlighted_python(code):
 
 @dataclass(frozen=True)
 class Note:
-    """A hint or a solution (``code=True``: highlighted, with a copy button), as plain text or as
-    an HTML box closed until the reader opens it."""
+    """A hint or a solution (``code=True``: highlighted, copyable), as text or a closed HTML box."""
 
     title: str
     text: str

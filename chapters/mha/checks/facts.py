@@ -7,6 +7,7 @@ import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 
@@ -98,8 +99,7 @@ def loaded():
 
 
 def book_modules():
-    """The module classes with their own forward that the book's modules define (not its checks
-    nor its starting classes)."""
+    """The module classes with their own forward in the book's modules (not checks nor starting)."""
     found = set()
     for name, module in loaded():
         for value in list(vars(module).values()):
@@ -119,7 +119,7 @@ def name_of(cls):
 def book_calls():
     """Record the book's forwards that run ("MultiHeadAttention.forward"), whatever the route:
     each book forward and each of the :data:`GUARDS` is replaced by a recorder while it lasts."""
-    calls, patched = [], []
+    calls = []
 
     def forward_recorder(cls, forward):
         @functools.wraps(forward)  # its source stays the book's (inspect unwraps)
@@ -132,16 +132,12 @@ def book_calls():
     def guard_recorder(guard):
         return lambda *args: calls.append(sys._getframe(1).f_code.co_qualname) or guard(*args)
 
-    for cls in book_modules():
-        patched.append((cls, "forward", vars(cls)["forward"]))
-        cls.forward = forward_recorder(cls, vars(cls)["forward"])
-    for _, module in loaded():
-        for name, value in list(vars(module).items()):
-            if any(value is guard for guard in GUARDS):
-                patched.append((module, name, value))
-                setattr(module, name, guard_recorder(value))
-    try:
+    with contextlib.ExitStack() as patches:  # each undone on the way out
+        for cls in book_modules():
+            forward = forward_recorder(cls, vars(cls)["forward"])
+            patches.enter_context(mock.patch.object(cls, "forward", forward))
+        for _, module in loaded():
+            for name, value in list(vars(module).items()):
+                if any(value is guard for guard in GUARDS):
+                    patches.enter_context(mock.patch.object(module, name, guard_recorder(value)))
         yield calls
-    finally:
-        for owner, name, value in reversed(patched):
-            setattr(owner, name, value)

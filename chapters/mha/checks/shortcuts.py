@@ -67,8 +67,7 @@ class Watch(TorchFunctionMode):
 
 
 def torch_message(watch, here, kernel=True):
-    """What to say when a forward hands attention to PyTorch's layer (or, with ``kernel``, to
-    its fused kernel), or None."""
+    """What to say when a forward hands attention to PyTorch's layer (``kernel``: or kernel)."""
     what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
     if "layer" not in watch.seen:
         grouped = " (with enable_gqa=True)" if "grouped" in watch.seen else ""

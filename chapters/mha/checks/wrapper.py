@@ -57,9 +57,8 @@ MISTAKES = (
 
 
 def judge(p, run):
-    """What is wrong with one run of the wrapper, or None: as :func:`.practice.verdict` says when
-    the constructor raised or the book's classes did the work (its heads aside), else the first
-    of :data:`MISTAKES`."""
+    """What is wrong with one run, or None: :func:`.practice.verdict`'s when the constructor raised
+    or the book's classes did the work (its heads aside), else the first of :data:`MISTAKES`."""
     if run.stage == "constructor" or set(run.calls) - {"CausalAttention.forward"}:
         return verdict(p, run)
     heads = Heads(run.module, run.x)
