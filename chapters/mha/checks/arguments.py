@@ -54,9 +54,6 @@ class Attempt(Heads):
         """Every head was given the batch, and the output is their outputs side by side."""
         return self.error is None and not self.fed and same(self.output, self.right)
 
-    def args_are(self, num_heads, d_out):
-        return (self.num_heads, self.head_width) == (num_heads, d_out) and self.joined()
-
 
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 MISTAKES = (
@@ -80,7 +77,9 @@ MISTAKES = (
         "context vectors, where the exercise asks for {t.heads} heads and {t.width}-dimensional "
         "ones. What decides the width of the wrapper's output? {t.exercise}.hint(1) starts "
         "from there.",
-        lambda a: a.args_are(2, 2) and a.d_in == 3 and a.context_length == 6,
+        lambda a: (
+            (a.num_heads, a.head_width, a.d_in, a.context_length) == (2, 2, 3, 6) and a.joined()
+        ),
     ),
     Mistake(
         "the input's arguments changed",

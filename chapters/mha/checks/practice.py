@@ -18,6 +18,10 @@ WHERE = (
 )
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
 UNKNOWN = "Right shape, wrong values, and no mistake this check knows. Check: "
+DELEGATES = (  # when the forward ran the book's ``{calls}``
+    "Your forward hands its work to the book's {calls}, so it does not compute attention itself. "
+    "Write the steps in your own forward, from your class's own layers."
+)
 
 
 @dataclass(frozen=True)
@@ -34,10 +38,6 @@ class Practice:
     judge: Callable = None
     reference: Callable = None  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple = ()
-    delegates: str = (  # when the forward ran the book's ``{calls}``
-        "Your forward hands its work to the book's {calls}, so it does not compute attention "
-        "itself. Write the steps in your own forward, from your class's own layers."
-    )
     torch: str = ""
     kernel: bool = True
     belongs: str = ""  # where dropout belongs
@@ -52,7 +52,7 @@ def verdict(p, run):
     (``(holds(facts), message)``; ``holds`` may add facts), then the output's values."""
     facts = run.facts() | dict(start=p.start.__name__)
     if run.calls:
-        return p.delegates.format(run.calls[0], calls=" and ".join(sorted(set(run.calls))))
+        return DELEGATES.format(calls=" and ".join(sorted(set(run.calls))))
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
     if text := torch_message(run.watch, p.torch, p.kernel):
