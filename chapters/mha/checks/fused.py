@@ -5,8 +5,8 @@ import textwrap
 import torch
 
 from ..starting import FusedAttentionStart
-from .core import Exercise, never_raises
-from .practice import Practice, check_practice
+from .core import Exercise
+from .practice import Practice, checker
 from .shortcuts import sdpa
 
 # fmt: off
@@ -69,12 +69,8 @@ FUSED = Practice(
     "four heads, biases, inputs shorter than context_length), comes from the fused kernel's "
     "result, and in training drops whole attention weights inside the kernel.",
 )  # fmt: skip
-
-
-@never_raises
-def check_fused_attention(cls):
-    """Check a fused-kernel class against references from each instance's own layers."""
-    return check_practice(FUSED, cls)
+#: Checks a fused-kernel class against references from each instance's own layers.
+check_fused_attention = checker(FUSED)
 
 
 fused_attention = Exercise(

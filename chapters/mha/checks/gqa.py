@@ -3,8 +3,8 @@
 import textwrap
 
 from ..gqa import GroupedQueryAttention
-from .core import Exercise, never_raises
-from .practice import Practice, check_practice
+from .core import Exercise
+from .practice import Practice, checker
 from .reference import Recipe, attend
 from .runs import LAYERS
 from .shortcuts import dropped
@@ -82,12 +82,8 @@ GQA = Practice(
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on
-
-
-@never_raises
-def check_gqa_forward(cls):
-    """Check a grouped-query class against references from each instance's own layers."""
-    return check_practice(GQA, cls)
+#: Checks a grouped-query class against references from each instance's own layers.
+check_gqa_forward = checker(GQA)
 
 
 gqa_forward = Exercise(

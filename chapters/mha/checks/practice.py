@@ -1,11 +1,12 @@
 """Chapters 1, 3, 5 and 6's class practices: a :class:`Practice`'s data, run and judged alike."""
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult, attempt
+from .core import CheckResult, attempt, never_raises
 from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message
@@ -89,3 +90,8 @@ def check_practice(p, cls):
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
             return CheckResult(False, text + ("" if quiet else f"\n(Seen with {run.call}.)"))
     return CheckResult(True, p.praise)
+
+
+def checker(p):
+    """The check the reader calls, ``check(cls)``: :func:`check_practice` on ``p``; never raises."""
+    return never_raises(functools.partial(check_practice, p))

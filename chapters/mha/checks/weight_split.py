@@ -3,8 +3,8 @@
 import torch
 
 from ..starting import WeightSplitSkeleton
-from .core import Exercise, never_raises
-from .practice import Practice, check_practice
+from .core import Exercise
+from .practice import Practice, checker
 from .split_mistakes import EARLY, MISTAKES, split
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
@@ -36,12 +36,8 @@ WEIGHT_SPLIT = Practice(
     f"{len(ROWS)} configurations (1 to 6 heads, short inputs, biases; dropout off in eval mode "
     "and on whole attention weights in training mode), without torch's own attention.",
 )
-
-
-@never_raises
-def check_weight_split(cls):
-    """Check a weight-split class against references from each instance's own layers."""
-    return check_practice(WEIGHT_SPLIT, cls)
+#: Checks a weight-split class against references from each instance's own layers.
+check_weight_split = checker(WEIGHT_SPLIT)
 
 
 class MyWeightSplit(WeightSplitSkeleton):

@@ -3,9 +3,9 @@
 import torch
 
 from ..starting import WrapperSkeleton
-from .core import Exercise, Mistake, first_mistake, never_raises
+from .core import Exercise, Mistake, first_mistake
 from .joins import JOINS, NOT_X, SHARED, Heads
-from .practice import Practice, check_practice, verdict
+from .practice import Practice, checker, verdict
 from .reference import same
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
@@ -75,12 +75,8 @@ WRAPPER = Practice(
     praise="With 1, 2 and 3 heads, every head reads the same x once, and their outputs sit side "
     "by side on the last axis, in list order: num_heads × d_out values per token.",
 )
-
-
-@never_raises
-def check_wrapper(cls):
-    """Check chapter 1's exercise: every head run once on ``x``, joined on the last axis."""
-    return check_practice(WRAPPER, cls)
+#: Checks chapter 1's exercise: every head run once on ``x``, joined on the last axis.
+check_wrapper = checker(WRAPPER)
 
 
 class MyWrapper(WrapperSkeleton):
