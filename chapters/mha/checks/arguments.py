@@ -129,7 +129,7 @@ PRAISE = (
 )
 
 
-def check(answer, target):
+def check(target, answer):
     """The verdict on ``answer`` for ``target``: :data:`PRAISE`, or what is wrong, in words."""
     mistake, attempt = diagnosis(answer, target)
     return CheckResult(mistake is None, fill(mistake.message if mistake else PRAISE, attempt))

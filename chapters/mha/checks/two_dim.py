@@ -1,17 +1,15 @@
 """Chapter 2's exercises on :mod:`.arguments`' catalogue: two heads two values wide, then four
 heads twelve values wide (an answer copied from earlier in the book is told its number of heads)."""
 
+from functools import partial
+
 from .arguments import Target, check, solution
 from .core import Exercise, never_raises
 
 TWO_DIM = Target("check_two_dim_output", "two_dim_output", "Two", heads=2, width=2)
 TWELVE_WIDE = Target("check_twelve_wide_output", "twelve_wide_output", "Four", heads=4, width=12)
-
-
-@never_raises
-def check_two_dim_output(wrapper):
-    """Two heads whose context vectors are two values wide."""
-    return check(wrapper, TWO_DIM)
+#: Two heads whose context vectors are two values wide.
+check_two_dim_output = never_raises(partial(check, TWO_DIM))
 
 
 two_dim_output = Exercise(
@@ -26,12 +24,8 @@ two_dim_output = Exercise(
     ),
     solution_code=solution("my_wrapper", TWO_DIM),
 )
-
-
-@never_raises
-def check_twelve_wide_output(wrapper):
-    """Four heads whose context vectors are twelve values wide."""
-    return check(wrapper, TWELVE_WIDE)
+#: Four heads whose context vectors are twelve values wide.
+check_twelve_wide_output = never_raises(partial(check, TWELVE_WIDE))
 
 
 twelve_wide_output = Exercise(
