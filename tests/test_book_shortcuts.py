@@ -16,10 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from mha import MultiHeadAttention
-from mha.checks import WeightSplitSkeleton, check_weight_split
-from mha.checks.fused import FusedAttentionStart, check_fused_attention
+from mha.checks.fused import check_fused_attention
 from mha.checks.gqa import check_gqa_forward
+from mha.checks.weight_split import check_weight_split
 from mha.gqa import GroupedQueryAttention
+from mha.starting import FusedAttentionStart, WeightSplitSkeleton
 
 # The modules themselves (``mha.checks.weight_split`` is also the name of an exercise).
 fused_check = importlib.import_module("mha.checks.fused")

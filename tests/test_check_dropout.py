@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from mha import GroupedQueryAttention
-from mha.checks import WeightSplitSkeleton, check_weight_split
-from mha.checks.fused import FusedAttentionStart, check_fused_attention
+from mha.checks.fused import check_fused_attention
 from mha.checks.gqa import check_gqa_forward
+from mha.checks.weight_split import check_weight_split
+from mha.starting import FusedAttentionStart, WeightSplitSkeleton
 
 
 def noisy(self, t):

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from mha import FusedMultiHeadAttention, GroupedQueryAttention, MultiHeadAttention
-from mha.checks.fused import FusedAttentionStart, check_fused_attention, fused_attention
+from mha.checks.fused import check_fused_attention, fused_attention
+from mha.starting import FusedAttentionStart
 
 
 def reader_class(forward, name=None):

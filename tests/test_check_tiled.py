@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from mha import MultiHeadAttention, TiledAttention
 from mha.checks.reference import same
 from mha.checks.shortcuts import Watch
-from mha.checks.tiled import CONFIGS, TiledAttentionStart, online_softmax
+from mha.checks.tiled import CONFIGS, online_softmax
 from mha.checks.tiled_catalogue import CATALOGUE, online
+from mha.starting import TiledAttentionStart
 
 NEG = -torch.inf
 

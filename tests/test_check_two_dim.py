@@ -20,8 +20,14 @@ from torch import nn
 import mha
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
 from mha.checks.arguments import MISTAKES, diagnosis
-from mha.checks.twelve_wide import TWELVE_WIDE, check_twelve_wide_output, twelve_wide_output
-from mha.checks.two_dim import TWO_DIM, check_two_dim_output, two_dim_output
+from mha.checks.two_dim import (
+    TWELVE_WIDE,
+    TWO_DIM,
+    check_twelve_wide_output,
+    check_two_dim_output,
+    twelve_wide_output,
+    two_dim_output,
+)
 
 TWO, TWELVE = check_two_dim_output, check_twelve_wide_output
 

@@ -14,7 +14,9 @@ from torch import nn
 
 from conftest import multi_head_attention_forward
 from mha.attention import MultiHeadAttention
-from mha.checks import CheckResult, WeightSplitSkeleton, check_weight_split, weight_split
+from mha.checks import CheckResult
+from mha.checks.weight_split import check_weight_split, weight_split
+from mha.starting import WeightSplitSkeleton
 from test_check_dropout import split_forward
 
 # --- the steps of a correct pass, which the buggy forwards reuse around the step they get wrong

@@ -11,7 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper
-from mha.checks import CheckResult, WrapperSkeleton, check_wrapper, sequential_wrapper
+from mha.checks import CheckResult
+from mha.checks.wrapper import check_wrapper, sequential_wrapper
+from mha.starting import WrapperSkeleton
 
 
 def with_forward(forward, base=WrapperSkeleton):

@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch import nn
 
-from mha.checks.catalogue import Buggy, Catalogue, run_catalogue
 from mha.checks.core import (
     CheckResult,
     Exercise,
@@ -22,7 +21,7 @@ from mha.checks.core import (
     kind_of,
     never_raises,
 )
-from mha.checks.reference import Recipe, attend
+from mha.checks.reference import Buggy, Catalogue, Recipe, attend, run_catalogue
 
 
 def test_a_result_reads_as_plain_text_and_as_an_escaped_coloured_box():

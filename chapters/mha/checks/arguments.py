@@ -1,11 +1,10 @@
-"""Chapter 2's catalogue for both exercises: the reader's wrapper for a :class:`Target`, run on
-the chapter's batch with its heads watched (:class:`Attempt`), and the mistakes it can make."""
+"""Chapter 2's catalogue for both exercises: the reader's wrapper run with its heads watched."""
 
 from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult, Mistake, first_mistake, kind_of
+from .core import CheckResult, Mistake, fill, first_mistake, kind_of
 from .joins import JOINS, NOT_X, SHARED, Heads
 from .reference import PROJECTIONS, same
 
@@ -19,8 +18,12 @@ class Target:
 
     check: str  # the check's name, as messages quote it
     exercise: str  # the Exercise's name, for hint(1)
+    word: str  # the number of heads in words, as the praise starts
     heads: int
     width: int
+
+    d_out = property(lambda t: t.width // t.heads)
+    s = property(lambda t: "s" * (t.d_out != 1))
 
 
 class Attempt(Heads):
@@ -51,9 +54,6 @@ class Attempt(Heads):
         """Every head was given the batch, and the output is their outputs side by side."""
         return self.error is None and not self.fed and same(self.output, self.right)
 
-    def args_are(self, num_heads, d_out):
-        return (self.num_heads, self.head_width) == (num_heads, d_out) and self.joined()
-
 
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
 MISTAKES = (
@@ -77,7 +77,9 @@ MISTAKES = (
         "context vectors, where the exercise asks for {t.heads} heads and {t.width}-dimensional "
         "ones. What decides the width of the wrapper's output? {t.exercise}.hint(1) starts "
         "from there.",
-        lambda a: a.args_are(2, 2) and a.d_in == 3 and a.context_length == 6,
+        lambda a: (
+            (a.num_heads, a.head_width, a.d_in, a.context_length) == (2, 2, 3, 6) and a.joined()
+        ),
     ),
     Mistake(
         "the input's arguments changed",
@@ -119,16 +121,24 @@ def diagnosis(answer, target):
     return first_mistake(MISTAKES, attempt := Attempt(answer, target)), attempt
 
 
-def check(answer, target, praise):
-    """The verdict on ``answer`` for ``target``: ``praise``, or what is wrong, in words."""
+PRAISE = (
+    "{t.word} heads, each with W_query, W_key and W_value {t.d_out} value{t.s} wide: the context "
+    "vectors are {t.width}-dimensional (num_heads × d_out = {t.heads} × {t.d_out}). Each head "
+    "reads the same x and computes causal attention from its own weights, and the output holds "
+    "the heads' values side by side, in head order."
+)
+
+
+def check(target, answer):
+    """The verdict on ``answer`` for ``target``: :data:`PRAISE`, or what is wrong, in words."""
     mistake, attempt = diagnosis(answer, target)
-    return CheckResult(mistake is None, mistake.tell(attempt) if mistake else praise)
+    return CheckResult(mistake is None, fill(mistake.message if mistake else PRAISE, attempt))
 
 
-def solution(name, d_out, num_heads, check_name):
+def solution(name, t):
     """The solution's code: the starting call with the right arguments, and the check."""
     return (
         f"torch.manual_seed(123)\n{name} = MultiHeadAttentionWrapper(\n"
-        f"    d_in=3, d_out={d_out}, context_length=6, dropout=0.0, num_heads={num_heads}\n"
-        f")\n{check_name}({name})"
+        f"    d_in=3, d_out={t.d_out}, context_length=6, dropout=0.0, num_heads={t.heads}\n"
+        f")\n{t.check}({name})"
     )

@@ -1,6 +1,4 @@
-"""The check core: a check returns a :class:`CheckResult`, never raises (:func:`never_raises`)
-and names the mistake it found (:mod:`.facts`, re-exported here); an :class:`Exercise` has
-``check()``, ``hint()`` and ``solution()``, as Kaggle's learntools."""
+"""The check core: :class:`CheckResult`, :func:`never_raises`, an :class:`Exercise`'s hints."""
 
 import functools
 import html
@@ -10,7 +8,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .facts import Mistake, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
+from .facts import Mistake, attempt, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
 
 
 def wrapped(text):
@@ -26,8 +24,7 @@ def wrapped(text):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of a check, shown open (a mistakes gallery's boxes, cells tagged
-    ``feedback``, are stored closed by ``make execute``)."""
+    """The outcome of a check, shown open (a gallery's ``feedback`` cells are stored closed)."""
 
     passed: bool
     feedback: str
@@ -73,8 +70,7 @@ def highlighted_python(code):
 
 @dataclass(frozen=True)
 class Note:
-    """A hint or a solution (``code=True``: highlighted, with a copy button), as plain text or as
-    an HTML box closed until the reader opens it."""
+    """A hint or a solution (``code=True``: highlighted, copyable), as text or a closed HTML box."""
 
     title: str
     text: str

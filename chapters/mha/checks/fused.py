@@ -1,33 +1,13 @@
-"""Chapter 5's check (run by :mod:`.practice`): a forward that hands attention to the fused kernel
-and uses its result; each known wrong output is :func:`fused` with one ingredient changed."""
+"""Chapter 5's check: a forward that hands attention to the fused kernel and uses its result."""
 
 import textwrap
 
 import torch
-from torch import nn
 
-from ..variants import FusedMultiHeadAttention
-from .core import Exercise, never_raises
-from .practice import Practice, check_practice
+from ..starting import FusedAttentionStart
+from .core import Exercise
+from .practice import Practice, checker
 from .shortcuts import sdpa
-
-
-class FusedAttentionStart(nn.Module):
-    """The starting point, ``forward`` for the reader: ``qkv(x)`` holds all queries, then all
-    keys, then all values; ``mask`` is ``True`` above the diagonal, on each token's future."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        book = FusedMultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.d_in, self.d_out, self.num_heads, self.head_dim = d_in, d_out, num_heads, book.head_dim
-        self.qkv, self.out_proj = book.qkv, book.out_proj  # the book's layers, seeded alike
-        self.dropout_p = dropout  # a probability, for the fused kernel
-        future = torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
-        self.register_buffer("mask", future)  # (context_length, context_length)
-
-    def forward(self, x):
-        raise NotImplementedError("This is the starting point: write forward in your own class.")
-
 
 # fmt: off
 ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
@@ -89,12 +69,8 @@ FUSED = Practice(
     "four heads, biases, inputs shorter than context_length), comes from the fused kernel's "
     "result, and in training drops whole attention weights inside the kernel.",
 )  # fmt: skip
-
-
-@never_raises
-def check_fused_attention(cls):
-    """Check a fused-kernel class against references from each instance's own layers."""
-    return check_practice(FUSED, cls)
+#: Checks a fused-kernel class against references from each instance's own layers.
+check_fused_attention = checker(FUSED)
 
 
 fused_attention = Exercise(

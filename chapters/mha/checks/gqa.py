@@ -1,11 +1,10 @@
-"""Chapter 6's check (run by :mod:`.practice`): a grouped-query forward; each known wrong output is
-:func:`grouped` with one ingredient changed, a forward that raises is read from the failed call."""
+"""Chapter 6's check: a grouped-query forward, its mistakes buggy versions of :func:`grouped`."""
 
 import textwrap
 
 from ..gqa import GroupedQueryAttention
-from .core import Exercise, never_raises
-from .practice import Practice, check_practice
+from .core import Exercise
+from .practice import Practice, checker
 from .reference import Recipe, attend
 from .runs import LAYERS
 from .shortcuts import dropped
@@ -83,12 +82,8 @@ GQA = Practice(
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on
-
-
-@never_raises
-def check_gqa_forward(cls):
-    """Check a grouped-query class against references from each instance's own layers."""
-    return check_practice(GQA, cls)
+#: Checks a grouped-query class against references from each instance's own layers.
+check_gqa_forward = checker(GQA)
 
 
 gqa_forward = Exercise(

@@ -1,14 +1,11 @@
-"""What chapters 1 and 2 judge: a wrapper run once with its heads watched (:class:`Heads`), and
-the mistakes both chapters share (:data:`JOINS`: the heads' outputs joined the wrong way)."""
+"""Chapters 1 and 2: a wrapper run with its heads watched (:class:`Heads`), shared mistakes."""
 
 from functools import cached_property
 
 import torch
 
-from .catalogue import Buggy
-from .core import Mistake, describe_error, evaluating, kind_of
-from .facts import attempt
-from .reference import PROJECTIONS, head_output, same
+from .core import Mistake, attempt, describe_error, evaluating, kind_of
+from .reference import PROJECTIONS, Buggy, head_output, same
 
 CAT = "torch.cat(..., dim=-1)"
 

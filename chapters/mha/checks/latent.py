@@ -5,10 +5,8 @@ from functools import partial
 import torch
 
 from ..latent import LatentAttention
-from .catalogue import Buggy, Catalogue, run_catalogue
-from .core import CheckResult, never_raises
-from .facts import attempt
-from .reference import Recipe, attend
+from .core import CheckResult, attempt, never_raises
+from .reference import Buggy, Catalogue, Recipe, attend, run_catalogue
 from .shortcuts import Watch, book_calls
 
 

@@ -1,5 +1,4 @@
-"""Chapter 4's exercise: split a model of width 24 so it learns offsets 1, 3 and 6 (three heads of
-width 8); the check names a wrong configuration, else trains a seeded copy and reads its heads."""
+"""Chapter 4's exercise: split a model of width 24 into one head per offset, trained to check."""
 
 import textwrap
 

@@ -1,13 +1,12 @@
-"""Chapters 1, 3, 5 and 6's class practices, checked alike (AUTHORING.md): a :class:`Practice`
-is one's data, :func:`check_practice` runs the class (:class:`.runs.Run`) and judges each run."""
+"""Chapters 1, 3, 5 and 6's class practices: a :class:`Practice`'s data, run and judged alike."""
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult
-from .facts import attempt
+from .core import CheckResult, attempt, never_raises
 from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message
@@ -20,6 +19,10 @@ WHERE = (
 )
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
 UNKNOWN = "Right shape, wrong values, and no mistake this check knows. Check: "
+DELEGATES = (  # when the forward ran the book's ``{calls}``
+    "Your forward hands its work to the book's {calls}, so it does not compute attention itself. "
+    "Write the steps in your own forward, from your class's own layers."
+)
 
 
 @dataclass(frozen=True)
@@ -28,18 +31,14 @@ class Practice:
     run by run by ``judge(p, run)``, by default :func:`verdict`."""
 
     start: type
-    own: object
     rows: tuple  # configurations: the arguments' values, then qkv_bias (0 or 1), then num_tokens
     starting: str  # when the forward raises NotImplementedError, as the starting code does
     praise: str
+    own: object = None
     inherited: str = None  # for a class whose forward is the starting point's (None: run it)
     judge: Callable = None
     reference: Callable = None  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple = ()
-    delegates: str = (  # when the forward ran the book's ``{calls}``
-        "Your forward hands its work to the book's {calls}, so it does not compute attention "
-        "itself. Write the steps in your own forward, from your class's own layers."
-    )
     torch: str = ""
     kernel: bool = True
     belongs: str = ""  # where dropout belongs
@@ -54,7 +53,7 @@ def verdict(p, run):
     (``(holds(facts), message)``; ``holds`` may add facts), then the output's values."""
     facts = run.facts() | dict(start=p.start.__name__)
     if run.calls:
-        return p.delegates.format(run.calls[0], calls=" and ".join(sorted(set(run.calls))))
+        return DELEGATES.format(calls=" and ".join(sorted(set(run.calls))))
     if run.stage == "forward" and isinstance(run.error, NotImplementedError):
         return p.starting
     if text := torch_message(run.watch, p.torch, p.kernel):
@@ -91,3 +90,8 @@ def check_practice(p, cls):
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
             return CheckResult(False, text + ("" if quiet else f"\n(Seen with {run.call}.)"))
     return CheckResult(True, p.praise)
+
+
+def checker(p):
+    """The check the reader calls, ``check(cls)``: :func:`check_practice` on ``p``; never raises."""
+    return never_raises(functools.partial(check_practice, p))

@@ -1,12 +1,13 @@
-"""What attention computes from the reader's own layers, right (a :class:`Recipe`'s defaults) or
-with one ingredient changed (a buggy reference); :func:`same` is every check's one tolerance."""
+"""Attention from the reader's layers, right or buggy; :func:`same`; checks as data (Catalogue)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
 from ..attention import PROJECTIONS  # W_query, W_key, W_value
+from .core import CheckResult, Mistake, attempt, describe_error, fill
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,8 @@ def split_attention(module, x, num_heads, recipe=CORRECT):
 
 
 def same(output, expected):
-    """Equal shapes and values within relative 1e-4 and absolute 1e-5 in float64 (a right answer
-    computed in another order or on another CPU path passes, every catalogued mistake differs by
-    far more), nan where ``expected`` has nan; an output nan everywhere matches nothing."""
+    """Equal shapes, values within rtol 1e-4, atol 1e-5 in float64 (another order or CPU passes,
+    every catalogued mistake differs by far more), nan where ``expected`` has it, not everywhere."""
     return (
         isinstance(output, torch.Tensor)
         and isinstance(expected, torch.Tensor)
@@ -109,3 +109,41 @@ def same(output, expected):
         and not bool(output.isnan().all())
         and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
     )
+
+
+@dataclass(frozen=True)
+class Buggy(Mistake):
+    """A mistake as a buggy reference: ``detect(evidence)`` is the wrong output it makes."""
+
+    def found_in(self, evidence):
+        output, right = evidence.output, attempt(lambda: evidence.right)
+        return not same(output, right) and same(output, attempt(self.detect, evidence))
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """``right(config)`` and each mistake's ``detect(config)``, compared with ``answer(config)``;
+    ``raised`` and ``unknown`` describe an answer that raises or matches nothing."""
+
+    configurations: tuple
+    right: Callable
+    mistakes: tuple
+    praise: str
+    unknown: str
+    raised: str = "Your code raised {error} on one of the check's inputs. Fix that first."
+
+
+def run_catalogue(catalogue, answer, evidence=None):
+    """Passed if ``answer`` computes the right output on every configuration, else the first buggy
+    reference it matches, or ``unknown``; ``evidence`` (and ``{error}``) fill the messages."""
+    c = catalogue
+    outputs = [attempt(answer, config) for config in c.configurations]
+    error = next((o for o in outputs if isinstance(o, Exception)), None)
+
+    def matches(reference):  # a reference that raises matches nothing
+        return all(same(o, attempt(reference, x)) for o, x in zip(outputs, c.configurations))
+
+    passed = error is None and matches(c.right)
+    found = (buggy.message for buggy in c.mistakes if matches(buggy.detect))
+    told = c.raised if error else c.praise if passed else next(found, c.unknown)
+    return CheckResult(passed, fill(told, evidence, error=describe_error(error) if error else "?"))

@@ -1,12 +1,10 @@
-"""One run of a class practice (:mod:`.practice`): the reader's class built and called, seeded and
-watched, and what goes wrong before the output's values are compared (``TROUBLE``)."""
+"""One run of a class practice, seeded and watched, and what goes wrong before the values."""
 
 import contextlib
 
 import torch
 
-from .class_answer import name_of
-from .core import describe_error, kind_of
+from .facts import describe_error, kind_of, name_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 
@@ -55,21 +53,16 @@ class Run:
         )
 
 
-def unsliced(f):
-    """The forward raised on fewer tokens than context_length, in a call sized by it."""
-    return (
-        f["raised"] and f["T"] < f["context_length"] and f"({f['context_length']})" in f["raised"]
-    )
-
-
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (
         lambda f: f["run"].stage == "constructor",
         "Building your class as {call} raised {error}. Keep the constructor of {start}: subclass "
         "it and write only forward.",
     ),
-    (
-        unsliced,
+    (  # it raised on fewer tokens than context_length, in a call sized by it
+        lambda f: (
+            f["T"] < f["context_length"] and f"({f['context_length']})" in (f["raised"] or "")
+        ),
         "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
         "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens].",
     ),

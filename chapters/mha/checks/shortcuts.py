@@ -1,5 +1,4 @@
-"""Natural shortcuts, seen simply (AUTHORING.md): the starting code or the book's own class
-(:func:`refusal`), the book's forwards (:func:`book_calls`), torch's attention (:class:`Watch`)."""
+"""Natural shortcuts: the starting code or the book's class, its forwards, torch's attention."""
 
 import ast
 import inspect
@@ -9,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .class_answer import book_calls as book_calls  # re-exported: the shortcuts in one place
-from .class_answer import book_modules, name_of
 from .core import kind_of
+from .facts import book_calls as book_calls  # re-exported: the shortcuts in one place
+from .facts import book_modules, name_of
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
 
@@ -68,8 +67,7 @@ class Watch(TorchFunctionMode):
 
 
 def torch_message(watch, here, kernel=True):
-    """What to say when a forward hands attention to PyTorch's layer (or, with ``kernel``, to
-    its fused kernel), or None."""
+    """What to say when a forward hands attention to PyTorch's layer (``kernel``: or kernel)."""
     what = "runs torch.nn.MultiheadAttention (or multi_head_attention_forward)"
     if "layer" not in watch.seen:
         grouped = " (with enable_gqa=True)" if "grouped" in watch.seen else ""

@@ -1,5 +1,4 @@
-"""Chapter 3's catalogue: :func:`split` from the run's own layers, what the answer raised or built
-(``EARLY``), and its mistakes as buggy references (a :class:`.reference.Recipe` changed)."""
+"""Chapter 3's catalogue: :func:`split`, what the answer raised, mistakes as buggy references."""
 
 import itertools
 

@@ -1,23 +1,15 @@
-"""Chapter 7's exercise, ``query_block``: the online softmax over the key blocks a query needs,
-checked by running the reader's class in each of :data:`CONFIGS` (:class:`.tiled_recorder.Run`)."""
+"""Chapter 7's exercise, ``query_block``: the online softmax over the key blocks a query needs."""
 
 from collections import namedtuple
 
 import torch
 
+from ..starting import TiledAttentionStart
 from ..tiled import TiledAttention
 from .core import CheckResult, Exercise, first_mistake, never_raises
 from .shortcuts import refusal
 from .tiled_catalogue import CATALOGUE
 from .tiled_recorder import Run
-
-
-class TiledAttentionStart(TiledAttention):
-    """``TiledAttention``'s layers and ``forward``, which hands ``query_block`` each query block."""
-
-    def query_block(self, q, keys, values, q_start):
-        raise NotImplementedError("write the loop over key blocks in query_block")
-
 
 Config = namedtuple(
     "Config",

@@ -1,14 +1,13 @@
-"""Chapter 7's catalogue: :data:`TABLE`, most specific first, ``- names: message``, each name a
-fact of the run (:class:`.tiled_recorder.Run`) or a buggy reference (:func:`online`'s mistake).
-A training output that matches none is accepted: a right loop may drop other entries."""
+"""Chapter 7's catalogue, :data:`TABLE` (``- names: message``, each name a fact of the run or a
+buggy reference); a training output that matches none passes: a right loop may drop others."""
 
 import re
 from operator import attrgetter, methodcaller
 
 import torch
 
-from .catalogue import Buggy
 from .core import Mistake
+from .reference import Buggy
 from .shortcuts import dropped
 
 

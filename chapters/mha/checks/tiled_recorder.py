@@ -1,5 +1,4 @@
-"""Chapter 7's one shape recorder (:class:`Run`), for a practice that never holds a score matrix
-larger than a block, and the facts of a run that :data:`.tiled_catalogue.TABLE` names."""
+"""Chapter 7's one shape recorder (:class:`Run`) and the facts of a run its catalogue names."""
 
 from functools import cached_property
 from unittest import mock
@@ -7,8 +6,7 @@ from unittest import mock
 import torch
 
 from ..tiled import TiledAttention, causal_block_pairs
-from .core import describe_error
-from .facts import attempt
+from .core import attempt, describe_error
 from .reference import same
 from .shortcuts import Watch, book_calls
 from .tiled_catalogue import online

@@ -1,25 +1,15 @@
-"""Chapter 2's first exercise: two heads, two-dimensional context vectors. The reader changes
-the arguments of ``MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, dropout=0.0,
-num_heads=2)`` and keeps the class; the catalogue is chapter 2's shared one (:mod:`.arguments`).
-"""
+"""Chapter 2's exercises on :mod:`.arguments`' catalogue: two heads two values wide, then four
+heads twelve values wide (an answer copied from earlier in the book is told its number of heads)."""
+
+from functools import partial
 
 from .arguments import Target, check, solution
 from .core import Exercise, never_raises
 
-TWO_DIM = Target("check_two_dim_output", "two_dim_output", heads=2, width=2)
-
-
-@never_raises
-def check_two_dim_output(wrapper):
-    """Two heads whose context vectors are two values wide."""
-    return check(
-        wrapper,
-        TWO_DIM,
-        "Two heads, each with W_query, W_key and W_value 1 value wide: the context vectors are "
-        "2-dimensional (num_heads × d_out = 2 × 1). Each head reads the same x and computes "
-        "causal attention from its own weights, and the output holds the heads' values side "
-        "by side, in head order.",
-    )
+TWO_DIM = Target("check_two_dim_output", "two_dim_output", "Two", heads=2, width=2)
+TWELVE_WIDE = Target("check_twelve_wide_output", "twelve_wide_output", "Four", heads=4, width=12)
+#: Two heads whose context vectors are two values wide.
+check_two_dim_output = never_raises(partial(check, TWO_DIM))
 
 
 two_dim_output = Exercise(
@@ -32,5 +22,21 @@ two_dim_output = Exercise(
         "d_out is the width of each head. The other arguments describe the input "
         "(d_in, context_length) or regularise (dropout): keep them as they were.",
     ),
-    solution_code=solution("my_wrapper", 1, 2, "check_two_dim_output"),
+    solution_code=solution("my_wrapper", TWO_DIM),
+)
+#: Four heads whose context vectors are twelve values wide.
+check_twelve_wide_output = never_raises(partial(check, TWELVE_WIDE))
+
+
+twelve_wide_output = Exercise(
+    check_twelve_wide_output,
+    hints=(
+        "Two arguments set the output's width. Which one counts the heads, and which one is "
+        "the width of each head?",
+        "Twelve values shared by four heads: how many values does each head contribute? "
+        "Chapter 1 shared twelve values among three heads; one more head changes each "
+        "head's share.",
+        "num_heads=4, and d_out is the width of each head, not of the whole output.",
+    ),
+    solution_code=solution("my_wrapper12", TWELVE_WIDE),
 )

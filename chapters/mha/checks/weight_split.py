@@ -1,26 +1,11 @@
-"""Chapter 3's exercise: a weight split's forward, written on :class:`WeightSplitSkeleton`, run by
-:mod:`.practice` against the references and buggy references of :mod:`.split_mistakes`."""
+"""Chapter 3's exercise: a weight split's forward, judged against :mod:`.split_mistakes`."""
 
 import torch
 
-from ..attention import MultiHeadAttention
-from .class_answer import Skeleton
-from .core import Exercise, never_raises
-from .practice import Practice, check_practice
+from ..starting import WeightSplitSkeleton
+from .core import Exercise
+from .practice import Practice, checker
 from .split_mistakes import EARLY, MISTAKES, split
-
-
-class WeightSplitSkeleton(Skeleton):
-    """Chapter 3's starting point: the layers of ``MultiHeadAttention``, no forward pass yet."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        book = MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
-        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, book.head_dim
-        for name, layer in book.named_children():  # W_query, W_key, W_value, out_proj, dropout
-            self.add_module(name, layer)
-        self.register_buffer("mask", book.mask)  # (context_length, context_length), True: later
-
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
 #: the first; then a short input, one head, d_in > d_out, head_dim 1, biases, and dropout.
@@ -36,7 +21,6 @@ ROWS = (
 
 WEIGHT_SPLIT = Practice(
     start=WeightSplitSkeleton,
-    own=None,
     rows=ROWS,
     reference=split,
     mistakes=MISTAKES,
@@ -52,12 +36,8 @@ WEIGHT_SPLIT = Practice(
     f"{len(ROWS)} configurations (1 to 6 heads, short inputs, biases; dropout off in eval mode "
     "and on whole attention weights in training mode), without torch's own attention.",
 )
-
-
-@never_raises
-def check_weight_split(cls):
-    """Check a weight-split class against references from each instance's own layers."""
-    return check_practice(WEIGHT_SPLIT, cls)
+#: Checks a weight-split class against references from each instance's own layers.
+check_weight_split = checker(WEIGHT_SPLIT)
 
 
 class MyWeightSplit(WeightSplitSkeleton):

@@ -1,28 +1,12 @@
-"""Chapter 1's exercise: the wrapper's forward pass, written from :class:`WrapperSkeleton`, run
-by :mod:`.practice` with three, two and one heads; :data:`MISTAKES` read off a watched run."""
+"""Chapter 1's exercise: the wrapper's forward, judged on a watched run (:data:`MISTAKES`)."""
 
 import torch
-from torch import nn
 
-from ..attention import CausalAttention
-from .class_answer import Skeleton
-from .core import Exercise, Mistake, first_mistake, never_raises
+from ..starting import WrapperSkeleton
+from .core import Exercise, Mistake, first_mistake
 from .joins import JOINS, NOT_X, SHARED, Heads
-from .practice import Practice, check_practice, verdict
+from .practice import Practice, checker, verdict
 from .reference import same
-
-
-class WrapperSkeleton(Skeleton):
-    """Chapter 1's starting point: ``num_heads`` independent heads, no forward pass yet."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.num_heads = num_heads
-        self.heads = nn.ModuleList(
-            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
-            for _ in range(num_heads)
-        )
-
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
 #: (chains, order and joins all show), then d_in = d_out (a chain runs without an error), then one.
@@ -73,9 +57,8 @@ MISTAKES = (
 
 
 def judge(p, run):
-    """What is wrong with one run of the wrapper, or None: as :func:`.practice.verdict` says when
-    the constructor raised or the book's classes did the work (its heads aside), else the first
-    of :data:`MISTAKES`."""
+    """What is wrong with one run, or None: :func:`.practice.verdict`'s when the constructor raised
+    or the book's classes did the work (its heads aside), else the first of :data:`MISTAKES`."""
     if run.stage == "constructor" or set(run.calls) - {"CausalAttention.forward"}:
         return verdict(p, run)
     heads = Heads(run.module, run.x)
@@ -85,7 +68,6 @@ def judge(p, run):
 
 WRAPPER = Practice(
     start=WrapperSkeleton,
-    own=None,
     rows=ROWS,
     judge=judge,
     quiet=True,
@@ -93,12 +75,8 @@ WRAPPER = Practice(
     praise="With 1, 2 and 3 heads, every head reads the same x once, and their outputs sit side "
     "by side on the last axis, in list order: num_heads × d_out values per token.",
 )
-
-
-@never_raises
-def check_wrapper(cls):
-    """Check chapter 1's exercise: every head run once on ``x``, joined on the last axis."""
-    return check_practice(WRAPPER, cls)
+#: Checks chapter 1's exercise: every head run once on ``x``, joined on the last axis.
+check_wrapper = checker(WRAPPER)
 
 
 class MyWrapper(WrapperSkeleton):
