@@ -117,8 +117,7 @@ def test_messages_are_filled_from_the_evidence_and_a_fact_that_fails_shows_a_que
         def broken(self):
             raise RuntimeError("no")
 
-    mistake = Mistake("m", "width {width}, broken {broken}", lambda e: True)
-    assert mistake.tell(Evidence()) == "width 4, broken ?"
+    assert fill("width {width}, broken {broken}", Evidence()) == "width 4, broken ?"
     assert fill("{missing}", Evidence()) == "?"
 
 

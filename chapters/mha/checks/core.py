@@ -14,11 +14,8 @@ from .facts import Mistake, attempt, describe_error, evaluating, fill, first_mis
 def wrapped(text):
     """``text`` folded at 79 characters (what a phone or the book's code column shows uncut), its
     breaks kept; a short parenthesised group such as ``(b, num_tokens, d_out)`` is never split."""
-
-    def keep(group):
-        return group.group(0).replace(" ", "\0")
-
-    lines = (re.sub(r"\([^()\n]{0,40}\)", keep, line) for line in text.split("\n"))
+    groups = re.compile(r"\([^()\n]{0,40}\)")
+    lines = (groups.sub(lambda m: m[0].replace(" ", "\0"), line) for line in text.split("\n"))
     return "\n".join(textwrap.fill(line, 79) for line in lines).replace("\0", " ")
 
 

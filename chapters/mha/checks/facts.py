@@ -33,10 +33,6 @@ class Mistake:
         """Whether ``detect`` recognises the mistake; a detector that fails recognises nothing."""
         return attempt(lambda: bool(self.detect(*evidence))) is True
 
-    def tell(self, evidence):
-        """The message, its ``{fact}`` fields filled from ``evidence`` (:func:`fill`)."""
-        return fill(self.message, evidence)
-
 
 def fill(message, evidence, **known):
     """``message``, each ``{fact}`` replaced by ``known[fact]`` or ``evidence.fact`` ("?" for one
@@ -76,8 +72,7 @@ def attempt(function, *args, **kwargs):
 
 def describe_error(error):
     """``TypeError: message``: what the reader needs from an exception, without a traceback."""
-    message = str(error).strip()
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return ": ".join(filter(None, (type(error).__name__, str(error).strip())))
 
 
 @contextlib.contextmanager

@@ -59,8 +59,7 @@ class Heads:
     def shared(self):
         """Two neighbouring heads have the same weights (one object, shared layers, a copy)."""
         weights = [[getattr(h, n).weight for n in PROJECTIONS] for h in self.heads]
-        pairs = zip(weights, weights[1:])
-        return any(all(torch.equal(a, b) for a, b in zip(*pair)) for pair in pairs)
+        return any(all(map(torch.equal, u, v)) for u, v in zip(weights, weights[1:]))
 
 
 NOT_X = Mistake(

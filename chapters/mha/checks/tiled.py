@@ -6,7 +6,7 @@ import torch
 
 from ..starting import TiledAttentionStart
 from ..tiled import TiledAttention
-from .core import CheckResult, Exercise, first_mistake, never_raises
+from .core import CheckResult, Exercise, fill, first_mistake, never_raises
 from .shortcuts import refusal
 from .tiled_catalogue import CATALOGUE
 from .tiled_recorder import Run
@@ -38,7 +38,7 @@ def check_online_softmax(cls):
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         for run in (Run(cls, c) for c in CONFIGS if not problem):
             mistake = first_mistake(CATALOGUE, run)
-            problem = mistake and mistake.tell(run)
+            problem = mistake and fill(mistake.message, run)
     return CheckResult(not problem, problem or PRAISE)
 
 

@@ -3,7 +3,7 @@
 import torch
 
 from ..starting import WrapperSkeleton
-from .core import Exercise, Mistake, first_mistake
+from .core import Exercise, Mistake, fill, first_mistake
 from .joins import JOINS, NOT_X, SHARED, Heads
 from .practice import Practice, checker, verdict
 from .reference import same
@@ -63,7 +63,7 @@ def judge(p, run):
         return verdict(p, run)
     heads = Heads(run.module, run.x)
     found = first_mistake(MISTAKES, heads)
-    return found and found.tell(heads)
+    return found and fill(found.message, heads)
 
 
 WRAPPER = Practice(
