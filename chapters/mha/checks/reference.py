@@ -66,34 +66,26 @@ def head_output(head, x, recipe=CORRECT):
     return attend(*project(head, x, recipe), recipe)  # (b, num_tokens, d_out)
 
 
-def split_heads(t, num_heads, how="blocks"):
-    """``(b, num_tokens, d_out)`` → ``(b, num_heads, num_tokens, head_dim)``, right or wrong."""
-    b, num_tokens, d_out = t.shape
-    head_dim = d_out // num_heads
-    if how == "no transpose":  # mixes tokens and heads
-        return t.reshape(b, num_heads, num_tokens, head_dim)
-    if how == "strided":  # head h takes columns h, h + num_heads, ...
-        return t.reshape(b, num_tokens, head_dim, num_heads).permute(0, 3, 1, 2)
-    return t.reshape(b, num_tokens, num_heads, head_dim).transpose(1, 2)
-
-
-def merge_heads(context, how="blocks"):
-    """``(b, num_heads, num_tokens, head_dim)`` → ``(b, num_tokens, d_out)``, right or wrong."""
-    b, num_heads, num_tokens, head_dim = context.shape
-    if how == "no transpose":
-        return context.reshape(b, num_tokens, num_heads * head_dim)
-    if how == "interleaved":  # column j * num_heads + h holds head h's value j
-        return context.permute(0, 2, 3, 1).reshape(b, num_tokens, num_heads * head_dim)
-    context = context.flip(1) if how == "reversed" else context
-    return context.transpose(1, 2).reshape(b, num_tokens, num_heads * head_dim)
+#: ``(b, num_tokens, d_out)`` → ``(b, num_heads, num_tokens, head_dim)``, right or wrong.
+SPLITS = {
+    "blocks": lambda t, h: t.unflatten(-1, (h, -1)).transpose(1, 2),
+    "no transpose": lambda t, h: t.reshape(t.shape[0], h, t.shape[1], -1),  # tokens and heads mixed
+    "strided": lambda t, h: t.unflatten(-1, (-1, h)).permute(0, 3, 1, 2),  # head h: h, h + H, ...
+}
+#: ``(b, num_heads, num_tokens, head_dim)`` → ``(b, num_tokens, d_out)``, right or wrong.
+MERGES = {
+    "blocks": lambda c: c.transpose(1, 2).flatten(2),
+    "no transpose": lambda c: c.reshape(c.shape[0], c.shape[2], -1),
+    "reversed": lambda c: c.flip(1).transpose(1, 2).flatten(2),  # the last head first
+    "interleaved": lambda c: c.permute(0, 2, 3, 1).flatten(2),  # column j * H + h: head h's j
+}
 
 
 def split_attention(module, x, num_heads, recipe=CORRECT):
     """A weight-split pass over ``module``'s projections (and ``out_proj``), per ``recipe``."""
-    queries, keys, values = (
-        split_heads(t, num_heads, recipe.split) for t in project(module, x, recipe)
-    )  # each (b, num_heads, num_tokens, head_dim)
-    context = merge_heads(attend(queries, keys, values, recipe), recipe.merge)
+    split = SPLITS[recipe.split]
+    queries, keys, values = (split(t, num_heads) for t in project(module, x, recipe))
+    context = MERGES[recipe.merge](attend(queries, keys, values, recipe))  # (b, T, d_out)
     out_proj = getattr(module, "out_proj", None) if recipe.out_proj else None
     return context if out_proj is None else out_proj(context)  # (b, num_tokens, d_out)
 
