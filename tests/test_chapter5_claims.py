@@ -450,3 +450,43 @@ def test_the_steps_check_can_fail():
     assert growth_of(BlockTimer) != growth_of(Timer)  # the two timers differ
     assert steps_named("grows the block in steps of 4 instead of 10") != (2, 10)
     assert steps_named("grows the block in larger steps") is None
+
+
+# --- the sweep: the blocks the prose says it asks for at long lengths ------------------------
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def long_blocks_named(text):
+    """What the prose says of the quick sweep's long lengths: "At the two longest lengths every
+    call is slow, so the quick sweep asks there for two blocks instead of three"."""
+    found = re.search(
+        r"At the (\w+) longest lengths every call is slow, so the quick sweep asks there for "
+        r"(\w+) blocks instead of (\w+)",
+        text,
+    )
+    return tuple(NUMBER_WORDS.get(word) for word in found.groups()) if found else None
+
+
+def long_blocks_hold(named, sweep=QUICK):
+    """The lengths the prose names are the ones ``sweep`` asks fewer blocks at, and the counts
+    are the sweep's."""
+    lengths, blocks, usual = named
+    fewer = [t for t in sweep.tokens if sweep.blocks_at("tokens", t) != sweep.min_blocks]
+    return fewer == list(sweep.tokens[-lengths:]) and (blocks, usual) == (
+        sweep.min_blocks_long,
+        sweep.min_blocks,
+    )
+
+
+def test_the_prose_names_the_blocks_the_sweep_asks_for_at_long_lengths():
+    named = long_blocks_named(prose())
+    print(f"the prose: {named}; the sweep: from {QUICK.long_from} tokens, {QUICK.min_blocks_long}")
+    assert named is not None and long_blocks_hold(named)
+
+
+def test_the_long_blocks_check_can_fail():
+    assert long_blocks_hold((2, 2, 3))
+    assert not long_blocks_hold((1, 2, 3))  # only the longest length
+    assert not long_blocks_hold((2, 3, 3))  # another count
+    assert long_blocks_named("At the longest length every call is slow") is None
