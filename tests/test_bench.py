@@ -505,11 +505,21 @@ def test_targets_on_the_command_line_time_both_paths_with_a_fake_timer(monkeypat
         "torch_mha_nofast": [1.2] * 5,
     }
     fake_timer(monkeypatch, script)
+    # Stand-in modules: the fake timer never calls them, and the warm-up (tested on its own)
+    # would run the GPT-2-sized target's layers for real, in every round's preparation too.
+    prepared = []
+    monkeypatch.setattr(
+        comparison,
+        "prepare",
+        lambda names, *args: prepared.append(tuple(names)) or (dict.fromkeys(names), None),
+    )
+    monkeypatch.setattr(timing_module, "warm_up", lambda *args, **kwargs: None)
     threads = torch.get_num_threads()
     try:
         assert cli.main(["--targets"]) == 0
     finally:
         torch.set_num_threads(threads)
+    assert set(prepared) == {(*t.references, t.implementation) for t in TARGETS}
     out = capsys.readouterr().out
     assert out.count("PASS") == 2
     assert "nn.MultiheadAttention, fast path: 3000.000 ms" in out
