@@ -115,9 +115,8 @@ class Sweep:
     def blocks_at(self, sweep, num_tokens):
         """Timed blocks per measurement at one configuration (from ``long_from`` tokens of the
         length sweep on: ``min_blocks_long``)."""
-        if self.min_blocks_long is None or sweep != "tokens" or num_tokens < self.long_from:
-            return self.min_blocks
-        return self.min_blocks_long
+        long = self.long_from is not None and sweep == "tokens" and num_tokens >= self.long_from
+        return self.min_blocks_long if long and self.min_blocks_long else self.min_blocks
 
 
 HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
