@@ -31,6 +31,7 @@ from mha.bench import (
     Timing,
     causal_block_prediction,
     compare,
+    comparison,
     flop_breakdown,
     forward_flops,
     held_in_memory,
@@ -47,6 +48,7 @@ from mha.bench import (
     speedup_lines,
     summary,
     target_verdict,
+    time_causal_attention,
     time_in_rounds,
     timed_modules,
     timing_tables,
@@ -396,16 +398,18 @@ def test_the_quick_sweep_times_the_modules_whose_memory_chapter_5_counts_at_its_
     assert QUICK.timed_at("tokens", QUICK.tokens[-2], TIMED) == TIMED
     assert QUICK.timed_at("heads", QUICK.heads_sweep_tokens, TIMED) == TIMED
     assert QUICK.blocks_at("tokens", QUICK.tokens[-1]) == 2
-    assert QUICK.blocks_at("tokens", QUICK.tokens[-2]) == QUICK.min_blocks == 3
+    assert QUICK.blocks_at("tokens", QUICK.tokens[-2]) == 2  # 512 tokens: calls are slow too
+    assert QUICK.blocks_at("tokens", QUICK.tokens[-3]) == QUICK.min_blocks == 3
+    assert QUICK.blocks_at("heads", QUICK.heads_sweep_tokens) == 3
 
 
-def test_slow_calls_at_the_longest_length_get_the_fewer_blocks_asked_for(monkeypatch):
+def test_slow_calls_at_long_lengths_get_the_fewer_blocks_asked_for(monkeypatch):
     fake_timer(monkeypatch, {name: [0.005] for name in TIMED})  # one block a call: slow
     monkeypatch.setattr(timing_module, "matmul_ceiling", lambda *args: 100.0)
-    rows = run_sweep(dataclasses.replace(TINY, min_blocks_longest=2))
-    longest = {r.blocks for r in rows if (r.sweep, r.num_tokens) == ("tokens", 8)}
-    elsewhere = {r.blocks for r in rows if (r.sweep, r.num_tokens) != ("tokens", 8)}
-    assert longest == {2} and elsewhere == {3}
+    rows = run_sweep(dataclasses.replace(TINY, min_blocks_long=2, long_from=4))
+    long = {r.blocks for r in rows if r.sweep == "tokens" and r.num_tokens >= 4}
+    elsewhere = {r.blocks for r in rows if r.sweep == "heads" or r.num_tokens < 4}
+    assert long == {2} and elsewhere == {3}
     assert not any(r.capped for r in rows)
 
 
@@ -501,11 +505,21 @@ def test_targets_on_the_command_line_time_both_paths_with_a_fake_timer(monkeypat
         "torch_mha_nofast": [1.2] * 5,
     }
     fake_timer(monkeypatch, script)
+    # Stand-in modules: the fake timer never calls them, and the warm-up (tested on its own)
+    # would run the GPT-2-sized target's layers for real, in every round's preparation too.
+    prepared = []
+    monkeypatch.setattr(
+        comparison,
+        "prepare",
+        lambda names, *args: prepared.append(tuple(names)) or (dict.fromkeys(names), None),
+    )
+    monkeypatch.setattr(timing_module, "warm_up", lambda *args, **kwargs: None)
     threads = torch.get_num_threads()
     try:
         assert cli.main(["--targets"]) == 0
     finally:
         torch.set_num_threads(threads)
+    assert set(prepared) == {(*t.references, t.implementation) for t in TARGETS}
     out = capsys.readouterr().out
     assert out.count("PASS") == 2
     assert "nn.MultiheadAttention, fast path: 3000.000 ms" in out
@@ -563,6 +577,22 @@ def test_the_causal_prediction_follows_the_kernels_key_blocks_of_512():
     assert causal_block_prediction(256) == (0, 4, 1.0)  # one key block: nothing to skip
     assert causal_block_prediction(512) == (0, 8, 1.0)
     assert causal_block_prediction(1024) == (2, 8, 0.75)  # 4 query blocks of 256, 2 key blocks
+
+
+def test_the_causal_timing_takes_the_heads_asked_for_as_wide_as_the_length_sweeps(monkeypatch):
+    shapes = []
+
+    def fake_rounds(cases, **kwargs):
+        shapes.extend(tuple(case()[1].shape) for case in cases)  # (3, b, heads, tokens, head_dim)
+        return [{} for _ in cases]
+
+    monkeypatch.setattr(comparison, "time_in_rounds", fake_rounds)
+    head_dim = QUICK.d_out // QUICK.tokens_sweep_heads
+    assert set(time_causal_attention(QUICK, (16, 32), num_heads=1)) == {16, 32}
+    assert shapes == [(3, QUICK.batch, 1, 16, head_dim), (3, QUICK.batch, 1, 32, head_dim)]
+    shapes.clear()
+    time_causal_attention(QUICK, (16,))  # by default, the length sweep's heads
+    assert shapes == [(3, QUICK.batch, QUICK.tokens_sweep_heads, 16, head_dim)]
 
 
 def test_the_score_steps_compute_what_the_split_computes():

@@ -35,7 +35,7 @@ from torch.utils.benchmark import Timer
 
 from mha import MultiHeadAttention
 from mha.bench import QUICK, BlockTimer, held_in_memory, timed_modules
-from mha.bench.faults import LARGE_BLOCK_MIB
+from mha.bench.faults import LARGE_BLOCK_MIB, SETTINGS, allocator_experiment
 from mha.counting import QuietDispatchMode, operator_counts
 
 D_OUT, HEADS, COUNT_TOKENS = 192, 12, 64  # the chapter's QUICK sweep
@@ -123,15 +123,23 @@ def facts():
 
 @functools.cache
 def in_fresh_processes():
-    """``facts()`` from two fresh processes started side by side, one on this CPU's code path and
-    one on the portable path: ``{where: facts}``."""
+    """What two fresh processes started side by side measured, one on this CPU's code path and
+    one on the portable path: ``{where: {"facts": facts(), "kept": kept_probe()}}``.
+
+    One process per path serves both the counts and the allocator claim: each fresh process
+    costs a start of Python and torch, and the two read independent things (the counts follow
+    from the code; the kept side of the experiment runs in copies under glibc's settings).
+    """
     code = "import json, sys; sys.path.insert(0, sys.argv[1]);"
-    code += "import test_chapter5_claims as t; print(json.dumps(t.facts()))"
+    code += "import test_chapter5_claims as t;"
+    code += 'print(json.dumps({"facts": t.facts(), "kept": t.kept_probe()}))'
     native = {k: v for k, v in os.environ.items() if k not in PORTABLE}
+    native.update(OMP_NUM_THREADS="1")
     running = {
         where: subprocess.Popen(
             [sys.executable, "-c", code, str(Path(__file__).parent)],
             env={**native, **env},
+            cwd=CHAPTER.parent,
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -148,7 +156,7 @@ def in_fresh_processes():
 def facts_in(where):
     if where == "warm process":
         return warm_facts()
-    return in_fresh_processes()[where]
+    return in_fresh_processes()[where]["facts"]
 
 
 @functools.cache
@@ -252,20 +260,24 @@ def test_each_claim_can_fail():
 
 #: The chapter's experiment: the split at 1024 tokens with 9 heads of 16 (d_out 144).
 EXPERIMENT_TOKENS, EXPERIMENT_HEADS, EXPERIMENT_D_OUT = QUICK.allocator_configuration()
-#: The chapter's experiment, the split alone, as ``allocator_experiment`` runs it (two copies of
-#: a fresh process, with their warm-up, the chapter's 3 timed calls); prints the copy under the
-#: settings' findings. The split is timed in that copy only (``kept_only``): the default copy's
-#: timings are no claim, and it still checks the large block, as in the chapter.
-KEPT_PROBE = f"""
-import json
-from mha.bench.faults import SETTINGS, allocator_experiment
-found = allocator_experiment(names=("split",), tokens=({EXPERIMENT_TOKENS},),
-                             num_heads={EXPERIMENT_HEADS}, d_out={EXPERIMENT_D_OUT}, repeats=3,
-                             kept_only=("split",))
-kept = SETTINGS[1]
-split = found.probes[kept]["split", {EXPERIMENT_TOKENS}]
-print(json.dumps([found.large_block[kept], split.minor_faults]))
-"""
+
+
+def kept_probe():
+    """The chapter's experiment, the split alone, as ``allocator_experiment`` runs it (two copies
+    of this process, with their warm-up, the chapter's 3 timed calls): ``[large block's faults,
+    the split's faults per call]`` in the copy under the settings. The split is timed in that
+    copy only (``kept_only``): the default copy's timings are no claim, and it still checks the
+    large block, as in the chapter."""
+    found = allocator_experiment(
+        names=("split",),
+        tokens=(EXPERIMENT_TOKENS,),
+        num_heads=EXPERIMENT_HEADS,
+        d_out=EXPERIMENT_D_OUT,
+        repeats=3,
+        kept_only=("split",),
+    )
+    kept = SETTINGS[1]
+    return [found.large_block[kept], found.probes[kept]["split", EXPERIMENT_TOKENS].minor_faults]
 
 
 def kept_memory_takes_the_faults_away(
@@ -292,25 +304,9 @@ def kept_memory_takes_the_faults_away(
 
 def kept_faults_on_both_code_paths():
     """``{path: (large block's faults, the split's faults per call)}`` under the settings, from
-    two fresh processes, one per CPU code path, side by side."""
-    chapters = str(CHAPTER.parent)
-    base = {k: v for k, v in os.environ.items() if k not in PORTABLE}
-    base.update(PYTHONPATH=chapters, OMP_NUM_THREADS="1")
-    running = {
-        path: subprocess.Popen(
-            [sys.executable, "-c", KEPT_PROBE],
-            env={**base, **extra},
-            cwd=chapters,
-            text=True,
-            stdout=subprocess.PIPE,
-        )
-        for path, extra in (("native", {}), ("portable", PORTABLE))
-    }
-    found = {}
-    for path, process in running.items():
-        out = process.communicate(timeout=300)[0]
-        found[path] = tuple(json.loads(out.splitlines()[-1]))
-    return found
+    the fresh processes of ``in_fresh_processes``, one per CPU code path."""
+    paths = dict(zip(WHERE[1:], ("native", "portable"), strict=True))
+    return {path: tuple(in_fresh_processes()[where]["kept"]) for where, path in paths.items()}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator on Linux")
@@ -454,3 +450,43 @@ def test_the_steps_check_can_fail():
     assert growth_of(BlockTimer) != growth_of(Timer)  # the two timers differ
     assert steps_named("grows the block in steps of 4 instead of 10") != (2, 10)
     assert steps_named("grows the block in larger steps") is None
+
+
+# --- the sweep: the blocks the prose says it asks for at long lengths ------------------------
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def long_blocks_named(text):
+    """What the prose says of the quick sweep's long lengths: "At the two longest lengths every
+    call is slow, so the quick sweep asks there for two blocks instead of three"."""
+    found = re.search(
+        r"At the (\w+) longest lengths every call is slow, so the quick sweep asks there for "
+        r"(\w+) blocks instead of (\w+)",
+        text,
+    )
+    return tuple(NUMBER_WORDS.get(word) for word in found.groups()) if found else None
+
+
+def long_blocks_hold(named, sweep=QUICK):
+    """The lengths the prose names are the ones ``sweep`` asks fewer blocks at, and the counts
+    are the sweep's."""
+    lengths, blocks, usual = named
+    fewer = [t for t in sweep.tokens if sweep.blocks_at("tokens", t) != sweep.min_blocks]
+    return fewer == list(sweep.tokens[-lengths:]) and (blocks, usual) == (
+        sweep.min_blocks_long,
+        sweep.min_blocks,
+    )
+
+
+def test_the_prose_names_the_blocks_the_sweep_asks_for_at_long_lengths():
+    named = long_blocks_named(prose())
+    print(f"the prose: {named}; the sweep: from {QUICK.long_from} tokens, {QUICK.min_blocks_long}")
+    assert named is not None and long_blocks_hold(named)
+
+
+def test_the_long_blocks_check_can_fail():
+    assert long_blocks_hold((2, 2, 3))
+    assert not long_blocks_hold((1, 2, 3))  # only the longest length
+    assert not long_blocks_hold((2, 3, 3))  # another count
+    assert long_blocks_named("At the longest length every call is slow") is None

@@ -63,17 +63,18 @@ def causal_block_prediction(num_tokens):
     return skipped, pairs, (pairs - skipped) / pairs
 
 
-def time_causal_attention(sweep, tokens, *, device="cpu"):
+def time_causal_attention(sweep, tokens, *, num_heads=None, device="cpu"):
     """``{num_tokens: {"causal": Timing, "full": Timing}}`` for the fused kernel alone.
 
     Both calls do the same work unless the kernel skips the scores that the causal mask hides:
-    their time ratio measures how much it skips (at ``sweep.tokens_sweep_heads`` heads).
+    their time ratio measures how much it skips. The heads are as wide as the length sweep's
+    (``head_dim = sweep.d_out // sweep.tokens_sweep_heads``); ``num_heads`` of them (default:
+    the length sweep's count). The kernel skips block pairs head by head, so fewer heads leave
+    the prediction alone and only shorten every call.
     """
-    heads = sweep.tokens_sweep_heads
-    cases = [
-        partial(_attention_case, sweep.batch, heads, t, sweep.d_out // heads, device)
-        for t in tokens
-    ]
+    head_dim = sweep.d_out // sweep.tokens_sweep_heads
+    heads = num_heads or sweep.tokens_sweep_heads
+    cases = [partial(_attention_case, sweep.batch, heads, t, head_dim, device) for t in tokens]
     timings = time_in_rounds(
         cases,
         min_run_time=sweep.min_run_time,

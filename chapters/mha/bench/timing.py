@@ -90,7 +90,8 @@ class Sweep:
     max_run_time: float = 1.0  # seconds the one retry for min_blocks may take at most
     budget: float = math.inf  # seconds of timing after which no round starts, nothing is retried
     at_longest: tuple | None = None  # implementations timed at the longest length (None: all)
-    min_blocks_longest: int | None = None  # timed blocks there, where calls are slowest
+    min_blocks_long: int | None = None  # timed blocks from long_from tokens on (None: min_blocks)
+    long_from: int | None = None  # the length sweep's num_tokens from which calls count as slow
     allocator_heads: int | None = None  # chapter 5's allocator experiment's heads (None: as here)
 
     def configurations(self):
@@ -112,10 +113,10 @@ class Sweep:
         return self.tokens[-1], heads, heads * (self.d_out // self.tokens_sweep_heads)
 
     def blocks_at(self, sweep, num_tokens):
-        """Timed blocks per measurement at one configuration (at the longest: its own count)."""
-        if self.min_blocks_longest is None or (sweep, num_tokens) != ("tokens", self.tokens[-1]):
-            return self.min_blocks
-        return self.min_blocks_longest
+        """Timed blocks per measurement at one configuration (from ``long_from`` tokens of the
+        length sweep on: ``min_blocks_long``)."""
+        long = self.long_from is not None and sweep == "tokens" and num_tokens >= self.long_from
+        return self.min_blocks_long if long and self.min_blocks_long else self.min_blocks
 
 
 HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
@@ -126,11 +127,13 @@ HEAD_COUNTS = (1, 2, 4, 8, 12, 16)
 #: that estimates the block size and min_blocks single calls per module; max_run_time and
 #: budget bound it when other programs slow the machine down. One round: a second took the
 #: sweep cell from 9 s to 14.6 s, and whether it started depended on how fast the first one
-#: finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s). At 1024 tokens (a
-#: tenth of a second a call of the split) only the three modules whose memory chapter 5 counts
-#: are timed, with 2 blocks (3 calls, with the block-size estimate). The allocator experiment's 9
-#: heads of 16 (d_out 144) make each of the split's score tensors 36 MiB at 1024 tokens: above
-#: glibc's 32 MiB cap, at about three quarters of the cost of 12 heads.
+#: finished (about 6 s on a 2-core AMD EPYC, against the budget of 6 s). From 512 tokens on
+#: (tens of milliseconds a call; a block is one call) every module is timed with 2 blocks (3
+#: calls, with the block-size estimate): these counted calls, not the time-budgeted ones, are
+#: what the slower portable code path lengthens. At 1024 tokens (a tenth of a second a call of
+#: the split) only the three modules whose memory chapter 5 counts are timed. The allocator
+#: experiment's 9 heads of 16 (d_out 144) make each of the split's score tensors 36 MiB at 1024
+#: tokens: above glibc's 32 MiB cap, at about three quarters of the cost of 12 heads.
 QUICK = Sweep(
     d_out=192,
     batch=1,
@@ -145,7 +148,8 @@ QUICK = Sweep(
     budget=6,
     ceiling_size=512,
     at_longest=("wrapper", "split", "fused"),
-    min_blocks_longest=2,
+    min_blocks_long=2,
+    long_from=512,
     allocator_heads=9,
 )
 #: GPT-2-small width (d_out 768, 12 heads); a minute or two on two idle CPU cores.
