@@ -73,7 +73,8 @@ from mha import MultiHeadAttention, TiledAttention, example_batch
 from mha.counting import QuietDispatchMode, count_ops
 from mha.measure_tiled import score_memory
 from mha.checks.shortcuts import Watch
-from mha.checks.tiled import TiledAttentionStart, online_softmax
+from mha.checks.tiled import online_softmax
+from mha.starting import TiledAttentionStart
 module = MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
 count_ops(module, example_batch())
 score_memory(TiledAttention(3, 4, 6, 0.0, num_heads=2, block_size=2), example_batch())
