@@ -26,7 +26,8 @@ NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
 #: tag -> the markdown cell ``make execute`` puts right before every cell so tagged (a
-#: ``prediction_x = None`` cell, a practice's first code cell): AUTHORING.md, "Web routes".
+#: ``prediction_x = None`` cell, a practice's first code cell): AUTHORING.md, "What `make
+#: execute` does".
 ROUTES = load_normaliser().ROUTES
 #: Prose that only makes sense inside a running notebook (issue 19's examples, and their kin).
 NOTEBOOK_ONLY_PROSE = (
