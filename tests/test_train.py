@@ -254,9 +254,10 @@ def test_resuming_gives_the_model_of_one_longer_run():
 
 
 def loss_now(model):
-    """The training loss of the model's weights as they are."""
+    """The training loss of the model's weights as they are, on one thread as ``train`` computes
+    it (so that it can equal a loss ``train`` recorded to the bit)."""
     tokens = model.task.train_set()
-    with torch.no_grad():
+    with torch.no_grad(), train_module.one_thread():
         return model.task.loss(model(tokens), tokens).item()
 
 
