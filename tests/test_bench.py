@@ -595,6 +595,12 @@ def test_the_causal_timing_takes_the_heads_asked_for_as_wide_as_the_length_sweep
     assert shapes == [(3, QUICK.batch, QUICK.tokens_sweep_heads, 16, head_dim)]
 
 
+def test_the_causal_timing_says_what_is_wrong_with_a_head_count():
+    for bad, words in ((0, "1 or more"), (-2, "1 or more"), (1.5, "whole number"), (True, "whole")):
+        with pytest.raises(ValueError, match=words):
+            time_causal_attention(QUICK, (16,), num_heads=bad)
+
+
 def test_the_score_steps_compute_what_the_split_computes():
     modules, inputs = score_steps(1, 6, 8, 2)
     queries, keys, scores = inputs

@@ -72,8 +72,12 @@ def time_causal_attention(sweep, tokens, *, num_heads=None, device="cpu"):
     the length sweep's count). The kernel skips block pairs head by head, so fewer heads leave
     the prediction alone and only shorten every call.
     """
+    if num_heads is not None and (isinstance(num_heads, bool) or not isinstance(num_heads, int)):
+        raise ValueError(f"num_heads must be a whole number of heads, got {num_heads!r}.")
+    if num_heads is not None and num_heads < 1:
+        raise ValueError(f"num_heads must be 1 or more (or None: the sweep's), got {num_heads}.")
     head_dim = sweep.d_out // sweep.tokens_sweep_heads
-    heads = num_heads or sweep.tokens_sweep_heads
+    heads = sweep.tokens_sweep_heads if num_heads is None else num_heads
     cases = [partial(_attention_case, sweep.batch, heads, t, head_dim, device) for t in tokens]
     timings = time_in_rounds(
         cases,
