@@ -75,42 +75,58 @@ def test_make_test_runs_strict_nbval_on_the_portable_code_path_in_the_binder_reh
     assert binder_check.SECOND_CPU_PATH.items() <= options["env"].items()
 
 
-def fake_runs(monkeypatch, failing=(), seconds=0.05):
-    """Replace running a make target by a short sleep; record when each ran."""
-    spans, lock = {}, threading.Lock()
+class FakeRuns:
+    """Stands in for running a make target: a short sleep. Records when each check ran and the most
+    that ran at once.
 
-    def run(check):
+    A run first waits (10 s at most) until ``together`` checks have been running at once: how many
+    the scheduler starts together is then decided by the scheduler, not by how soon a busy machine
+    gets round to its threads (CI once saw a third check start 4 ms after the first two ended)."""
+
+    def __init__(self, monkeypatch, failing=(), seconds=0.05, together=1):
+        self.spans, self.most_at_once, self.running = {}, 0, 0
+        self.failing, self.seconds, self.together = failing, seconds, together
+        self.changed = threading.Condition()
+        monkeypatch.setattr(checks, "run", self.run)
+        monkeypatch.setattr(checks, "LOGS", ROOT / "_build" / "checks-test")
+        checks.LOGS.mkdir(parents=True, exist_ok=True)
+        for name in "abcd":
+            (checks.LOGS / f"{name}.log").write_text(f"output of {name}\n")
+
+    def run(self, check):
         start = time.perf_counter()
-        time.sleep(seconds)
-        with lock:
-            spans[check.name] = (start, time.perf_counter())
-        return checks.Result(check, "FAIL" if check.name in failing else "pass", seconds, 0.0)
-
-    monkeypatch.setattr(checks, "run", run)
-    monkeypatch.setattr(checks, "LOGS", ROOT / "_build" / "checks-test")
-    checks.LOGS.mkdir(parents=True, exist_ok=True)
-    for name in "abcd":
-        (checks.LOGS / f"{name}.log").write_text(f"output of {name}\n")
-    return spans
-
-
-def overlapping(spans):
-    """The most checks that ran at one moment."""
-    moments = sorted(t for span in spans.values() for t in span)
-    return max(sum(a <= m < b for a, b in spans.values()) for m in moments)
+        with self.changed:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.most_at_once >= self.together, timeout=10)
+        time.sleep(self.seconds)
+        with self.changed:
+            self.running -= 1
+            self.spans[check.name] = (start, time.perf_counter())
+        return checks.Result(check, "FAIL" if check.name in self.failing else "pass", 0.0, 0.0)
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
 def test_no_more_than_test_jobs_checks_run_at_once(monkeypatch, jobs):
-    spans = fake_runs(monkeypatch)
+    fake = FakeRuns(monkeypatch, together=jobs)
     monkeypatch.setenv("TEST_JOBS", str(jobs))
     results = checks.schedule([checks.Check(n, n) for n in "abcd"])
     assert [r.status for r in results] == ["pass"] * 4
-    assert overlapping(spans) == jobs
+    assert fake.most_at_once == jobs
+
+
+def test_the_test_of_test_jobs_can_fail(monkeypatch):
+    """A scheduler that ignored TEST_JOBS would run all four at once."""
+    fake = FakeRuns(monkeypatch, together=4)
+    monkeypatch.setenv("TEST_JOBS", "2")
+    monkeypatch.setattr(checks, "jobs", lambda: 4)
+    checks.schedule([checks.Check(n, n) for n in "abcd"])
+    assert fake.most_at_once == 4
 
 
 def test_a_check_starts_after_the_one_it_needs_and_not_at_all_when_that_one_failed(monkeypatch):
-    spans = fake_runs(monkeypatch, failing={"c"})
+    spans = FakeRuns(monkeypatch, failing={"c"}).spans
     monkeypatch.setenv("TEST_JOBS", "4")
     results = checks.schedule(
         [
@@ -125,7 +141,7 @@ def test_a_check_starts_after_the_one_it_needs_and_not_at_all_when_that_one_fail
 
 
 def test_a_failed_check_fails_the_run_and_the_table_names_it(monkeypatch, capsys):
-    fake_runs(monkeypatch, failing={"b"})
+    FakeRuns(monkeypatch, failing={"b"})
     monkeypatch.setattr(checks, "CHECKS", tuple(checks.Check(n, f"check {n}") for n in "ab"))
     assert checks.main([]) == 1
     out = capsys.readouterr().out
@@ -140,12 +156,17 @@ def test_on_two_cores_the_long_checks_and_the_unit_tests_start_first(monkeypatch
     """The browser tests start once the book is built, the Binder rehearsal and the unit tests at
     once; the run ends on fillers, not on one serial check started late."""
     seconds = {"html": 0.2, "browser-pages": 0.8, "binder-check": 0.6, "unit": 0.6}
-    spans, lock = {}, threading.Lock()
+    spans, started = {}, threading.Condition()
 
     def run(check):
         start = time.perf_counter()
+        with started:
+            spans[check.name] = (start, None)
+            started.notify_all()
+            if check.name == "html":  # the book builds until the two (10 s at most: a busy machine)
+                started.wait_for(lambda: {"binder-check", "unit"} <= spans.keys(), timeout=10)
         time.sleep(seconds.get(check.name, 0.05))
-        with lock:
+        with started:
             spans[check.name] = (start, time.perf_counter())
         return checks.Result(check, "pass", 0.0, 0.0)
 
@@ -203,7 +224,7 @@ def test_a_process_a_check_leaves_running_is_waited_for_and_its_cpu_time_counted
 
 
 def test_a_check_on_two_workers_takes_two_places(monkeypatch):
-    spans = fake_runs(monkeypatch)
+    spans = FakeRuns(monkeypatch).spans
     monkeypatch.setenv("TEST_JOBS", "2")
     wide = [checks.Check("a", "a", slots=2), checks.Check("b", "b"), checks.Check("c", "c")]
     assert [r.status for r in checks.schedule(wide)] == ["pass"] * 3
