@@ -33,6 +33,15 @@ def test_every_chapter_module_with_practice_is_found():
 
 
 @pytest.mark.parametrize("name", sorted(EXERCISES))
+def test_help_on_a_check_shows_its_own_name_and_docstring(name):
+    """The reader's ``help(check_…)`` or ``check_…?``: not ``guarded``, not partial's docstring."""
+    check = EXERCISES[name].checker
+    module = importlib.import_module(name.rsplit(".", 1)[0])
+    assert getattr(module, check.__name__, None) is check, check.__name__
+    assert check.__doc__ and "partial" not in check.__doc__, check.__doc__
+
+
+@pytest.mark.parametrize("name", sorted(EXERCISES))
 def test_the_solution_code_fits_the_column(name):
     solution = EXERCISES[name].solution()
     long = [line for line in solution.text.splitlines() if len(line) > MAX_LINE]

@@ -39,8 +39,9 @@ class CheckResult:
         return box_html(kind, mark, html.escape(self.feedback).replace("\n", "<br>"))
 
 
-def never_raises(check):
-    """Wrap a check so that an unexpected failure inside it becomes feedback, not a traceback."""
+def never_raises(check, name=None, doc=None):
+    """Wrap a check so that an unexpected failure inside it becomes feedback, not a traceback.
+    ``name`` and ``doc``: what ``help()`` shows the reader for a ``partial``, which has neither."""
 
     @functools.wraps(check)  # its name, its docstring, and __wrapped__: the check itself
     def guarded(*args, **kwargs):
@@ -50,6 +51,8 @@ def never_raises(check):
             why = describe_error(error)
             return CheckResult(False, f"The check itself could not run on this answer ({why}).")
 
+    guarded.__name__ = guarded.__qualname__ = name or guarded.__name__
+    guarded.__doc__ = doc or guarded.__doc__
     return guarded
 
 

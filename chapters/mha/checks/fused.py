@@ -70,7 +70,7 @@ FUSED = Practice(
     "result, and in training drops whole attention weights inside the kernel.",
 )  # fmt: skip
 #: Checks a fused-kernel class against references from each instance's own layers.
-check_fused_attention = checker(FUSED)
+check_fused_attention = checker(FUSED, "check_fused_attention")
 
 
 fused_attention = Exercise(

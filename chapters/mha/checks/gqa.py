@@ -83,7 +83,7 @@ GQA = Practice(
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on
 #: Checks a grouped-query class against references from each instance's own layers.
-check_gqa_forward = checker(GQA)
+check_gqa_forward = checker(GQA, "check_gqa_forward")
 
 
 gqa_forward = Exercise(

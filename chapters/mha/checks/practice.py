@@ -92,6 +92,7 @@ def check_practice(p, cls):
     return CheckResult(True, p.praise)
 
 
-def checker(p):
-    """The check the reader calls, ``check(cls)``: :func:`check_practice` on ``p``; never raises."""
-    return never_raises(functools.partial(check_practice, p))
+def checker(p, name):
+    """The check the reader calls, ``name(cls)``: :func:`check_practice` on ``p``; never raises."""
+    doc = f"{name}(YourClass): runs your class and names the first mistake it finds."
+    return never_raises(functools.partial(check_practice, p), name, doc)

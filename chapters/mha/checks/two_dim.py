@@ -8,8 +8,9 @@ from .core import Exercise, never_raises
 
 TWO_DIM = Target("check_two_dim_output", "two_dim_output", "Two", heads=2, width=2)
 TWELVE_WIDE = Target("check_twelve_wide_output", "twelve_wide_output", "Four", heads=4, width=12)
-#: Two heads whose context vectors are two values wide.
-check_two_dim_output = never_raises(partial(check, TWO_DIM))
+check_two_dim_output = never_raises(
+    partial(check, TWO_DIM), TWO_DIM.check, "Two heads whose context vectors are two values wide."
+)
 
 
 two_dim_output = Exercise(
@@ -24,8 +25,11 @@ two_dim_output = Exercise(
     ),
     solution_code=solution("my_wrapper", TWO_DIM),
 )
-#: Four heads whose context vectors are twelve values wide.
-check_twelve_wide_output = never_raises(partial(check, TWELVE_WIDE))
+check_twelve_wide_output = never_raises(
+    partial(check, TWELVE_WIDE),
+    TWELVE_WIDE.check,
+    "Four heads whose context vectors are twelve values wide.",
+)
 
 
 twelve_wide_output = Exercise(

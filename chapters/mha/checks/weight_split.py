@@ -37,7 +37,7 @@ WEIGHT_SPLIT = Practice(
     "and on whole attention weights in training mode), without torch's own attention.",
 )
 #: Checks a weight-split class against references from each instance's own layers.
-check_weight_split = checker(WEIGHT_SPLIT)
+check_weight_split = checker(WEIGHT_SPLIT, "check_weight_split")
 
 
 class MyWeightSplit(WeightSplitSkeleton):

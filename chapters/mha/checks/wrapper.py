@@ -76,7 +76,7 @@ WRAPPER = Practice(
     "by side on the last axis, in list order: num_heads × d_out values per token.",
 )
 #: Checks chapter 1's exercise: every head run once on ``x``, joined on the last axis.
-check_wrapper = checker(WRAPPER)
+check_wrapper = checker(WRAPPER, "check_wrapper")
 
 
 class MyWrapper(WrapperSkeleton):
