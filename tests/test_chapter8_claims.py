@@ -110,6 +110,33 @@ def test_the_crossing_test_can_fail():
     assert count["MLA, absorbed"] < count["MHA + KV cache"]
 
 
+def fixed_costs(latent, d_model=D_MODEL, heads=NUM_HEADS):
+    """Multiply-adds of a step that attends to no token: what does not grow with the cache."""
+    return step_multiply_adds(d_model, d_model, heads, latent, 0)
+
+
+def test_absorbed_starts_below_mha_while_the_latent_is_under_two_thirds_of_d_out():
+    """Cell 44: absorbed MLA's fixed cost, ``d_in · latent_dim + 2 · d_out · latent_dim`` beside
+    the query and out_proj, is below MHA's ``2 · d_in · d_out`` whenever latent_dim < 2/3 d_out
+    (d_in = d_out); not merely when the latent is narrower than a token's keys and values."""
+    for latent in (LATENT, 2 * D_MODEL // 3):  # 128, the chapter's; 341, the last below
+        costs = fixed_costs(latent)
+        assert costs["MLA, absorbed"] < costs["MHA + KV cache"], latent
+    for latent in (2 * D_MODEL // 3 + 1, D_MODEL):  # 512: narrower than keys and values (1,024)
+        costs = fixed_costs(latent)
+        assert costs["MLA, absorbed"] > costs["MHA + KV cache"], latent
+
+
+def test_mha_does_one_multiply_add_per_number_it_reads_and_absorbed_mla_two_per_head():
+    """Cell 47, and cell 43's last line: per cached token MHA reads 2 · d_out numbers and does as
+    many multiply-adds; absorbed MLA reads latent_dim and does 2 · num_heads times as many."""
+    one = step_multiply_adds(D_MODEL, D_MODEL, NUM_HEADS, LATENT, 1)  # one cached token
+    per_token = {form: one[form] - fixed_costs(LATENT)[form] for form in one}
+    assert per_token["MHA + KV cache"] == 2 * D_MODEL  # one per number read
+    assert per_token["MLA, absorbed"] == 2 * NUM_HEADS * LATENT  # 2 · num_heads per number
+    assert per_token["MLA, absorbed"] != LATENT  # the sentence's old "about one" fails
+
+
 def cache_values_per_token():
     v3 = dict(n_heads=128, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
     hd = v3["v_head_dim"]

@@ -39,7 +39,7 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     *((dict(on_latents=on, dropout=None), DROPPED) for on in (False, True)),
     (dict(bias=0), "out_proj's bias is missing: the fold takes its weight, add the bias."),
 )
-PRAISE = "Your absorbed pass equals forward's output; no latent expanded."
+PRAISE = "Your absorbed pass equals forward's output; W_up_key and W_up_value never ran as layers."
 UNKNOWN = "Not the absorbed output, and no catalogued mistake explains it: see hint(2)."
 FAILED = "Your function failed: {error}"
 #: d_in, d_out, heads, latent_dim, tokens, qkv_bias, seed, dropout (in training mode).
