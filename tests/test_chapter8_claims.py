@@ -137,8 +137,22 @@ def test_mha_does_one_multiply_add_per_number_it_reads_and_absorbed_mla_two_per_
     assert per_token["MLA, absorbed"] != LATENT  # the sentence's old "about one" fails
 
 
+CHAPTER = Path(__file__).parent.parent / "chapters" / "08_compressing_keys_and_values.ipynb"
+
+
+def chapters_deepseek_v3():
+    """The ``deepseek_v3`` dict chapter 8's code cell defines, as the chapter's cells compute."""
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    (source,) = [
+        "".join(c["source"]) for c in cells if "deepseek_v3 = dict(" in "".join(c["source"])
+    ]
+    found = {}
+    exec(source, found)
+    return found["deepseek_v3"]
+
+
 def cache_values_per_token():
-    v3 = dict(n_heads=128, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
+    v3 = chapters_deepseek_v3()
     hd = v3["v_head_dim"]
     return {
         "MHA": 2 * v3["n_heads"] * hd,
