@@ -6,6 +6,8 @@
  * toggle, a group named "Your guess": a button per choice (with the verdict Python gives it),
  * or a text box and "Check my guess" for a number or numbers, read here in mha.predictions's
  * grammar, rule for rule (tests/prediction_cases.json holds both readers to the same cases).
+ * The labels of a choice are read here by the same rules too ("(B)", "yes", "4 offsets"),
+ * so that the table holds every form a reader writes to both readers.
  * A guess shows Python's verdict word for word and, once it could be read, opens the answer.
  * Guesses stay in this browser (localStorage, one entry per page: no cookie, no request); the
  * chapter ends with a tally and a button that clears it. JupyterLab, Binder and Colab never run
@@ -22,6 +24,20 @@
   const TOKEN =
     /\s*(?:([0-9]+(?:\.[0-9]+)?)|([()[\]])|(,|;|\/|×|\*|x|by|and|(?:torch\.)?size))\s*/y;
   const LARGEST = 2 ** 53;
+  /* mha.predictions._UNIT, _NOT_A_UNIT: a number, then up to three words naming its unit */
+  const UNIT = /^(.*?[0-9])\s+([a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,2})$/i;
+  const NOT_A_UNIT = new RegExp(
+    "^(?:hundred|thousand|million|billion|trillion|dozen|lakh|crore|k|m|g|t|bn|mn|mil|" +
+      String.raw`[kmgtp]i?b|(?:kilo|mega|giga|tera|peta|kibi|mebi|gibi|tebi)\w*|squared|cubed|` +
+      "percent|or|and|nor|not|plus|minus|than|less|more|fewer|over|under|above|below|least|" +
+      String.raw`most|at|max|min|about|around|roughly|approx\w*|circa|ish|so|nearly|almost|` +
+      "maybe|perhaps)s?$",
+    "i",
+  );
+  /* mha.predictions._BEFORE, _AFTER, _HEDGE: what may stand around a choice's label */
+  const BEFORE = String.raw`^(?:(?:option|choice|answer)\s*:?\s*)?[(\[]?\s*`;
+  const AFTER = String.raw`\s*[)\]]?\s*[.:!?]?(?:(?:\s*[(\[]|\s*[:,;=\u2013\u2014-]|(?<=[.):!?\]])\s)(.*))?$`;
+  const HEDGE = /^(?:(?:or|and|nor|vs)\b|[/&|])/i;
   /* mha.gqa._LIST_BREAK: what separates two lists written without brackets */
   const LIST_BREAK = /\s*(?:\/|;|\||\n|\band\b|\bvs\.?)\s*/;
 
@@ -29,9 +45,17 @@
   const tidy = (text) => text.replace(/^[\s`'"]+|[\s`'".]+$/g, "");
   const numeral = (text) => Number(text.replace(/[,_' \u00a0\u202f]/g, ""));
 
+  /* mha.predictions._without_unit: the text without the words naming its number's unit */
+  function withoutUnit(text) {
+    const found = UNIT.exec(text);
+    if (!found || found[2].split(/\s+/).some((word) => NOT_A_UNIT.test(word))) return text;
+    return found[1];
+  }
+
   /* mha.predictions._number_text: the number typed, or Unreadable */
   function numberText(text) {
-    const said = tidy(text).replace(/^[A-Za-z_][A-Za-z0-9_]*\s*=\s*/, "").replace(/\*\*/g, "^");
+    const named = tidy(text).replace(/^[A-Za-z_][A-Za-z0-9_]*\s*=\s*/, "");
+    const said = withoutUnit(named).replace(/\*\*/g, "^");
     let value = 1;
     for (const factor of said.split(/\s*[*×]\s*/)) {
       const found = FACTOR.exec(factor);
@@ -100,8 +124,82 @@
     return said.every((item, i) => judge(item, answer[i]));
   }
 
-  /* mha.predictions.read, for typed text and an answer of numbers */
-  function readAs(typed, answer) {
+  /* --- A choice's label (mha.predictions._label) ---------------------------------------- */
+
+  const isNumber = (value) => typeof value === "number";
+  const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  /* mha.predictions._spellings: Python's str() of a label; yes or no for True or False */
+  const spellings = (label) =>
+    typeof label === "boolean" ? (label ? ["True", "yes"] : ["False", "no"]) : [String(label)];
+
+  /* mha.predictions._names_another */
+  function namesAnother(text, label, pairs) {
+    const rest = tidy(text).replace(/^[()[\] ]+|[()[\] ]+$/g, "");
+    const first = rest.split(/[\s,;:.)\]]+/)[0];
+    const others = pairs.filter(([other]) => other !== label).flatMap(([o]) => spellings(o));
+    return (
+      HEDGE.test(rest) ||
+      (pairs.some(([other]) => isNumber(other)) && /^[+-]?[0-9]/.test(rest)) ||
+      others.some((spelt) =>
+        /^[A-Z]$/.test(spelt) ? first === spelt : first.toLowerCase() === spelt.toLowerCase(),
+      )
+    );
+  }
+
+  /* mha.predictions._own_text */
+  const ownText = (text, label, pairs) =>
+    pairs.some(
+      ([other, words]) =>
+        other === label &&
+        typeof words === "string" &&
+        tidy(text).toLowerCase() === tidy(words).toLowerCase(),
+    );
+
+  /* mha.predictions._label: the label typed, or Unreadable. ``pairs``: [label, text or null] */
+  function labelOf(typed, pairs) {
+    const said = tidy(typed);
+    const named = pairs.filter(([label]) => ownText(said, label, pairs)).map(([label]) => label);
+    for (const [label] of pairs) {
+      if (isNumber(label)) {
+        try {
+          if (numberText(said) === label) named.push(label);
+        } catch (error) {
+          if (!(error instanceof Unreadable)) throw error;
+        }
+      }
+      const spelt = spellings(label).map(escape).join("|");
+      let found = new RegExp(`${BEFORE}(?:${spelt})${AFTER}`, "i").exec(said);
+      if (found && !(found[1] && namesAnother(found[1], label, pairs))) named.push(label);
+      found = new RegExp(String.raw`${BEFORE}(?:${spelt})\s+(.*)$`, "i").exec(said);
+      if (found && ownText(found[1], label, pairs)) named.push(label);
+    }
+    if (new Set(named.map(String)).size !== 1) throw new Unreadable();
+    return named[0];
+  }
+
+  /* A question's choices, as JSON holds them, as [label, text or null] pairs: a dict of label
+   * to text, a list of offered answers, or a list of [label, text] pairs (labels JSON cannot
+   * key a dict by, True and False). */
+  function choicePairs(choices) {
+    if (!Array.isArray(choices)) return Object.entries(choices);
+    return choices.map((choice) => (Array.isArray(choice) ? choice : [choice, null]));
+  }
+
+  /* mha.predictions.read, for typed text: an answer of numbers, or a label */
+  function readAs(typed, answer, choices) {
+    if (choices || typeof answer === "boolean" || typeof answer === "string") {
+      const pairs = choices
+        ? choicePairs(choices)
+        : typeof answer === "boolean"
+          ? [[true, null], [false, null]]
+          : [[answer, null]];
+      try {
+        return labelOf(typed, pairs) === answer;
+      } catch (error) {
+        if (choices || typeof answer !== "string") throw error;
+        return false; // a label, with no other label known: naming another is wrong
+      }
+    }
     if (!Array.isArray(answer)) return numberText(typed) === answer;
     return judge(nested(typed), answer);
   }
@@ -129,9 +227,9 @@
   const READERS = { default: readAs, block_lists: blockLists };
 
   /* "right", "wrong" or "unreadable": how mha.predictions reads the typed ``text``. */
-  function readGuess(text, answer, reader) {
+  function readGuess(text, answer, reader, choices) {
     try {
-      return READERS[reader || "default"](text, answer) ? "right" : "wrong";
+      return READERS[reader || "default"](text, answer, choices) ? "right" : "wrong";
     } catch (error) {
       if (error instanceof Unreadable) return "unreadable";
       throw error;
@@ -160,7 +258,7 @@
 
   /* The verdict mha.reveal gives a typed prediction, word for word. */
   function verdictOf(text, data) {
-    const outcome = readGuess(text, data.answer, data.reader);
+    const outcome = readGuess(text, data.answer, data.reader, data.choices);
     const said = {
       right: "matches the answer",
       wrong: "is not what the code computes",

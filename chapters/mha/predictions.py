@@ -1,9 +1,16 @@
 """Reading a reader's prediction: a choice by its label, a typed answer by one small grammar.
 
 A question with choices is answered by a label: its letter ("B"), or the value it offers
-(``True``, ``4``, ``"spread"``). Case and spaces around a label do not count; nothing else is
-parsed: "option B", "the second one" or the text of a choice name no label. On the web page
-the reader presses a button instead (``_static/guess.js``).
+(``True``, ``4``, ``"spread"``), written as people write one. Case, spaces, quotes and
+brackets around the label do not count, nor punctuation after it: ``"(B)"``, ``"b)"``,
+``"B."``, ``"option B"``. Nor does what follows it after a separator (brackets, ``:``,
+``.``, ``)``, ``,``, ``;`` or a dash), unless that names another label or a number:
+``"B (the same x)"``, ``"B: view raises an error"``, ``"True (same output)"``, but not
+``"A, B"``, ``"B or C"``, ``"B (or C)"``. True is also "yes", False "no". The text of a
+choice alone names it, and so does a label followed by its own text ("True the same
+output"). A number label is read as a number (``"4 offsets"``). Anything else names no
+label: "A and B", "the second one". On the web page the reader presses a button instead
+(``_static/guess.js``, which reads labels by the same rules).
 
 A number, or a sequence of numbers (a shape, a pair of shapes, two lists), is a Python value
 or text in one small grammar, which the web page's text box reads too; the case table
@@ -12,7 +19,9 @@ or text in one small grammar, which the web page's text box reads too; the case 
 - A number: ``4``, ``4.0``, ``-3``; digits grouped in threes by commas, spaces, underscores or
   apostrophes, ``8,388,608``, ``8 388 608``, ``8_388_608``; a product or a power of such numbers,
   ``4096 * 2048``, ``4096 × 2048``, ``2**23``, ``2^23``; optionally after a name and ``=``,
-  ``d_out = 4``.
+  ``d_out = 4``, and before up to three words that name its unit, ``136 blocks``, ``8 bytes
+  per token``. A word that scales or hedges the number is not a unit: ``8 million``,
+  ``128 MiB``, ``4 or so``, ``4 at most`` are unreadable.
 - A sequence: its numbers, separated by commas, spaces, ``;``, ``/``, ``x``, ``×``, ``*``,
   "by" or "and", grouped or not by round or square brackets, inside ``torch.Size(...)`` or
   not: ``(2, 6, 4)``, ``2 x 6 x 4``, ``((2, 6, 3, 2), (2, 3, 6, 2))``,
@@ -45,6 +54,16 @@ _TOKEN = re.compile(
 )
 #: The largest number both readers hold exactly (a JavaScript number is a float64).
 _LARGEST = 2**53
+#: A number, then one to three words: its unit ("136 blocks", "8 bytes per token").
+_UNIT = re.compile(r"(.*?[0-9])\s+([a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,2})", re.I)
+#: Words after a number that change or hedge it, so it is not what the reader states.
+_NOT_A_UNIT = re.compile(
+    r"(?:hundred|thousand|million|billion|trillion|dozen|lakh|crore|k|m|g|t|bn|mn|mil|"
+    r"[kmgtp]i?b|(?:kilo|mega|giga|tera|peta|kibi|mebi|gibi|tebi)\w*|squared|cubed|percent|"
+    r"or|and|nor|not|plus|minus|than|less|more|fewer|over|under|above|below|least|most|"
+    r"at|max|min|about|around|roughly|approx\w*|circa|ish|so|nearly|almost|maybe|perhaps)s?",
+    re.I,
+)
 
 
 def _is_number(value):
@@ -72,9 +91,18 @@ def _numeral(text):
     return float(digits) if "." in digits else int(digits)
 
 
+def _without_unit(text):
+    """``text`` without the words naming its number's unit ("136 blocks": "136")."""
+    found = _UNIT.fullmatch(text)
+    if found is None or any(_NOT_A_UNIT.fullmatch(w) for w in found.group(2).split()):
+        return text
+    return found.group(1)
+
+
 def _number_text(text):
     """The number ``text`` writes (the grammar's first rule), or :class:`Unreadable`."""
-    said = re.sub(r"^[A-Za-z_][A-Za-z0-9_]*\s*=\s*", "", _tidy(text)).replace("**", "^")
+    said = re.sub(r"^[A-Za-z_][A-Za-z0-9_]*\s*=\s*", "", _tidy(text))
+    said = _without_unit(said).replace("**", "^")
     value = 1
     for factor in re.split(r"\s*[*×]\s*", said):
         found = _FACTOR.fullmatch(factor)
@@ -176,14 +204,74 @@ def _same(value, label):
     return value == label
 
 
+#: What may stand before a label: "option B", "choice: B", "(B", "[B".
+_BEFORE = r"^(?:(?:option|choice|answer)\s*:?\s*)?[(\[]?\s*"
+#: What may follow a label: a closing bracket, punctuation, then a separator and text.
+_AFTER = r"\s*[)\]]?\s*[.:!?]?(?:(?:\s*[(\[]|\s*[:,;=\u2013\u2014-]|(?<=[.):!?\]])\s)(.*))?$"
+#: Text after a label that hedges between labels: "or C", "/ no", "and B".
+_HEDGE = re.compile(r"(?:or|and|nor|vs)\b|[/&|]", re.I)
+
+
+def _spellings(label):
+    """How a reader may write ``label``: its text; yes or no for True or False."""
+    spelt = [str(label)]
+    if isinstance(label, bool):
+        spelt.append("yes" if label else "no")
+    return spelt
+
+
+def _names_another(text, label, labels):
+    """Whether ``text``, written after ``label``, hedges or names another label or a number."""
+    text = _tidy(text).strip("()[] ")
+    first = re.split(r"[\s,;:.)\]]+", text, maxsplit=1)[0]
+    letter = re.compile(r"[A-Z]")
+    others = [spelt for other in labels if not _same(other, label) for spelt in _spellings(other)]
+    numbered = any(_is_number(other) for other in labels)
+    return (
+        _HEDGE.match(text) is not None
+        or (numbered and re.match(r"[+-]?[0-9]", text) is not None)
+        or any(
+            first == spelt if letter.fullmatch(spelt) else first.casefold() == spelt.casefold()
+            for spelt in others
+        )
+    )
+
+
+def _own_text(text, label, choices):
+    """Whether ``text`` is ``label``'s own text in ``choices`` (any case, any final stop)."""
+    if not isinstance(choices, dict) or not isinstance(choices.get(label), str):
+        return False
+    return _tidy(text).casefold() == _tidy(choices[label]).casefold()
+
+
 def _label(prediction, labels):
-    """The label ``prediction`` names: the label, or its text in any case (:func:`_tidy`)."""
+    """The label ``prediction`` names (the module's rules for a choice), or Unreadable."""
     for label in labels:
-        if _same(prediction, label) or (
-            isinstance(prediction, str) and _tidy(prediction).casefold() == str(label).casefold()
-        ):
+        if _same(prediction, label):
             return label
-    raise Unreadable
+    if not isinstance(prediction, str):
+        raise Unreadable
+    said = _tidy(prediction)
+    named = [label for label in labels if _own_text(said, label, labels)]
+    for label in labels:
+        if _is_number(label):
+            try:
+                if _same(_number_text(said), label):  # "4 offsets", "4.0"
+                    named.append(label)
+            except Unreadable:
+                pass
+        spelt = "|".join(map(re.escape, _spellings(label)))
+        found = re.match(f"{_BEFORE}(?:{spelt}){_AFTER}", said, re.I)
+        if found is not None and not (
+            found.group(1) and _names_another(found.group(1), label, labels)
+        ):
+            named.append(label)
+        found = re.match(f"{_BEFORE}(?:{spelt})\\s+(.*)$", said, re.I)
+        if found is not None and _own_text(found.group(1), label, labels):
+            named.append(label)  # "True the same output"
+    if len({str(label) for label in named}) != 1:
+        raise Unreadable
+    return named[0]
 
 
 def offered(choices, answer=None):
@@ -211,10 +299,13 @@ def read(prediction, answer, choices=None):
         choices = (True, False)
     if choices is not None:
         return _same(_label(prediction, choices), answer)
-    if isinstance(answer, str):
+    if isinstance(answer, str):  # a label, with no other label known: naming it is right
         if not isinstance(prediction, str):
             raise Unreadable
-        return _tidy(prediction).casefold() == _tidy(answer).casefold()
+        try:
+            return _label(prediction, (answer,)) == answer
+        except Unreadable:
+            return False
     if _is_number(answer):
         if isinstance(prediction, str):
             return _number_text(prediction) == answer

@@ -6,7 +6,7 @@ book it is HTML that wraps to any width; in a terminal, or wherever HTML is not 
 plain text wrapped at ``TEXT_WIDTH`` characters.
 
 The verdict reads the prediction with :mod:`mha.predictions`: a choice by its label ("B",
-True), a number or numbers as a Python value or as text in one small grammar ("8,388,608",
+"(B)", True, "yes"), a number or numbers as a Python value or as text in one small grammar ("8,388,608",
 "(2, 6, 4)"). A prediction it cannot read is neither right nor wrong: the verdict says how to
 write it, naming the answer's type (or the choices the question offers) without quoting the
 answer.
@@ -48,7 +48,7 @@ import numbers
 import re
 import textwrap
 
-from .predictions import Unreadable, format_of, offered, prediction_matches, read
+from .predictions import Unreadable, _plain, format_of, offered, prediction_matches, read
 
 __all__ = [
     "BOX_COLOURS",
@@ -141,16 +141,23 @@ class Revealed:
     the closed box with the answer.
     """
 
-    def __init__(self, answer, verdict, explanation, evidence="", figure=None, guess=None):
+    def __init__(
+        self, answer, verdict, explanation, evidence="", figure=None, guess=None, meaning=""
+    ):
         self.answer = answer
+        self.meaning = meaning  # what a True or False answer means, "the same output", or ""
         self.guess = guess  # guess_data() for the web page, or None
         self.verdict = verdict  # "" when no prediction was recorded
         self.explanation = " ".join(explanation.split())
         self.evidence = evidence.rstrip("\n")
         self.figure = figure
 
+    def _said(self):
+        """The answer as the box states it: "True (the same output)", "(2, 6, 4)"."""
+        return f"{self.answer} ({self.meaning})" if self.meaning else str(self.answer)
+
     def __str__(self):
-        parts = [textwrap.fill(f"The answer: {self.answer}", TEXT_WIDTH)]
+        parts = [textwrap.fill(f"The answer: {self._said()}", TEXT_WIDTH)]
         if self.evidence:
             parts.append(self.evidence)  # line for line, as it would be printed
         parts += [textwrap.fill(p, TEXT_WIDTH) for p in (self.verdict, self.explanation) if p]
@@ -162,6 +169,8 @@ class Revealed:
 
     def _repr_html_(self):
         body = f"<code>{html.escape(str(self.answer))}</code>"
+        if self.meaning:
+            body += f" ({html.escape(self.meaning)})"
         if self.evidence:
             body += f'<pre style="{_EVIDENCE_STYLE}">{html.escape(self.evidence)}</pre>'
         for paragraph in (self.verdict, self.explanation):
@@ -304,12 +313,22 @@ def _numeric(answer):
 
 
 def _choice_button(label, text):
-    """What a choice's button says: "B. view raises an error", "no (slower)", "True"."""
+    """What a choice's button says: "B. view raises an error", "True: the same output",
+    "True"."""
     if text is None:
         return str(label)
     if re.fullmatch(r"[A-Z]", str(label)):
         return f"{label}. {text}"
-    return f"{label} ({text})"
+    return f"{label}: {text}"
+
+
+def _meaning(answer, choices):
+    """What a True or False ``answer`` means, from ``choices`` ({True: "the same output",
+    False: ...}), or ""."""
+    answer = _plain(answer)
+    if not isinstance(answer, bool) or not isinstance(choices, dict):
+        return ""
+    return next((text for label, text in choices.items() if label is answer), None) or ""
 
 
 def guess_data(answer, matches=None, choices=None):
@@ -397,4 +416,5 @@ def reveal(
     choices = offered(choices, answer)  # read once: an iterator is read twice below
     verdict = "" if prediction is None else _verdict(prediction, answer, matches, choices)
     guess = guess_data(answer, matches, choices)
-    _show(Revealed(answer, verdict, explanation, evidence, drawn, guess))
+    meaning = _meaning(answer, choices)
+    _show(Revealed(answer, verdict, explanation, evidence, drawn, guess, meaning))
