@@ -2,10 +2,10 @@
 chapters' own prompts suggest.
 
 Python reads every case (mha.predictions.read); the page's reader (_static/guess.js) reads every
-typed case (text, for a number or numbers) here under node, and in the built page in
-tests/browser/test_guesses.py, and gives Python's verdict word for word. A right answer is never
-called wrong: the table says "right" for each way of writing one that the grammar knows, and
-"unreadable" (the verdict then shows the format) for what it does not.
+case written as text, here under node and in the built page (tests/browser/test_guesses.py),
+and gives Python's verdict word for word. A right answer is never called wrong: the table says
+"right" for each way of writing one that the rules know, "unreadable" (the verdict then shows
+the format) for what they do not, and each rule has rows that fail without it.
 """
 
 import ast
@@ -18,29 +18,31 @@ from pathlib import Path
 
 import pytest
 
+from mha import predictions
 from mha.gqa import block_lists_match
 from mha.predictions import Unreadable, _leaves, read
 from mha.reveal import _verdict
 
 ROOT = Path(__file__).parents[1]
-CASES = json.loads((ROOT / "tests" / "prediction_cases.json").read_text(encoding="utf-8"))["cases"]
+TABLE = json.loads((ROOT / "tests" / "prediction_cases.json").read_text(encoding="utf-8"))
+CASES = [{**c, "choices": TABLE["choices"][c["choices"]]} if "choices" in c else c
+         for c in TABLE["cases"]]  # fmt: skip
 READERS = {"block_lists": block_lists_match}
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node runs guess.js")
 
 
-def as_tuples(value):
-    """A JSON answer as the reveal passes it: lists are the tuples the chapters compute."""
-    return tuple(as_tuples(item) for item in value) if isinstance(value, list) else value
-
-
-def typed(case):
-    """Whether the page reads ``case`` from its text box: text, for a number or numbers."""
-    choice = "choices" in case or isinstance(case["answer"], (bool, str))
-    return isinstance(case["prediction"], str) and not choice
+def as_python(value):
+    """A JSON answer or choices as the reveal passes them: lists are tuples, a list of
+    [label, text] pairs a dict."""
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        if all(len(v) == 2 and isinstance(v[1], str) for v in value):
+            return dict(map(tuple, value))
+    return tuple(as_python(item) for item in value) if isinstance(value, list) else value
 
 
 def reading(case):
     """How Python reads ``case``'s prediction: "right", "wrong" or "unreadable"."""
-    answer, choices = as_tuples(case["answer"]), case.get("choices")
+    answer, choices = as_python(case["answer"]), as_python(case.get("choices"))
     try:
         if case.get("reader"):
             right = READERS[case["reader"]](case["prediction"], answer)
@@ -49,6 +51,13 @@ def reading(case):
     except Unreadable:
         return "unreadable"
     return "right" if right else "wrong"
+
+
+def python_verdict(case):
+    """Python's verdict on ``case``, with the format shown as FORMAT (the page shows its own)."""
+    answer, choices = as_python(case["answer"]), as_python(case.get("choices"))
+    verdict = _verdict(case["prediction"], answer, READERS.get(case.get("reader")), choices)
+    return re.sub(r"write it as .*", "write it as FORMAT.", verdict)
 
 
 #: Runs guess.js's reader on cases given as JSON on stdin, outside any page.
@@ -67,21 +76,9 @@ def read_in_node(cases):
     """How guess.js reads each of ``cases`` under node: (right/wrong/unreadable, verdict)."""
     done = subprocess.run(
         ["node", "-e", NODE_READER, str(ROOT / "_static" / "guess.js")],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
+        input=json.dumps(cases), capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
     return json.loads(done.stdout)
-
-
-def test_the_table_covers_every_outcome_of_every_kind():
-    kinds = {(type(c["answer"]).__name__, "choices" in c, c["read"]) for c in CASES}
-    for kind in ("int", "list"):
-        assert {(kind, False, r) for r in ("right", "wrong", "unreadable")} <= kinds
-    for kind in ("str", "bool", "int"):
-        assert {(kind, True, r) for r in ("right", "wrong", "unreadable")} <= kinds
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['prediction']!r}->{c['read']}" for c in CASES])
@@ -89,145 +86,146 @@ def test_python_reads_each_case_as_the_table_says(case):
     assert reading(case) == case["read"]
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node reads guess.js outside a page")
-def test_the_pages_reader_reads_each_typed_case_as_the_table_says():
-    cases = [c for c in CASES if typed(c)]
+@needs_node
+def test_the_page_reads_each_text_case_as_the_table_says_in_pythons_words():
+    cases = [c for c in CASES if isinstance(c["prediction"], str)]
     got = read_in_node(cases)
     differ = [f"{c['prediction']!r} for {c['answer']}: page {g}, table {c['read']}"
               for c, (g, _) in zip(cases, got, strict=True) if g != c["read"]]  # fmt: skip
     assert not differ, "\n".join(differ)
-    for case, (_, said) in zip(cases, got, strict=True):  # ...in Python's words
-        reader = READERS.get(case.get("reader"))
-        expected = _verdict(case["prediction"], as_tuples(case["answer"]), reader)
-        assert said == re.sub(r"write it as .*", "write it as FORMAT.", expected)
+    assert [said for _, said in got] == [python_verdict(c) for c in cases]
+
+
+@pytest.mark.parametrize(
+    "rule, undone, row",
+    [  # a rule of the reader undone, and a row of the table that then fails
+        ("_BEFORE", r"^", {"prediction": "(B)", "choices": "second_head"}),
+        ("_AFTER", r"$()", {"prediction": "B (the same x)", "choices": "second_head"}),
+        ("_spellings", lambda label: [str(label)], {"prediction": "no", "choices": "true_false"}),
+        ("_own_text", lambda *_: False, {"prediction": "the same output", "answer": True}),
+        ("_UNIT", re.compile("(?!)"), {"prediction": "136 blocks"}),
+        ("_NOT_A_UNIT", re.compile("(?!)"), {"prediction": "8 million values"}),
+        ("_HEDGE", re.compile("(?!)"), {"prediction": "B (or C)"}),
+    ],
+)
+def test_a_row_fails_on_a_reader_without_its_rule(rule, undone, row, monkeypatch):
+    case = next(c for c in TABLE["cases"] if c.items() >= row.items())
+    case = CASES[TABLE["cases"].index(case)]
+    assert reading(case) == case["read"]
+    monkeypatch.setattr(predictions, rule, undone)
+    assert reading(case) != case["read"]
+
+
+def test_the_table_has_every_outcome_for_every_kind_of_question():
+    kinds = {(type(c["answer"]).__name__, "choices" in c, c["read"]) for c in CASES}
+    for kind, choices in [("int", False), ("list", False), ("str", False), ("bool", False),
+                          ("str", True), ("bool", True), ("int", True)]:  # fmt: skip
+        assert {(kind, choices, r) for r in ("right", "wrong", "unreadable")} <= kinds
 
 
 # --- The forms each chapter's own prompts suggest are read ------------------------------------
 
-CHAPTERS = sorted(ROOT.glob("chapters/[0-9][0-9]_*.ipynb"))
 PREDICTION_CELL = re.compile(r"^(prediction_\w+) = None\s*#\s*(.*)$", re.M)
-#: A value a prediction's comment offers: "A", 1_000_000, "spread", True.
-OPTION = re.compile(r'"[^"]*"|True|False|-?\d[\d_]*')
+#: A value a prediction's comment offers, with its gloss: "A", 4, "spread", True (same output).
+OPTION = re.compile(r'("[^"]*"|True|False|-?\d[\d_]*)(\s*\([^)]*\))?')
 
 
-def _source(cell):
-    return "".join(cell["source"])
-
-
-def _reveal_call(source):
-    """The keywords of the ``reveal(...)`` call in a reveal cell, as values where literal."""
-    tree = ast.parse(source)
-    assigned = {
-        node.targets[0].id: node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-    }
-    call = next(
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "reveal"
-    )
-    keywords = {}
-    for keyword in call.keywords:
-        value = assigned.get(getattr(keyword.value, "id", None), keyword.value)
+def answer_shown(cell):
+    """The answer a reveal cell's output states ("The answer: True (the same output)")."""
+    text = "".join(cell["outputs"][0]["data"]["text/plain"]).split("\n")[0]
+    said = text.removeprefix("The answer: ")
+    for form in (said, re.sub(r" \(.*\)$", "", said)):
         try:
-            keywords[keyword.arg] = ast.literal_eval(value)
-        except ValueError:
-            keywords[keyword.arg] = ast.unparse(value)
-    return keywords
+            return ast.literal_eval(form)
+        except (ValueError, SyntaxError):
+            continue
+    return said
 
 
-def _answer_shown(cell):
-    """The answer a reveal cell's committed output states ("The answer: (2, 6, 4)")."""
-    for output in cell.get("outputs", []):
-        text = "".join(output.get("data", {}).get("text/plain", ""))
-        if text.startswith("The answer: "):
-            said = text.split("\n")[0].removeprefix("The answer: ")
-            try:
-                return ast.literal_eval(said)
-            except (ValueError, SyntaxError):
-                return said
-    raise AssertionError("a reveal cell with no answer in its output")
-
-
-def _prompted_forms(comment, question):
-    """What a prediction's comment suggests writing, as text: its example after "e.g." (one
-    form), else each value it offers ("A", 1, "spread", True); and the question's own
-    examples ("Write a tuple, e.g. `(2, 6, 4)`")."""
-    example = re.search(r"e\.g\.\s*(.+)$", comment)
-    forms = [example.group(1).strip()] if example else OPTION.findall(comment)
-    return forms + re.findall(r"e\.g\.\s*`([^`]+)`", question)
-
-
-def _predictions():
-    for path in CHAPTERS:
+def prompted():
+    """(name, case) for each form a prediction's comment suggests: its example after "e.g.",
+    else each value it offers as written, "True (same output)"."""
+    for path in sorted(ROOT.glob("chapters/[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         for i, cell in enumerate(cells):
-            found = cell["cell_type"] == "code" and PREDICTION_CELL.search(_source(cell))
+            found = cell["cell_type"] == "code" and PREDICTION_CELL.search("".join(cell["source"]))
             if not found:
                 continue
-            reveal_cell = next(
-                c for c in cells[i + 1 :] if "reveal" in c.get("metadata", {}).get("tags", [])
-            )
-            keywords = _reveal_call(_source(reveal_cell))
-            question = "".join(_source(c) for c in cells[max(0, i - 3) : i])
-            for form in _prompted_forms(found.group(2), question):
-                case = {"prediction": form, "answer": _answer_shown(reveal_cell)}
-                choices = keywords.get("choices")
-                if choices is not None:
-                    case["choices"] = list(choices) if isinstance(choices, tuple) else choices
-                if keywords.get("matches"):
-                    case["reader"] = keywords["matches"].replace("_match", "")
-                yield f"{path.stem}:{found.group(1)}:{form}", case
+            shown = next(c for c in cells[i:] if "reveal" in c["metadata"].get("tags", []))
+            tree = ast.parse("".join(shown["source"]))
+            named = {n.targets[0].id: n.value for n in tree.body
+                     if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+            keywords = {k.arg: named.get(getattr(k.value, "id", ""), k.value)
+                        for c in ast.walk(tree) if getattr(c, "func", None) and
+                        getattr(c.func, "id", "") == "reveal" for k in c.keywords}  # fmt: skip
+            case = {"answer": answer_shown(shown)}
+            offered = [ast.literal_eval(m.group(1)) for m in OPTION.finditer(found.group(2))]
+            if "choices" in keywords:
+                try:
+                    case["choices"] = ast.literal_eval(keywords["choices"])
+                except ValueError:  # computed in the cell: the labels the comment offers
+                    case["choices"] = tuple(offered)
+            if "matches" in keywords:
+                case["reader"] = ast.unparse(keywords["matches"]).replace("_match", "")
+            example = re.search(r"e\.g\.\s*(.+)$", found.group(2))
+            forms = [(example.group(1).strip(), example.group(1))] if example else [
+                (m.group(0), m.group(1)) for m in OPTION.finditer(found.group(2))]  # fmt: skip
+            for text, value in forms:
+                yield f"{path.stem}:{found.group(1)}:{text}", case, text, ast.literal_eval(value)
 
 
-PROMPTED = list(_predictions())
+PROMPTED = list(prompted())
 
 
 def test_every_chapter_has_its_predictions():
     # 21: chapter 5's "is the split still faster at the longest length?" depends on the
     # machine, so it is a measured finding there, not a prediction.
-    assert len({name.rsplit(":", 1)[0] for name, _ in PROMPTED}) >= 21
+    assert len({name.rsplit(":", 1)[0] for name, *_ in PROMPTED}) >= 21
 
 
-@pytest.mark.parametrize("case", [c for _, c in PROMPTED], ids=[n for n, _ in PROMPTED])
-def test_the_forms_a_prompt_suggests_are_read_in_python(case):
-    """Each form a prediction's comment suggests, as the Python value it writes and as text,
-    reads as right or wrong, never as unreadable: the book never asks for a form its reader
-    cannot read."""
+@pytest.mark.parametrize("name, case, text, value", PROMPTED, ids=[p[0] for p in PROMPTED])
+def test_the_forms_a_prompt_suggests_are_read_in_python(name, case, text, value):
+    """As the Python value it writes and as text, each form reads right or wrong, never
+    unreadable: the book never asks for a form its reader cannot read."""
     assert case.get("reader") in (None, *READERS), "a reveal with its own rule: add it to READERS"
-    value = ast.literal_eval(case["prediction"])
     assert reading({**case, "prediction": value}) != "unreadable"
-    assert reading(case) != "unreadable"
+    assert reading({**case, "prediction": text}) != "unreadable"
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node reads guess.js outside a page")
+@needs_node
 def test_the_forms_a_prompt_suggests_are_read_by_the_page():
-    cases = [(name, c) for name, c in PROMPTED if typed(c)]
-    assert len(cases) >= 8
-    got = read_in_node([c for _, c in cases])
-    unread = [name for (name, _), (g, _) in zip(cases, got, strict=True) if g == "unreadable"]
+    def as_json(value):
+        return [list(p) for p in value.items()] if isinstance(value, dict) else value
+
+    cases = [{**c, "prediction": text, "choices": as_json(c.get("choices"))}
+             for _, c, text, _ in PROMPTED]  # fmt: skip
+    got = read_in_node([{k: v for k, v in c.items() if v is not None} for c in cases])
+    unread = [name for (name, *_), (g, _) in zip(PROMPTED, got, strict=True) if g == "unreadable"]
     assert not unread, unread
 
 
 #: What random guesses are made of: the grammar's own pieces, and a few it does not know.
 PIECES = [*"0123456789", "12", "0011", "8,388,608", "4_096", " ", ", ", ",", "(", ")", "[", "]",
           " x ", "x", "×", "*", "**", "^", "/", ";", " and ", "by", ".", "-", "+", "=", "d_out",
-          "torch.Size(", "'", "`", "\u202f", "\u00a0", "four", "e"]  # fmt: skip
+          "torch.Size(", "'", "`", "\u202f", "\u00a0", "four", "e", " blocks", " million",
+          " per", " MiB", " or so"]  # fmt: skip
 ANSWERS = [4, 136, 8388608, (2, 6, 4), (15, 6), ((2, 6, 3, 2), (2, 3, 6, 2)), ([1, 1, 2, 2],
            [1, 2, 1, 2])]  # fmt: skip
+#: Pieces of a guess at a choice, with the labels of the table's choices.
+LABEL_PIECES = ["A", "b", "B", "C", "True", "false", "yes", "no", "4", "spread", "(", ")", ".",
+                ":", " ", ", ", " or ", "option ", "the same output", "/", "-", "x"]  # fmt: skip
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node reads guess.js outside a page")
+@needs_node
 def test_both_readers_agree_on_random_guesses():
-    """Beyond the table: 3,000 guesses assembled from the grammar's pieces (seeded), each read
-    by both readers, give the same verdict."""
+    """Beyond the table: 4,000 guesses assembled from the rules' pieces (seeded), each read by
+    both readers, give the same verdict."""
     draw = random.Random(35)
     cases = []
     for _ in range(3000):
         answer = draw.choice(ANSWERS)
         if draw.random() < 0.5:  # mostly well-formed: the answer, written with noise
-            text = draw.choice(["{}", "({})", "[{}]", "torch.Size([{}])"]).format(
+            text = draw.choice(["{}", "({})", "[{}]", "torch.Size([{}])", "{} blocks"]).format(
                 draw.choice([", ", " ", " x ", ","]).join(map(str, _leaves(answer)))
             )
             at = draw.randrange(len(text) + 1)
@@ -237,11 +235,14 @@ def test_both_readers_agree_on_random_guesses():
         blocks = isinstance(answer, tuple) and isinstance(answer[0], list)
         reader = "block_lists" if blocks and draw.random() < 0.5 else None
         cases.append({"prediction": text, "answer": answer, "reader": reader})
+    for _ in range(1000):
+        name = draw.choice(list(TABLE["choices"]))
+        choices = TABLE["choices"][name]
+        answer = draw.choice([c[0] if isinstance(c, list) else c for c in choices])
+        text = "".join(draw.choices(LABEL_PIECES, k=draw.randrange(1, 5)))
+        cases.append({"prediction": text, "answer": answer, "choices": choices})
     got = read_in_node(cases)
-    differ = [
-        f"{c['prediction']!r} for {c['answer']}: page {g}, Python {reading(c)}"
-        for c, (g, _) in zip(cases, got, strict=True)
-        if g != reading(c)
-    ]
+    differ = [f"{c['prediction']!r} for {c['answer']}: page {g}, Python {reading(c)}"
+              for c, (g, _) in zip(cases, got, strict=True) if g != reading(c)]  # fmt: skip
     assert not differ, "\n".join(differ[:20])
     assert {g for g, _ in got} == {"right", "wrong", "unreadable"}
