@@ -9,7 +9,7 @@ import json
 import re
 
 from mha.gqa import block_lists_match
-from mha.reveal import Revealed, _verdict, guess_data
+from mha.reveal import Revealed, _verdict, guess_data, reveal
 
 CHOICES = {"A": "Head 1's result", "B": "The wrapper's own argument x"}
 
@@ -30,10 +30,20 @@ def test_a_question_with_choices_carries_pythons_verdict_on_each():
     assert data["choices"][1]["verdict"] == _verdict("B", "B", None, CHOICES)
 
 
-def test_true_or_false_offers_both_and_a_yes_no_label_keeps_its_words():
+def test_true_or_false_offers_both_and_says_what_each_means_where_given(capsys):
     assert [c["label"] for c in guess_data(False)["choices"]] == ["True", "False"]
-    labels = guess_data("no", None, {"yes": "faster", "no": "slower"})["choices"]
-    assert [c["label"] for c in labels] == ["yes (faster)", "no (slower)"]
+    same = {True: "the same output", False: "a different output"}
+    buttons = guess_data(True, None, same)["choices"]
+    assert [c["label"] for c in buttons] == ["True: the same output", "False: a different output"]
+    assert [c["right"] for c in buttons] == [True, False]
+    reveal(True, "the same output", choices=same)
+    assert capsys.readouterr().out.startswith(
+        "The answer: True (the same output)\nYour prediction, 'the same output', matches"
+    )
+    html = Revealed(True, "", "Why.", meaning="the same output")._repr_html_()
+    assert "<code>True</code> (the same output)" in html  # the answer itself, then its meaning
+    reveal(False, "yes", choices=(True, False))  # no meanings given: the answer alone
+    assert capsys.readouterr().out.startswith("The answer: False\nYour prediction, 'yes', is not")
 
 
 def test_a_number_or_a_sequence_carries_its_answer_reader_and_format():

@@ -1,11 +1,6 @@
-"""The one table of cases (tests/prediction_cases.json), read by both readers, and the forms the
-chapters' own prompts suggest.
-
-Python reads every case (mha.predictions.read); the page's reader (_static/guess.js) reads every
-case written as text, here under node and in the built page (tests/browser/test_guesses.py),
-and gives Python's verdict word for word. A right answer is never called wrong: the table says
-"right" for each way of writing one that the rules know, "unreadable" (the verdict then shows
-the format) for what they do not, and each rule has rows that fail without it.
+"""The one table of cases (tests/prediction_cases.json), read by Python (mha.predictions) and
+by the page (_static/guess.js, here under node) in Python's words, each rule with rows that fail
+without it; and the forms the chapters' own prompts suggest, never unreadable.
 """
 
 import ast
@@ -20,7 +15,7 @@ import pytest
 
 from mha import predictions
 from mha.gqa import block_lists_match
-from mha.predictions import Unreadable, _leaves, read
+from mha.predictions import _leaves
 from mha.reveal import _verdict
 
 ROOT = Path(__file__).parents[1]
@@ -28,6 +23,7 @@ TABLE = json.loads((ROOT / "tests" / "prediction_cases.json").read_text(encoding
 CASES = [{**c, "choices": TABLE["choices"][c["choices"]]} if "choices" in c else c
          for c in TABLE["cases"]]  # fmt: skip
 READERS = {"block_lists": block_lists_match}
+OUTCOMES = {"right": ", matches the answer.", "wrong": ", is not what the code computes."}
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node runs guess.js")
 
 
@@ -40,24 +36,17 @@ def as_python(value):
     return tuple(as_python(item) for item in value) if isinstance(value, list) else value
 
 
+def verdict(case, format_shown=None):
+    """Python's verdict on ``case``, with the format it asks for as ``format_shown`` if given."""
+    answer, choices = as_python(case["answer"]), as_python(case.get("choices"))
+    said = _verdict(case["prediction"], answer, READERS.get(case.get("reader")), choices)
+    return re.sub(r"write it as .*", f"write it as {format_shown}.", said) if format_shown else said
+
+
 def reading(case):
     """How Python reads ``case``'s prediction: "right", "wrong" or "unreadable"."""
-    answer, choices = as_python(case["answer"]), as_python(case.get("choices"))
-    try:
-        if case.get("reader"):
-            right = READERS[case["reader"]](case["prediction"], answer)
-        else:
-            right = read(case["prediction"], answer, choices)
-    except Unreadable:
-        return "unreadable"
-    return "right" if right else "wrong"
-
-
-def python_verdict(case):
-    """Python's verdict on ``case``, with the format shown as FORMAT (the page shows its own)."""
-    answer, choices = as_python(case["answer"]), as_python(case.get("choices"))
-    verdict = _verdict(case["prediction"], answer, READERS.get(case.get("reader")), choices)
-    return re.sub(r"write it as .*", "write it as FORMAT.", verdict)
+    said = verdict(case)
+    return next((r for r, end in OUTCOMES.items() if said.endswith(end)), "unreadable")
 
 
 #: Runs guess.js's reader on cases given as JSON on stdin, outside any page.
@@ -84,6 +73,8 @@ def read_in_node(cases):
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['prediction']!r}->{c['read']}" for c in CASES])
 def test_python_reads_each_case_as_the_table_says(case):
     assert reading(case) == case["read"]
+    if "format" in case:  # the verdict asks for the format, without quoting the answer
+        assert verdict(case).endswith(f"write it as {case['format']}.")
 
 
 @needs_node
@@ -93,7 +84,7 @@ def test_the_page_reads_each_text_case_as_the_table_says_in_pythons_words():
     differ = [f"{c['prediction']!r} for {c['answer']}: page {g}, table {c['read']}"
               for c, (g, _) in zip(cases, got, strict=True) if g != c["read"]]  # fmt: skip
     assert not differ, "\n".join(differ)
-    assert [said for _, said in got] == [python_verdict(c) for c in cases]
+    assert [said for _, said in got] == [verdict(c, "FORMAT") for c in cases]
 
 
 @pytest.mark.parametrize(
@@ -118,9 +109,8 @@ def test_a_row_fails_on_a_reader_without_its_rule(rule, undone, row, monkeypatch
 
 def test_the_table_has_every_outcome_for_every_kind_of_question():
     kinds = {(type(c["answer"]).__name__, "choices" in c, c["read"]) for c in CASES}
-    for kind, choices in [("int", False), ("list", False), ("str", False), ("bool", False),
-                          ("str", True), ("bool", True), ("int", True)]:  # fmt: skip
-        assert {(kind, choices, r) for r in ("right", "wrong", "unreadable")} <= kinds
+    assert {(k, c, r) for k in ("int", "list", "str", "bool") for c in (False, True)
+            for r in ("right", "wrong", "unreadable") if k != "list" or not c} <= kinds  # fmt: skip
 
 
 # --- The forms each chapter's own prompts suggest are read ------------------------------------
@@ -130,21 +120,9 @@ PREDICTION_CELL = re.compile(r"^(prediction_\w+) = None\s*#\s*(.*)$", re.M)
 OPTION = re.compile(r'("[^"]*"|True|False|-?\d[\d_]*)(\s*\([^)]*\))?')
 
 
-def answer_shown(cell):
-    """The answer a reveal cell's output states ("The answer: True (the same output)")."""
-    text = "".join(cell["outputs"][0]["data"]["text/plain"]).split("\n")[0]
-    said = text.removeprefix("The answer: ")
-    for form in (said, re.sub(r" \(.*\)$", "", said)):
-        try:
-            return ast.literal_eval(form)
-        except (ValueError, SyntaxError):
-            continue
-    return said
-
-
 def prompted():
-    """(name, case) for each form a prediction's comment suggests: its example after "e.g.",
-    else each value it offers as written, "True (same output)"."""
+    """(name, case) for each form a prediction's comment suggests, as text and as the Python
+    value it writes: its example after "e.g.", else each value it offers, "True (same output)"."""
     for path in sorted(ROOT.glob("chapters/[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         for i, cell in enumerate(cells):
@@ -152,78 +130,62 @@ def prompted():
             if not found:
                 continue
             shown = next(c for c in cells[i:] if "reveal" in c["metadata"].get("tags", []))
-            tree = ast.parse("".join(shown["source"]))
-            named = {n.targets[0].id: n.value for n in tree.body
-                     if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
-            keywords = {k.arg: named.get(getattr(k.value, "id", ""), k.value)
-                        for c in ast.walk(tree) if getattr(c, "func", None) and
-                        getattr(c.func, "id", "") == "reveal" for k in c.keywords}  # fmt: skip
-            case = {"answer": answer_shown(shown)}
-            offered = [ast.literal_eval(m.group(1)) for m in OPTION.finditer(found.group(2))]
-            if "choices" in keywords:
-                try:
-                    case["choices"] = ast.literal_eval(keywords["choices"])
-                except ValueError:  # computed in the cell: the labels the comment offers
-                    case["choices"] = tuple(offered)
-            if "matches" in keywords:
-                case["reader"] = ast.unparse(keywords["matches"]).replace("_match", "")
-            example = re.search(r"e\.g\.\s*(.+)$", found.group(2))
-            forms = [(example.group(1).strip(), example.group(1))] if example else [
-                (m.group(0), m.group(1)) for m in OPTION.finditer(found.group(2))]  # fmt: skip
-            for text, value in forms:
-                yield f"{path.stem}:{found.group(1)}:{text}", case, text, ast.literal_eval(value)
+            source, output = "".join(shown["source"]), shown["outputs"][0]["data"]["text/plain"]
+            said = "".join(output).split("\n")[0].removeprefix("The answer: ")
+            said = re.sub(r"^(True|False) \(.*\)$", r"\1", said)  # "True (the same output)"
+            case = {"answer": said if said.isalpha() and said not in ("True", "False") else
+                    ast.literal_eval(said)}  # fmt: skip
+            if "choices=" in source:  # the labels the comment offers
+                case["choices"] = [ast.literal_eval(m[1]) for m in OPTION.finditer(found[2])]
+            if "matches=" in source:
+                case["reader"] = re.search(r"matches=(\w+)_match", source)[1]
+            example = re.search(r"e\.g\.\s*(.+)$", found[2])
+            forms = [(example[1], example[1])] if example else OPTION.finditer(found[2])
+            for form in forms:
+                case = {**case, "prediction": form[0], "value": ast.literal_eval(form[1])}
+                yield f"{path.stem}:{found[1]}:{form[0]}", case
 
 
 PROMPTED = list(prompted())
 
 
-def test_every_chapter_has_its_predictions():
-    # 21: chapter 5's "is the split still faster at the longest length?" depends on the
-    # machine, so it is a measured finding there, not a prediction.
-    assert len({name.rsplit(":", 1)[0] for name, *_ in PROMPTED}) >= 21
+def test_every_chapter_has_its_predictions():  # 21: chapter 5's fastest is a measurement
+    assert len({name.rsplit(":", 1)[0] for name, _ in PROMPTED}) >= 21
 
 
-@pytest.mark.parametrize("name, case, text, value", PROMPTED, ids=[p[0] for p in PROMPTED])
-def test_the_forms_a_prompt_suggests_are_read_in_python(name, case, text, value):
-    """As the Python value it writes and as text, each form reads right or wrong, never
+@pytest.mark.parametrize("case", [c for _, c in PROMPTED], ids=[n for n, _ in PROMPTED])
+def test_the_forms_a_prompt_suggests_are_read_in_python(case):
+    """As text and as the Python value it writes, each form reads right or wrong, never
     unreadable: the book never asks for a form its reader cannot read."""
     assert case.get("reader") in (None, *READERS), "a reveal with its own rule: add it to READERS"
-    assert reading({**case, "prediction": value}) != "unreadable"
-    assert reading({**case, "prediction": text}) != "unreadable"
+    assert reading({**case, "prediction": case["value"]}) != "unreadable"
+    assert reading(case) != "unreadable"
 
 
 @needs_node
 def test_the_forms_a_prompt_suggests_are_read_by_the_page():
-    def as_json(value):
-        return [list(p) for p in value.items()] if isinstance(value, dict) else value
-
-    cases = [{**c, "prediction": text, "choices": as_json(c.get("choices"))}
-             for _, c, text, _ in PROMPTED]  # fmt: skip
-    got = read_in_node([{k: v for k, v in c.items() if v is not None} for c in cases])
-    unread = [name for (name, *_), (g, _) in zip(PROMPTED, got, strict=True) if g == "unreadable"]
-    assert not unread, unread
+    got = read_in_node([c for _, c in PROMPTED])
+    unread = [name for (name, _), (g, _) in zip(PROMPTED, got, strict=True) if g == "unreadable"]
+    assert not unread and len(got) >= 40, unread
 
 
-#: What random guesses are made of: the grammar's own pieces, and a few it does not know.
-PIECES = [*"0123456789", "12", "0011", "8,388,608", "4_096", " ", ", ", ",", "(", ")", "[", "]",
-          " x ", "x", "×", "*", "**", "^", "/", ";", " and ", "by", ".", "-", "+", "=", "d_out",
-          "torch.Size(", "'", "`", "\u202f", "\u00a0", "four", "e", " blocks", " million",
-          " per", " MiB", " or so"]  # fmt: skip
-ANSWERS = [4, 136, 8388608, (2, 6, 4), (15, 6), ((2, 6, 3, 2), (2, 3, 6, 2)), ([1, 1, 2, 2],
-           [1, 2, 1, 2])]  # fmt: skip
-#: Pieces of a guess at a choice, with the labels of the table's choices.
-LABEL_PIECES = ["A", "b", "B", "C", "True", "false", "yes", "no", "4", "spread", "(", ")", ".",
-                ":", " ", ", ", " or ", "option ", "the same output", "/", "-", "x"]  # fmt: skip
+#: What random guesses are made of: the rules' own pieces, and a few they do not know.
+PIECES = [*"0123456789()[]x×*^/;.-+=:'`", *"12|0011|8,388,608|4_096| |, |,| x |**| and |by|d_out|"
+          "torch.Size(|\u202f|\u00a0|four|e| blocks| million| per| MiB| or so|A|b|True|yes|no|"
+          "spread| or |option |the same output".split("|")]  # fmt: skip
+ANSWERS = [(4, None), (136, None), (8388608, None), ((2, 6, 4), None), ((15, 6), None),
+           (((2, 6, 3, 2), (2, 3, 6, 2)), None), (([1, 1, 2, 2], [1, 2, 1, 2]), None),
+           ("B", "second_head"), (False, "true_false"), (True, "same_output"), (4, "offsets"),
+           ("spread", "offsets")]  # fmt: skip
 
 
 @needs_node
 def test_both_readers_agree_on_random_guesses():
     """Beyond the table: 4,000 guesses assembled from the rules' pieces (seeded), each read by
     both readers, give the same verdict."""
-    draw = random.Random(35)
-    cases = []
-    for _ in range(3000):
-        answer = draw.choice(ANSWERS)
+    draw, cases = random.Random(35), []
+    for _ in range(4000):
+        answer, choices = draw.choice(ANSWERS)
         if draw.random() < 0.5:  # mostly well-formed: the answer, written with noise
             text = draw.choice(["{}", "({})", "[{}]", "torch.Size([{}])", "{} blocks"]).format(
                 draw.choice([", ", " ", " x ", ","]).join(map(str, _leaves(answer)))
@@ -233,14 +195,12 @@ def test_both_readers_agree_on_random_guesses():
         else:
             text = "".join(draw.choices(PIECES, k=draw.randrange(1, 8)))
         blocks = isinstance(answer, tuple) and isinstance(answer[0], list)
-        reader = "block_lists" if blocks and draw.random() < 0.5 else None
-        cases.append({"prediction": text, "answer": answer, "reader": reader})
-    for _ in range(1000):
-        name = draw.choice(list(TABLE["choices"]))
-        choices = TABLE["choices"][name]
-        answer = draw.choice([c[0] if isinstance(c, list) else c for c in choices])
-        text = "".join(draw.choices(LABEL_PIECES, k=draw.randrange(1, 5)))
-        cases.append({"prediction": text, "answer": answer, "choices": choices})
+        case = {"prediction": text, "answer": answer}
+        if choices:
+            case["choices"] = TABLE["choices"][choices]
+        elif blocks and draw.random() < 0.5:
+            case["reader"] = "block_lists"
+        cases.append(case)
     got = read_in_node(cases)
     differ = [f"{c['prediction']!r} for {c['answer']}: page {g}, Python {reading(c)}"
               for c, (g, _) in zip(cases, got, strict=True) if g != reading(c)]  # fmt: skip
