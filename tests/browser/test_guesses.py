@@ -5,13 +5,15 @@ of controls named "Your guess": a button per choice, or a text box that says the
 and "Check my guess". A guess gets Python's verdict word for word and opens the answer; the
 chapter's tally counts it; guesses stay in localStorage, never leave the browser, and clear. The
 page's reader reads the shared table of cases (tests/prediction_cases.json) as mha.predictions
-does.
+does, and every form of it typed into a chapter's "Your guess" box for the same answer gets
+Python's verdict there, word for word.
 
 One browser, one page per width for the tour of the chapters, a few more for the rest.
 """
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,16 +24,12 @@ from mha.reveal import _verdict
 
 from .book_site import DESKTOP, PHONE, chapters, is_local, wait_for_transitions
 
-CASES = json.loads(
-    (Path(__file__).parents[1] / "prediction_cases.json").read_text(encoding="utf-8")
-)["cases"]
-#: What the page reads from its text box: text, for a number or numbers (not a choice).
-TYPED = [
-    c
-    for c in CASES
+TABLE = json.loads((Path(__file__).parents[1] / "prediction_cases.json").read_text("utf-8"))
+#: The table's cases written as text (what a reader types), their choices spelled out.
+TEXT = [
+    {**c, "choices": TABLE["choices"][c["choices"]]} if "choices" in c else c
+    for c in TABLE["cases"]
     if isinstance(c["prediction"], str)
-    and "choices" not in c
-    and not isinstance(c["answer"], (bool, str))
 ]
 READERS = {"block_lists": block_lists_match}
 GROUP = "fieldset.mha-guess"
@@ -41,6 +39,13 @@ FIRST = chapters()[0]
 
 def as_tuples(value):
     return tuple(as_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def as_python(choices):
+    """A case's choices as the reveal passes them: [label, text] pairs (True and False) a dict."""
+    if isinstance(choices, list) and all(isinstance(c, list) for c in choices):
+        return dict(map(tuple, choices))
+    return tuple(choices) if isinstance(choices, list) else choices
 
 
 @pytest.fixture
@@ -239,30 +244,55 @@ def test_a_guess_is_made_with_the_keyboard_and_focus_shows(open_page):
 def test_the_pages_reader_reads_the_shared_cases_as_python_does(open_page):
     page = open_page(FIRST.url_path)
     got = page.evaluate(
-        "cases => cases.map(c => window.mhaGuess.readGuess(c.prediction, c.answer, c.reader))",
-        TYPED,
+        "cases => cases.map(c => window.mhaGuess.verdictOf(c.prediction, {...c, format: 'F'}))",
+        TEXT,
     )
     wrong = [
-        f"{c['prediction']!r} for {c['answer']}: page {g}, table {c['read']}"
-        for c, g in zip(TYPED, got, strict=True)
-        if g != c["read"]
+        f"{c['prediction']!r} for {c['answer']}: page {g['outcome']}, table {c['read']}"
+        for c, g in zip(TEXT, got, strict=True)
+        if g["outcome"] != c["read"]
     ]
     assert not wrong, "\n".join(wrong)
-    # ...and says it in Python's words.
-    words = page.evaluate(
-        "cases => cases.map(c => window.mhaGuess.verdictOf(c.prediction, c).verdict)",
-        [{**c, "format": "FORMAT"} for c in TYPED],
-    )
-    for case, said in zip(TYPED, words, strict=True):
-        expected = _verdict(
-            case["prediction"], as_tuples(case["answer"]), READERS.get(case.get("reader"))
-        )
-        expected = (
-            expected.split("write it as ")[0] + "write it as FORMAT."
-            if ("cannot be read" in expected)
-            else expected
-        )
-        assert said == expected
+    for case, said in zip(TEXT, got, strict=True):  # ...in Python's words
+        reader = READERS.get(case.get("reader"))
+        choices = as_python(case.get("choices"))
+        expected = _verdict(case["prediction"], as_tuples(case["answer"]), reader, choices)
+        assert said["verdict"] == re.sub(r"write it as .*", "write it as F.", expected)
+
+
+def test_each_form_typed_in_a_chapters_box_gets_pythons_verdict(open_page):
+    """Every text case of the table whose answer is a typed question's answer in a chapter
+    ("136 blocks" for chapter 7's 136), typed into that question's box and committed, shows
+    the verdict Python gives it, format and all."""
+    page = open_page(FIRST.url_path, PHONE, touch=True)
+    problems, typed = [], 0
+    for chapter in chapters():
+        page.goto(page.url.rsplit("/chapters/", 1)[0] + "/" + chapter.url_path)
+        for i, data in enumerate(payloads(page)):
+            rows = [  # an empty box gets "Type a guess first", not a verdict
+                c
+                for c in TEXT
+                if "choices" not in c
+                and c["answer"] == data.get("answer")
+                and c.get("reader", "default") == data.get("reader")
+                and c["prediction"].strip()
+            ]
+            group = page.locator(GROUP).nth(i)
+            for case in rows:
+                box = group.get_by_role("textbox")
+                box.fill(case["prediction"])
+                box.press("Enter")
+                shown = group.locator(".mha-guess-verdict").inner_text()
+                answer, reader = as_tuples(case["answer"]), READERS.get(case.get("reader"))
+                said = _verdict(case["prediction"], answer, reader)  # the format: the chapter's
+                said = re.sub(r"write it as .*", f"write it as {data['format']}.", said)
+                if shown != said:
+                    problems.append(f"{chapter.name}: {case['prediction']!r} shows {shown!r}")
+                if box.is_disabled():  # a verdict settles the guess: clear it for the next
+                    page.get_by_role("button", name="Clear my guesses").click()
+                typed += 1
+    assert not problems, "\n".join(problems)
+    assert typed >= 100 and not page.errors and not page.remote, (typed, page.errors)
 
 
 def test_the_controls_pass_axe_and_leave_print(open_page):
