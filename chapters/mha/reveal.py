@@ -6,10 +6,10 @@ book it is HTML that wraps to any width; in a terminal, or wherever HTML is not 
 plain text wrapped at ``TEXT_WIDTH`` characters.
 
 The verdict reads the prediction with :mod:`mha.predictions`: a choice by its label ("B",
-"(B)", True, "yes"), a number or numbers as a Python value or as text in one small grammar ("8,388,608",
-"(2, 6, 4)"). A prediction it cannot read is neither right nor wrong: the verdict says how to
-write it, naming the answer's type (or the choices the question offers) without quoting the
-answer.
+"(B)", True, "yes"), a number or numbers as a Python value or as text in one small grammar
+("8,388,608", "136 blocks", "(2, 6, 4)"). A prediction it cannot read is neither right nor
+wrong: the verdict says how to write it, naming the answer's type (or the choices the question
+offers) without quoting the answer.
 
 Every coloured box the book shows (this answer, a measured finding, a check's verdict, a hint,
 a solution) is
