@@ -36,7 +36,9 @@
   );
   /* mha.predictions._BEFORE, _AFTER, _HEDGE: what may stand around a choice's label */
   const BEFORE = String.raw`^(?:(?:option|choice|answer)\s*:?\s*)?[(\[]?\s*`;
-  const AFTER = String.raw`\s*[)\]]?\s*[.:!?]?(?:(?:\s*[(\[]|\s*[:,;=\u2013\u2014-]|(?<=[.):!?\]])\s)(.*))?$`;
+  const AFTER =
+    String.raw`\s*[)\]]?\s*[.:!?]?` +
+    String.raw`(?:(?:\s*[(\[]|\s*[:,;=\u2013\u2014-]|(?<=[.):!?\]])\s)(.*))?$`;
   const HEDGE = /^(?:(?:or|and|nor|vs)\b|[/&|])/i;
   /* mha.gqa._LIST_BREAK: what separates two lists written without brackets */
   const LIST_BREAK = /\s*(?:\/|;|\||\n|\band\b|\bvs\.?)\s*/;
