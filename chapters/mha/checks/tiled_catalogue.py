@@ -1,6 +1,6 @@
-"""Chapter 7's catalogue, :data:`TABLE` (``- names: message``, each name a fact of the run or a
-mistake :func:`online` makes); a training output that matches none passes: a right loop may drop
-other weights than the check's."""
+"""Chapter 7's catalogue, :data:`TABLE`: ``- names: message``, each name a fact of the run or a
+mistake :func:`online` makes. A training output that matches none passes (a right loop may drop
+other weights than the check's)."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -55,20 +55,15 @@ def online(m, x, mistake="", training=False):
             new_max = bug(torch.maximum(row_max, own), own_block_maximum=own)
             w = torch.softmax(s, -1) if mistake in PER_BLOCK else torch.exp(s - new_max)
             w = bug(w, mask_after_exp=w.masked_fill(hidden, 0))
-            first, f = row_max == -torch.inf, torch.exp(row_max - new_max)
-            f = bug(f, factor_upside_down=torch.where(first, 0.0, torch.exp(new_max - row_max)),
-                    ratio_of_the_maxima=torch.where(first, 0.0, row_max / new_max),
-                    own_block_maximum=1.0, softmax_per_block_averaged=1.0,
-                    softmax_per_block_added=1.0)
+            f = torch.exp(row_max - new_max)  # 0 at the first block: its 1 / f is inf
+            f = bug(f, factor_upside_down=torch.where(row_max == -torch.inf, 0.0, 1 / f),
+                    own_block_maximum=1, softmax_per_block_averaged=1, softmax_per_block_added=1)
             kept = drop(drop(w, "weights", "sum", "twice"), "twice")  # out's weights
             summed = (kept if place == "sum" else w).sum(-1, keepdim=True)  # row_sum's
             block = drop(kept @ drop(v, "values"), "block output")  # (b, H, rows, hd)
-            if mistake == "rescaled after adding":
-                row_sum, out = (row_sum + summed) * f, (out + block) * f
-            else:
-                row_sum = row_sum * bug(f, sum_not_rescaled=1, no_rescale=1) + summed
-                out = out * bug(f, output_not_rescaled=1, no_rescale=1) + block
-                out = drop(out, "running output")
+            old, new = bug(f, rescaled_after_adding=1), bug(1, rescaled_after_adding=f)
+            row_sum = (row_sum * bug(old, sum_not_rescaled=1, no_rescale=1) + summed) * new
+            out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
             out = out / row_sum if mistake.startswith("divided in the loop") else out
             row_max = bug(new_max, row_max_never_updated=row_max)
         divided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
@@ -84,28 +79,22 @@ TABLE = """
   from one key block to the next? online_softmax.hint(1) starts from there.
 - book: Your code hands the work to the book's {book[0]}: write the loop yourself.
 - torch_attention: Your code calls PyTorch's attention (scaled_dot_product_attention): write yours.
-- max_axes: Your code takes a maximum over dimension {max_axes} of the scores, not over the keys
-  alone: a row's maximum runs over the last dimension, scores.amax(-1, keepdim=True).
+- max_axes: Your maximum runs over dimension {max_axes} of the scores, not the keys': amax(-1).
 - keepdim: Your class raised {error_text}: a row's maximum or sum lost its last axis: keepdim=True.
-- partial: Your class raised {error_text} on {tokens} tokens in blocks of {bs}: the last query
+- partial: Your class raised {error_text} on {c.num_tokens} tokens in blocks of {bs}: the last query
   block has fewer rows, and the last key block ends at q_end (min(k_start + block_size, q_end)).
-- error: Your class raised {error_text}, {when}, on {tokens} tokens in blocks of {bs}.
-- wide: Your code holds scores for {widest} keys (or queries) at once, but a block has
-  block_size={bs}: take keys block by block, carrying a running max, sum and out.
+- error: Your class raised {error_text}, {when}, on {c.num_tokens} tokens in blocks of {bs}.
+- wide: Your code holds a score matrix wider than a block: {widest} keys (or queries), not {bs}.
 - dropout in eval: Your dropout is on in evaluation mode, where self.dropout is off: use it.
 - row_max from zero: Your row_max starts at 0: scores all below -100 give exp(score) = 0, and 0 / 0.
 - mask after exp: Your mask zeroes weights after exp, so later keys still set row_max, and on
   large scores every visible weight underflows to 0: mask the scores, with -inf.
 - overflows: On scores in the hundreds your output holds nan or inf: exp overflows above 88.7.
   Subtract the running maximum, max(row_max, the block's), before exp; the factor is then <= 1.
-- all_nan: Every number your loop returns is nan: at the first key block row_max is -inf, and
-  your factor must be 0 there, as torch.exp(row_max - new_max) is.
+- all_nan: Every number is nan: at the first key block row_max is -inf; your factor must be 0.
 - row_max never updated: Your row_max stays -inf: set row_max = new_max after each key block.
-- own block maximum: Each key block is taken relative to its own maximum: keep one running
-  maximum, and rescale the sums by exp(row_max - new_max) when it grows.
+- own block maximum: Each key block is taken relative to its own maximum: keep a running one.
 - factor upside down: Your factor is exp(new_max - row_max), upside down: exp(row_max - new_max).
-- ratio of the maxima: Your factor is row_max / new_max: the terms are exponentials, so use
-  exp(row_max - new_max).
 - no rescale: Your running sum and output are never rescaled when the maximum grows.
 - sum not rescaled: Your running sum is not rescaled when the maximum grows, only the output.
 - output not rescaled: Your running output is not rescaled when the maximum grows, only the sum.
@@ -122,8 +111,7 @@ TABLE = """
 - mask at the origin: Your mask is sliced at the origin on every key block: slice it at the
   block's position, self.mask[q_start:q_end, k_start:k_end].
 - mask without the column offset: Your mask slice has no column offset: [..., k_start:k_end].
-- future blocks unmasked: Your loop visits key blocks after the diagonal, unmasked: they hold
-  only later keys. Stop at q_end.
+- future blocks unmasked: Your loop visits key blocks after the diagonal, unmasked: stop at q_end.
 - diagonal skipped | range one short: Your key blocks stop before the diagonal block, which
   holds each query's own key: range(0, q_end, self.block_size).
 - key blocks end early: Your key blocks end one key early: min(k_start + block_size, q_end).
@@ -132,32 +120,25 @@ TABLE = """
 - softmax per block averaged | softmax per block added: Each key block has its own softmax:
   one softmax spans the row, so carry the running maximum and sum, and divide once at the end.
 - wrong layout: Your context is (b, rows, num_heads, head_dim) reshaped: return it like q.
-- wrong: Your output is not MultiHeadAttention's on {tokens} tokens in blocks of {bs}, and no
+- wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
   mistake this check knows explains it: compare each step with hint(2) and hint(3).
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
 - drop none: In training mode your output has no dropout: self.dropout(weights) @ v.
 - drop sum: Your dropout reaches the running sum: drop only the weights going into out.
 - drop twice: Your dropout is applied twice: once, to the weights going into out.
-- drop values | drop block output | drop running output | drop context: Your dropout drops single
+- drop values | drop block output | drop out | drop context: Your dropout drops single
   numbers of v or of an output: drop whole weights, self.dropout(weights) @ v.
 - drop scores | drop masked scores: Your dropout is on the scores: drop the weights after exp.
 """
 # fmt: on
 
 
-def _entries(names, message):
-    """An entry of :data:`TABLE` as :class:`.core.Mistake` and :class:`.catalogue.Buggy` items."""
-    message = " ".join(message.split())  # the table's line breaks are not the reader's
-    for name in " ".join(names.split()).split(" | "):
-        if name.isidentifier():
-            yield Mistake(name, message, attrgetter(name))
-        else:
-            yield Buggy(name, message, methodcaller("reference", name))
-
-
-CATALOGUE = tuple(
-    entry
-    for names, message in re.findall(r"^- (.+?): (.+?)(?=^- |\Z)", TABLE, re.M | re.S)
-    for entry in _entries(names, message)
+CATALOGUE = tuple(  # a name that is an identifier is a fact of the run, any other a mistake
+    Mistake(name, message, attrgetter(name))
+    if name.isidentifier()
+    else Buggy(name, message, methodcaller("reference", name))
+    for names, text in re.findall(r"^- (.+?): (.+?)(?=^- |\Z)", TABLE, re.M | re.S)
+    for message in [" ".join(text.split())]  # the table's line breaks are not the reader's
+    for name in " ".join(names.split()).split(" | ")
 )

@@ -84,9 +84,8 @@ class Run(Watch):
     max_axes = property(lambda s: s.wrong and s.maxima and s.maxima[0])
     error_text = property(lambda s: describe_error(s.error))
     when = property(lambda s: WHEN[len(s.outputs) + (s.m is not None)])
-    tokens = property(lambda s: s.c.num_tokens)
     #: Raised in eval mode on a length the block does not divide (the first config, divided, ran).
-    partial = property(lambda s: bool(s.m and s.error and not s.outputs and s.tokens % s.bs))
+    partial = property(lambda s: bool(s.m and s.error and not s.outputs and s.c.num_tokens % s.bs))
     keepdim = property(lambda s: bool(s.error and s.failed and min(map(len, s.failed[1])) == 3))
     wide = property(lambda s: s.widest > s.bs)
     overflows = property(lambda s: s.c.query_gain > 1 and not bool(s.out.isfinite().all()))
