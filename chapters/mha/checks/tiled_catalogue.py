@@ -66,8 +66,8 @@ def online(m, x, mistake="", training=False):
             out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
             out = out / row_sum if mistake.startswith("divided in the loop") else out
             row_max = bug(new_max, row_max_never_updated=row_max)
-        divided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
-        context = drop(out if divided else out / row_sum, "context")  # (b, H, rows, hd)
+        undivided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
+        context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)
         laid_out = context.transpose(1, 2).reshape(context.shape)  # (b, rows, H, hd) as q's
         contexts.append(bug(context, wrong_layout=laid_out))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
