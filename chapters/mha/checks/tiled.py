@@ -1,5 +1,7 @@
 """Chapter 7's exercise, ``query_block``: the online softmax over the key blocks a query needs."""
 
+import inspect
+import textwrap
 from collections import namedtuple
 
 import torch
@@ -15,8 +17,9 @@ Config = namedtuple(
     "Config",
     "d_in d_out context_length dropout num_heads block_size qkv_bias num_tokens query_gain seed",
 )
-#: Lengths a block divides and not, shorter than a block, one token, biases, dropout, and scores
-#: in the hundreds (W_query × 250), where exp overflows; head_dim is no block size nor d_in.
+#: Batches of 2; lengths a block divides (first) and not, below context_length, shorter than a
+#: block, one token; biases; dropout (in eval mode too); scores in the hundreds (W_query × 250),
+#: where exp overflows and a row's scores all lie below -100. head_dim is no block size nor d_in.
 #: Nine tokens come before one: a last block of one query shows a loop that stops short of it.
 CONFIGS = (
     Config(6, 6, 12, 0.0, 2, 4, False, 12, 1, 1),
@@ -24,8 +27,12 @@ CONFIGS = (
     Config(4, 6, 8, 0.0, 1, 5, False, 3, 1, 3),
     Config(8, 12, 9, 0.5, 4, 4, False, 9, 1, 5),
     Config(4, 6, 8, 0.0, 2, 4, False, 1, 1, 4),
-    Config(6, 6, 12, 0.0, 2, 4, False, 12, 250, 6),
+    Config(6, 6, 12, 0.0, 2, 4, False, 12, 250, 26),
 )
+#: The book's own loop, as the reader's class (its source: one copy, the one the tests run).
+LOOP = textwrap.indent(textwrap.dedent(inspect.getsource(TiledAttention.query_block)), "    ")
+CALL = "online_softmax.check(MyTiledAttention)"
+SOLUTION = f"class MyTiledAttention(TiledAttentionStart):\n{LOOP}\n\n{CALL}"
 PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval and training mode."
 
 
@@ -55,41 +62,10 @@ online_softmax = Exercise(
         "self.mask[q_start:q_end, k_start:k_end]; new_max is the larger of row_max and the "
         "block's own row maxima (keepdim=True). The old sum and the old out were taken "
         "relative to row_max: what factor moves them to new_max?",
-        "The factor is torch.exp(row_max - new_max), 0 for the first block. Then "
-        "row_sum = row_sum * factor + weights.sum(-1, keepdim=True) and "
-        "out = out * factor + self.dropout(weights) @ v, with "
+        "The factor is rescale = torch.exp(row_max - new_max), 0 for the first block. Then "
+        "row_sum = row_sum * rescale + weights.sum(-1, keepdim=True) and "
+        "out = out * rescale + self.dropout(weights) @ v, with "
         "weights = torch.exp(scores - new_max). After the loop, return out / row_sum.",
     ),
-    solution_code="""\
-class MyTiledAttention(TiledAttentionStart):
-    def query_block(self, q, keys, values, q_start):
-        b, num_heads, rows, _ = q.shape
-        q_end = q_start + rows
-        # (b, num_heads, rows, 1): each row's running maximum and sum
-        row_max = q.new_full((b, num_heads, rows, 1), -torch.inf)
-        row_sum = q.new_zeros((b, num_heads, rows, 1))
-        out = torch.zeros_like(q)  # (b, num_heads, rows, head_dim)
-        for k_start in range(0, q_end, self.block_size):
-            k_end = min(k_start + self.block_size, q_end)
-            # (b, num_heads, cols, head_dim)
-            k = keys[:, :, k_start:k_end]
-            v = values[:, :, k_start:k_end]
-            # (b, num_heads, rows, cols)
-            scores = q @ k.transpose(2, 3) / self.head_dim**0.5
-            if k_end > q_start + 1:  # the diagonal block
-                future = self.mask[q_start:q_end, k_start:k_end]
-                scores = scores.masked_fill(future, -torch.inf)
-            block_max = scores.amax(-1, keepdim=True)
-            new_max = torch.maximum(row_max, block_max)
-            weights = torch.exp(scores - new_max)
-            # 0 at the first block, where row_max is -inf
-            factor = torch.exp(row_max - new_max)
-            row_sum = row_sum * factor + weights.sum(-1, keepdim=True)
-            out = out * factor + self.dropout(weights) @ v
-            row_max = new_max
-        return out / row_sum  # (b, num_heads, rows, head_dim)
-
-
-online_softmax.check(MyTiledAttention)
-""",
+    solution_code=SOLUTION,
 )

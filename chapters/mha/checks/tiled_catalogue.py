@@ -1,5 +1,6 @@
-"""Chapter 7's catalogue, :data:`TABLE` (``- names: message``, each name a fact of the run or a
-buggy reference); a training output that matches none passes: a right loop may drop others."""
+"""Chapter 7's catalogue, :data:`TABLE`: ``- names: message``, each name a fact of the run or a
+mistake :func:`online` makes. A training output that matches none passes (a right loop may drop
+other weights than the check's)."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -10,47 +11,65 @@ from .core import Mistake
 from .reference import Buggy
 from .shortcuts import dropped
 
+PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no running maximum
 
+
+# fmt: off
 def online(m, x, mistake="", training=False):
-    """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a buggy reference's
-    name in :data:`TABLE`) made; in ``training``, with the check's dropout."""
+    """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a name in
+    :data:`TABLE`) made; in ``training``, with the check's dropout."""
     p = m.dropout.p if training or mistake == "dropout in eval" else 0.0
     place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
 
     def drop(t, *where):  # t, dropped if this mistake puts dropout at one of where
         return dropped(t, p) if place in where else t
 
+    def bug(right, **wrong):  # what ``mistake`` (its words joined by _) makes of ``right``
+        return wrong.get(mistake.replace(" ", "_"), right)
+
     queries, keys, values = (m.split_heads(f(x)) for f in (m.W_query, m.W_key, m.W_value))
-    hd, size, contexts = m.head_dim, m.block_size, []  # queries, ...: (b, H, T, hd)
-    scale = {"scaled by sqrt d_out": m.d_out**0.5, "divided by head_dim": hd, "not scaled": 1}
-    for q_start in range(0, x.shape[1], size):
+    hd, size, num_tokens, contexts = m.head_dim, m.block_size, x.shape[1], []  # (b, H, T, hd)
+    scale = bug(hd**0.5, scaled_by_sqrt_d_out=m.d_out**0.5, divided_by_head_dim=hd,
+                not_scaled=1, scale_multiplied=hd**-0.5)
+    for q_start in range(0, num_tokens, size):
         q = queries[:, :, q_start : q_start + size]  # (b, H, rows, hd)
         q_end = q_start + q.shape[2]
-        row_max = q.new_full((*q.shape[:3], 1), -torch.inf)  # (b, H, rows, 1)
-        row_sum, out = torch.zeros_like(row_max), torch.zeros_like(q)
-        for k_start in range(0, q_end, size):
-            k_end = min(k_start + size, q_end)
+        row_max = q.new_full((*q.shape[:3], 1), bug(-torch.inf, row_max_from_zero=0.0))
+        row_sum, out = torch.zeros_like(row_max), torch.zeros_like(q)  # (b, H, rows, 1), like q
+        stop = bug(q_end, diagonal_skipped=q_start, range_one_short=q_end - 1,
+                   future_blocks_unmasked=num_tokens)
+        for k_start in range(0, stop, size):
+            k_end = min(k_start + size - (mistake == "key blocks end early"), max(stop, q_end))
             k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]  # (b, H, cols, hd)
-            s = drop(q @ k.mT / scale.get(mistake, hd**0.5), "scores")  # (b, H, rows, cols)
-            hidden = torch.arange(k_start, k_end) > torch.arange(q_start, q_end)[:, None]
-            s = drop(s.masked_fill(hidden, -torch.inf), "masked scores")
+            s = drop(q @ k.mT / scale, "scores")  # (b, H, rows, cols)
+            kp, qp = torch.arange(k_start, k_end), torch.arange(q_start, q_end)[:, None]
+            local = kp - k_start > qp - q_start  # the diagonal block's mask, on any block
+            hidden = bug(kp > qp, no_mask=kp < 0, diagonal_hidden=kp >= qp,
+                         inverted_mask=(kp <= qp) & (k_start >= q_start),  # on the diagonal
+                         inverted_on_every_block=kp <= qp, mask_at_the_origin=local,
+                         mask_without_the_column_offset=kp - k_start > qp,
+                         future_blocks_unmasked=(kp > qp) & (k_start <= q_start))
+            masked = s.masked_fill(hidden, bug(-torch.inf, mask_fills_zero=0.0))
+            s = drop(bug(masked, mask_after_exp=s), "masked scores")
             own = s.amax(-1, keepdim=True)
-            new_max = own if mistake == "own block maximum" else torch.maximum(row_max, own)
-            w, first = torch.exp(s - new_max), row_max == -torch.inf
-            f = {
-                "own block maximum": 1.0,
-                "factor upside down": torch.where(first, 0.0, torch.exp(new_max - row_max)),
-                "ratio of the maxima": torch.where(first, 0.0, row_max / new_max),
-            }.get(mistake, torch.exp(row_max - new_max))
+            new_max = bug(torch.maximum(row_max, own), own_block_maximum=own)
+            w = torch.softmax(s, -1) if mistake in PER_BLOCK else torch.exp(s - new_max)
+            w = bug(w, mask_after_exp=w.masked_fill(hidden, 0))
+            f = torch.exp(row_max - new_max)  # 0 at the first block: its 1 / f is inf
+            f = bug(f, factor_upside_down=torch.where(row_max == -torch.inf, 0.0, 1 / f),
+                    own_block_maximum=1, softmax_per_block_averaged=1, softmax_per_block_added=1)
             kept = drop(drop(w, "weights", "sum", "twice"), "twice")  # out's weights
-            summed = kept if place == "sum" else w  # row_sum's
-            row_sum = row_sum * (1 if mistake in ("sum not rescaled", "nothing rescaled") else f)
-            row_sum = row_sum + summed.sum(-1, keepdim=True)
-            out = drop(out, "running output")
-            out = out * (1 if mistake in ("output not rescaled", "nothing rescaled") else f)
-            out = out + kept @ drop(v, "values")
-            row_max = new_max
-        contexts.append(drop(out / row_sum, "context"))
+            summed = (kept if place == "sum" else w).sum(-1, keepdim=True)  # row_sum's
+            block = drop(kept @ drop(v, "values"), "block output")  # (b, H, rows, hd)
+            old, new = bug(f, rescaled_after_adding=1), bug(1, rescaled_after_adding=f)
+            row_sum = (row_sum * bug(old, sum_not_rescaled=1, no_rescale=1) + summed) * new
+            out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
+            out = out / row_sum if mistake.startswith("divided in the loop") else out
+            row_max = bug(new_max, row_max_never_updated=row_max)
+        undivided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
+        context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)
+        laid_out = context.transpose(1, 2).reshape(context.shape)  # (b, rows, H, hd) as q's
+        contexts.append(bug(context, wrong_layout=laid_out))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
 
 
@@ -60,48 +79,66 @@ TABLE = """
   from one key block to the next? online_softmax.hint(1) starts from there.
 - book: Your code hands the work to the book's {book[0]}: write the loop yourself.
 - torch_attention: Your code calls PyTorch's attention (scaled_dot_product_attention): write yours.
-- max_axes: Your code takes a maximum over dimension {max_axes} of the scores, not over the keys
-  alone: a row's maximum runs over the last dimension, scores.amax(-1, keepdim=True).
-- error: Your class raised {error_text}, {when}.
-- wide: Your code holds scores for {widest} keys (or queries) at once, but a block has
-  block_size={bs}: take keys block by block, carrying a running max, sum and out.
+- max_axes: Your maximum runs over dimension {max_axes} of the scores, not the keys': amax(-1).
+- keepdim: Your class raised {error_text}: a row's maximum or sum lost its last axis: keepdim=True.
+- partial: Your class raised {error_text} on {c.num_tokens} tokens in blocks of {bs}: the last query
+  block has fewer rows, and the last key block ends at q_end (min(k_start + block_size, q_end)).
+- error: Your class raised {error_text}, {when}, on {c.num_tokens} tokens in blocks of {bs}.
+- wide: Your code holds a score matrix wider than a block: {widest} keys (or queries), not {bs}.
 - dropout in eval: Your dropout is on in evaluation mode, where self.dropout is off: use it.
-- overflows: Your output is right on small scores, but on scores in the hundreds it holds nan
-  or inf: exp overflows above 88.7. Subtract the running maximum before exp.
-- nothing rescaled | sum not rescaled | output not rescaled | own block maximum | all_nan | factor
-  upside down | ratio of the maxima: Keep one running maximum: rescale the running sum and output
-  by exp(row_max - new_max), then update row_max. Yours is missing, upside down, a ratio of the
-  maxima, or nan at the first block, where row_max is -inf (every output nan): it is 0, then <= 1.
-- scaled by sqrt d_out | divided by head_dim | not scaled: Your scores are divided by √d_out,
-  or by head_dim, not by its square root, or not divided by √head_dim at all: self.head_dim**0.5.
-- wrong: Your output is not MultiHeadAttention's. Key blocks start in range(0, q_end,
-  self.block_size), end at min(k_start + self.block_size, q_end). Mask the diagonal block with
-  self.mask[q_start:q_end, k_start:k_end]: not sliced at the origin or without the column
-  offset, nor so that it hides each query's own key (masked_fill hides where it is True). Divide
-  by the running sum once, after the last key block: an output never divided by the running
-  sum, or divided by it inside the loop, or key blocks normalised each on its own, then averaged
-  (1/n each) or added, is wrong. If all that holds, none of the usual mistakes explains it.
+- row_max from zero: Your row_max starts at 0: scores all below -100 give exp(score) = 0, and 0 / 0.
+- mask after exp: Your mask zeroes weights after exp, so later keys still set row_max, and on
+  large scores every visible weight underflows to 0: mask the scores, with -inf.
+- overflows: On scores in the hundreds your output holds nan or inf: exp overflows above 88.7.
+  Subtract the running maximum, max(row_max, the block's), before exp; the factor is then <= 1.
+- all_nan: Every number is nan: at the first key block row_max is -inf; your factor must be 0.
+- row_max never updated: Your row_max stays -inf: set row_max = new_max after each key block.
+- own block maximum: Each key block is taken relative to its own maximum: keep a running one.
+- factor upside down: Your factor is exp(new_max - row_max), upside down: exp(row_max - new_max).
+- no rescale: Your running sum and output are never rescaled when the maximum grows.
+- sum not rescaled: Your running sum is not rescaled when the maximum grows, only the output.
+- output not rescaled: Your running output is not rescaled when the maximum grows, only the sum.
+- rescaled after adding: Your factor multiplies the new block too: rescale the old sums only.
+- scaled by sqrt d_out: Your scores are divided by √d_out: divide by self.head_dim**0.5.
+- divided by head_dim: Your scores are divided by head_dim, not by its square root.
+- not scaled: Your scores are not divided by √head_dim: self.head_dim**0.5.
+- scale multiplied: Your scores are multiplied by √head_dim: divide by it.
+- no mask: Your diagonal block is not masked: a query sees the later keys of its block.
+- mask fills zero: Your mask fills hidden scores with 0, which exp makes a weight: fill -torch.inf.
+- diagonal hidden: Your mask hides each query's own key too: it hides only later keys.
+- inverted mask | inverted on every block: Your mask is inverted: masked_fill hides where it is
+  True, and self.mask is True for later keys.
+- mask at the origin: Your mask is sliced at the origin on every key block: slice it at the
+  block's position, self.mask[q_start:q_end, k_start:k_end].
+- mask without the column offset: Your mask slice has no column offset: [..., k_start:k_end].
+- future blocks unmasked: Your loop visits key blocks after the diagonal, unmasked: stop at q_end.
+- diagonal skipped | range one short: Your key blocks stop before the diagonal block, which
+  holds each query's own key: range(0, q_end, self.block_size).
+- key blocks end early: Your key blocks end one key early: min(k_start + block_size, q_end).
+- never divided | divided in the loop | divided in the loop and at the end: Divide by the running
+  sum once, after the last key block: yours is never divided, or divided inside the loop.
+- softmax per block averaged | softmax per block added: Each key block has its own softmax:
+  one softmax spans the row, so carry the running maximum and sum, and divide once at the end.
+- wrong layout: Your context is (b, rows, num_heads, head_dim) reshaped: return it like q.
+- wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
+  mistake this check knows explains it: compare each step with hint(2) and hint(3).
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
-- drop none | drop twice | drop values | drop context | drop running output | drop scores | drop
-  masked scores | drop sum: In training mode your dropout is missing, applied twice, on single
-  numbers of the values or of an output, on the scores, or in the running sum. Drop whole
-  weights: out = out * factor + self.dropout(weights) @ v, row_sum undropped.
+- drop none: In training mode your output has no dropout: self.dropout(weights) @ v.
+- drop sum: Your dropout reaches the running sum: drop only the weights going into out.
+- drop twice: Your dropout is applied twice: once, to the weights going into out.
+- drop values | drop block output | drop out | drop context: Your dropout drops single
+  numbers of v or of an output: drop whole weights, self.dropout(weights) @ v.
+- drop scores | drop masked scores: Your dropout is on the scores: drop the weights after exp.
 """
+# fmt: on
 
 
-def _entries(names, message):
-    """An entry of :data:`TABLE` as :class:`.core.Mistake` and :class:`.catalogue.Buggy` items."""
-    message = " ".join(message.split())  # the table's line breaks are not the reader's
-    for name in " ".join(names.split()).split(" | "):
-        if name.isidentifier():
-            yield Mistake(name, message, attrgetter(name))
-        else:
-            yield Buggy(name, message, methodcaller("reference", name))
-
-
-CATALOGUE = tuple(
-    entry
-    for names, message in re.findall(r"^- (.+?): (.+?)(?=^- |\Z)", TABLE, re.M | re.S)
-    for entry in _entries(names, message)
+CATALOGUE = tuple(  # a name that is an identifier is a fact of the run, any other a mistake
+    Mistake(name, message, attrgetter(name))
+    if name.isidentifier()
+    else Buggy(name, message, methodcaller("reference", name))
+    for names, text in re.findall(r"^- (.+?): (.+?)(?=^- |\Z)", TABLE, re.M | re.S)
+    for message in [" ".join(text.split())]  # the table's line breaks are not the reader's
+    for name in " ".join(names.split()).split(" | ")
 )

@@ -24,6 +24,7 @@ class Run(Watch):
         self.c, self.bs, self.hd = c, c.block_size, c.d_out // c.num_heads
         self.widths = {self.hd, c.d_in, c.d_out}  # a product ending in one mixes values
         self.scores, self.maxima, self.outputs, self.widest = [], [], [], 0
+        self.derived = {}  # id: a tensor of scores, or made from them (kept, so ids stay)
         self.m = self.error = None
         seeded = torch.Generator().manual_seed(c.seed)
         self.x = torch.randn(2, c.num_tokens, c.d_in, generator=seeded)  # (2, num_tokens, d_in)
@@ -40,6 +41,7 @@ class Run(Watch):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name, tensors = getattr(func, "__name__", ""), [a for a in args if torch.is_tensor(a)]
+        listed = args and isinstance(args[0], (list, tuple))  # cat's and stack's tensors
         out = super().__torch_function__(func, types, args, kwargs)
         if name in ("amax", "max"):  # a maximum over another axis than the keys'
             dim = (kwargs or {}).get("dim", args[1] if len(args) > 1 else -1)
@@ -47,14 +49,21 @@ class Run(Watch):
                 self.maxima.append(dim)
         if not torch.is_tensor(out) or not out.is_floating_point():
             return out
-        if name in PRODUCTS and tensors and tensors[0].shape[-1] == self.hd:
+        scores = any(id(a) in self.derived for a in [*args, *(args[0] if listed else ())])
+        if name in PRODUCTS and tensors and tensors[0].shape[-1] == self.hd and not scores:
             if out.dim() >= 2 and out.shape[-1] not in self.widths:  # else it mixes values
                 self.scores.append(out.numel())
-        elif name in ("mul", "__mul__") and out.dim() >= 5 and self.hd in out.shape[-2:]:
-            self.scores.append(out.numel() // self.hd)  # q × k, to be summed over head_dim
-        rows, cols = out.shape[-2:] if out.dim() >= 3 else (0, 1)
-        if cols not in self.widths | {1} and rows != self.hd and max(rows, cols) > self.bs:
-            self.widest = max(self.widest, rows, cols)
+                scores = True
+        elif name in ("mul", "__mul__") and out.dim() >= 5 and len(tensors) == 2:
+            if self.hd in out.shape[-2:] and all(t.numel() < out.numel() for t in tensors):
+                # q × k broadcast into each other, to be summed over head_dim
+                self.scores.append(out.numel() // self.hd)
+                scores = True
+        if scores:  # a tensor of scores, or made from them: no wider than a block
+            self.derived[id(out)] = out
+            rows, cols = out.shape[-2:] if out.dim() >= 2 else (0, 1)
+            if cols not in self.widths | {1} and max(rows, cols) > self.bs:
+                self.widest = max(self.widest, rows, cols)
         return out
 
     def borrowed(self, *args):  # the book's TiledAttention.query_block, noted in calls
@@ -75,6 +84,9 @@ class Run(Watch):
     max_axes = property(lambda s: s.wrong and s.maxima and s.maxima[0])
     error_text = property(lambda s: describe_error(s.error))
     when = property(lambda s: WHEN[len(s.outputs) + (s.m is not None)])
+    #: Raised in eval mode on a length the block does not divide (the first config, divided, ran).
+    partial = property(lambda s: bool(s.m and s.error and not s.outputs and s.c.num_tokens % s.bs))
+    keepdim = property(lambda s: bool(s.error and s.failed and min(map(len, s.failed[1])) == 3))
     wide = property(lambda s: s.widest > s.bs)
     overflows = property(lambda s: s.c.query_gain > 1 and not bool(s.out.isfinite().all()))
     all_nan = property(lambda s: bool(s.out.isnan().all()))
