@@ -1,5 +1,4 @@
-"""Chapter 8's check on one table: right answers of every style pass; each wrong answer a
-learner writes (the solution with one line changed, or a shortcut) is told its cause."""
+"""Chapter 8's check: right answers of every style pass, each learner's mistake is named."""
 
 import pytest
 
@@ -52,8 +51,7 @@ def change(*pairs, text=SOLUTION):
     return text
 
 
-def body(code):
-    """The solution's first lines (latents, queries and H, hd), then ``code``."""
+def body(code):  # the solution's first lines (latents, queries and H, hd), then ``code``
     return SOLUTION[: SOLUTION.index("    up_key")] + code
 
 
@@ -95,6 +93,8 @@ CASES = [  # (answer, passes?, words its feedback must contain)
      "split_heads"),
     (change("module.W_down_kv(x)", "(x @ module.W_down_kv.weight.T)"), False, "W_down_kv(x)"),
     (change("module.W_query(x)", "x @ module.W_query.weight.T"), False, "module.W_query(x)"),
+    (change("module.W_query(x)", "x @ module.W_query.weight.T", "module.W_down_kv(x)",
+            "(x @ module.W_down_kv.weight.T)"), False, "module.W_query(x) and module.W_down_kv(x)"),
     (change("hd**0.5", "module.latent_dim**0.5"), False, "not latent_dim ** 0.5"),
     (change("hd**0.5", "module.d_out**0.5"), False, "not d_out ** 0.5"),
     (change("attn_scores / hd**0.5", "attn_scores"), False, "not scaled"),
