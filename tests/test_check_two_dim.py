@@ -125,7 +125,7 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWELVE, lambda: heads_scoring(3, scale=3**0.5 * 2, num_heads=4), False, "√d_out"),
     (TWO, lambda: heads_scoring(2, scale=3**0.5), False, "nor d_in"),
     (TWO, lambda: joining(lambda outs: CAT([o[..., :1] for o in outs], -1), d_out=2), False,
-     "keeps only 2 of the 2 heads' 4 values"),
+     "keeps only 2 of the 4 values your 2 heads make"),
     (TWO, lambda: joining(lambda outs: CAT(outs, -1)[..., 2:4], d_out=3), False, "sliced away"),
     (TWO, lambda: altered(lambda s, x: OUT_PROJ(CAT([h(x) for h in s.heads], -1)), 2), False,
      "chapter 3's out_proj"),

@@ -75,8 +75,8 @@ MISTAKES = (
     ),
     Mistake(
         "values thrown away",
-        "Your output keeps only {width} of the {num_heads} heads' {right_width} values: the rest "
-        "were sliced away. Make the heads narrower with d_out instead of cutting their output.",
+        "Your output keeps only {width} of the {right_width} values your {num_heads} heads make: "
+        "the rest were sliced away. Make the heads narrower with d_out, not their output.",
         lambda a: a.columns_kept(),
     ),
     Mistake(
