@@ -120,7 +120,7 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
      "causal mask was removed"),
     (TWO, lambda: heads_scoring(1, mask=False), False, "when a later token does"),
     (TWO, lambda: heads_scoring(2, scale=1.0), False, "another number than √d_out"),
-    (TWO, lambda: heads_scoring(2, scale=2.0), False, "nor d_out itself"),
+    (TWO, lambda: heads_scoring(3, scale=3.0), False, "nor d_out itself"),
     (TWO, lambda: heads_scoring(1, scale=2**0.5), False, "not the whole output's"),
     (TWELVE, lambda: heads_scoring(3, scale=3**0.5 * 2, num_heads=4), False, "√d_out"),
     (TWO, lambda: heads_scoring(2, scale=3**0.5), False, "nor d_in"),
