@@ -81,7 +81,7 @@ CASES = [  # (answer, passes?, words its feedback must contain)
             OUT, "per_head = latent_context.transpose(1, 2).flatten(2) @ module.out_proj.weight.T",
             RETURN, "return per_head"), False, "formed the values"),
     (change("queries @ up_key", "queries @ module.split_heads(module.W_up_key(latents[:, 0]))"
-            ".mT @ latents[:, 0]"), False, "up-projects"),
+            ".mT @ latents[:, 0]"), False, "formed the keys"),
     (change(ROWS, "module.W_up_key.weight.view(hd, H, -1).transpose(0, 1)"), False, "H-th row"),
     (change(VALUE_ROWS, "module.W_up_value.weight.view(hd, H, -1).mT"), False, "raised"),
     (change("_value.weight.view(H, hd, -1)", "_value.weight.view(hd, H, -1).transpose(0, 1)"),
