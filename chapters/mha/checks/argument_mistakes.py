@@ -56,7 +56,7 @@ MISTAKES = (
         "was removed or changed. Keep each CausalAttention's mask as built.",
         lambda a: a.peeks(),
     ),
-    *(
+    *(  # one per scale a reader divides by: none, d_out, the whole output's width, d_in
         Buggy(
             "scale changed",
             "Your heads scale their scores by another number than √d_out, the square root of "
@@ -67,7 +67,7 @@ MISTAKES = (
             ),
         )
         for s in (
-            lambda a: 1.0,
+            lambda a: 1,
             lambda a: a.head_width,
             lambda a: a.width**0.5,
             lambda a: a.d_in**0.5,

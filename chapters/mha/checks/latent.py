@@ -34,11 +34,8 @@ CALLS = {  # what a function that runs these, which do the work for it, is told
     "keys": "formed the keys: fold W_up_key into the queries instead.",
     "values": "formed the values: fold W_up_value into out_proj instead.",
 }
-HELPERS = (
-    (LatentAttention, "up_key_blocks"),
-    (LatentAttention, "value_out_blocks"),
-    (LatentCache, "append"),
-)
+HELPERS = ((LatentAttention, "up_key_blocks"), (LatentAttention, "value_out_blocks"),
+           (LatentCache, "append"))  # fmt: skip
 START = "The starting code: which weight turns head h's query into a latent's partner? See hint(1)."
 SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
