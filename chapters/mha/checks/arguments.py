@@ -4,8 +4,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult, Mistake, fill, first_mistake, kind_of
-from .joins import JOINS, NOT_X, SHARED, Heads
+from .argument_mistakes import MISTAKES
+from .core import CheckResult, attempt, evaluating, fill, first_mistake, kind_of
+from .joins import Heads
 from .reference import PROJECTIONS, same
 
 #: The chapter's batch: two sequences of six tokens three values wide.
@@ -41,6 +42,7 @@ class Attempt(Heads):
     d_in = property(lambda a: a.heads[0].W_query.in_features)
     heads_phrase = property(lambda a: f"{a.num_heads} head" + "s" * (a.num_heads != 1))
     width = property(lambda a: a.output.shape[-1])
+    right_width = property(lambda a: a.right.shape[-1])
     #: The shortest of the heads' causal masks: the longest input they take.
     context_length = property(lambda a: min(h.mask.shape[0] for h in a.heads))
 
@@ -54,66 +56,33 @@ class Attempt(Heads):
         """Every head was given the batch, and the output is their outputs side by side."""
         return self.error is None and not self.fed and same(self.output, self.right)
 
+    def peeks(self):
+        """An earlier token's output moves when only the last token changes."""
+        later = PROBE.clone()
+        later[:, -1] += 1.0  # (b, tokens, d_in): the last token changed
+        with torch.random.fork_rng(devices=[]), evaluating(self.module):
+            moved = attempt(self.module, later)
+        return not same(moved[:, :-1], self.output[:, :-1])
 
-#: Known mistakes, most specific first: the first one recognised is the one the reader hears.
-MISTAKES = (
-    Mistake(
-        "not a module",
-        "{t.check} needs the wrapper you built (a torch.nn.Module), but it was given {given}. "
-        "Pass the wrapper itself, not its output nor its class: {t.check}(my_wrapper), not "
-        "{t.check}(my_wrapper(batch)).",
-        lambda a: a.module is None,
-    ),
-    Mistake(
-        "not the wrapper",
-        "Your {got} does not have the heads MultiHeadAttentionWrapper builds: a list self.heads "
-        "of attention heads, each with W_query, W_key and W_value of one width. Build a "
-        "MultiHeadAttentionWrapper with {t.heads} heads: change only the arguments of the call.",
-        lambda a: not a.heads or not a.as_built(),
-    ),
-    Mistake(
-        "the starting wrapper",
-        "This is the starting wrapper, unchanged: {num_heads} heads and {width}-dimensional "
-        "context vectors, where the exercise asks for {t.heads} heads and {t.width}-dimensional "
-        "ones. What decides the width of the wrapper's output? {t.exercise}.hint(1) starts "
-        "from there.",
-        lambda a: (
-            (a.num_heads, a.head_width, a.d_in, a.context_length) == (2, 2, 3, 6) and a.joined()
-        ),
-    ),
-    Mistake(
-        "the input's arguments changed",
-        "Your heads take tokens {d_in} values wide (d_in={d_in}), at most {context_length} "
-        "(context_length={context_length}), but the example has 6 tokens 3 values wide, batch "
-        "shape (2, 6, 3): d_in and context_length describe the input, not the output's width. "
-        "Keep d_in=3 and context_length at 6 (or more).",
-        lambda a: a.d_in != 3 or a.context_length < 6,
-    ),
-    Mistake(
-        "num_heads changed",
-        "Your wrapper has {heads_phrase}, but the exercise asks for {t.heads}: keep "
-        "num_heads={t.heads}, and set each head's width with d_out.",
-        lambda a: a.num_heads != a.t.heads,
-    ),
-    SHARED,
-    NOT_X,
-    *JOINS,
-    Mistake(
-        "wrong width",
-        "Your context vectors are {width}-dimensional, not {t.width}: d_out is each head's "
-        "width, so num_heads × d_out = {num_heads} × {head_width} = {width}. How many values "
-        "must each of the {t.heads} heads give? {t.exercise}.hint(1) starts there.",
-        lambda a: a.joined() and a.width != a.t.width,
-    ),
-    Mistake(
-        "not the heads side by side",
-        "Your output is not the heads' outputs side by side: values thrown away, a head's mask, "
-        "scale or columns changed, or the heads mixed after torch.cat (a weighted mix, as "
-        "chapter 3's learned out_proj makes). Keep the class and its heads as built, and change "
-        "only the arguments of the call: d_out is each head's width.",
-        lambda a: not a.joined(),
-    ),
-)
+    def columns_kept(self):
+        """Every column of the output is one of the heads', fewer than they make."""
+        out, right = (t.flatten(0, 1).T for t in (self.output, self.right))  # (width, b * tokens)
+        kept = all(any(same(c, r) for r in right) for c in out)
+        return kept and len(out) < len(right)
+
+    def mixed(self):
+        """The output is an affine mix of the heads' outputs (a projection after torch.cat)."""
+        right = self.right.flatten(0, 1)  # (b * tokens, width)
+        right = torch.cat([right, torch.ones(len(right), 1)], 1)  # with a bias column
+        fit = torch.linalg.lstsq(right, out := self.output.flatten(0, 1)).solution
+        return not self.joined() and len(right) > right.shape[1] and same(right @ fit, out)
+
+    @property
+    def off(self):
+        """The first head whose columns of the output are not what it computes."""
+        width = self.head_width
+        blocks = [self.output[..., n * width : (n + 1) * width] for n in range(self.num_heads)]
+        return next((n for n, (b, r) in enumerate(zip(blocks, self.refs), 1) if not same(b, r)), 1)
 
 
 def diagnosis(answer, target):

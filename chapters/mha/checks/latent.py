@@ -1,78 +1,119 @@
-"""Chapter 8's check, a catalogue on the core: each mistake a buggy reference (:func:`absorbed`)."""
+"""Chapter 8's check: :mod:`.latent_catalogue` on the core, the tensors an answer makes watched
+(:class:`Made`) for keys or values formed and the step that first differs; book helpers named."""
 
+import contextlib
 from functools import partial
+from unittest import mock
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
-from ..latent import LatentAttention
-from .core import CheckResult, attempt, never_raises
-from .reference import Buggy, Catalogue, Recipe, attend, run_catalogue
+from ..latent import LatentAttention, LatentCache
+from .core import CheckResult, attempt, describe_error, kind_of, never_raises
+from .latent_catalogue import MISTAKES, absorbed
+from .reference import Buggy, Catalogue, run_catalogue, same
 from .shortcuts import Watch, book_calls
 
-
-def absorbed(s, rows="blocks", fold="columns", on_latents=False, bias=1, **recipe):
-    """The absorbed output of setup ``s`` (a module, its input), or with one step wrong: W_up_key's
-    blocks (``rows``), the ``fold``, dropout ``on_latents``, the ``bias`` or ``recipe``'s."""
-    (m, x), H, hd = s, s[0].num_heads, s[0].head_dim
-    up_key = m.W_up_key.weight  # (d_out, c)
-    blocks = up_key.view(H, hd, -1)  # (H, hd, c)
-    blocks = up_key.view(hd, H, -1).transpose(0, 1) if rows == "strided" else blocks
-    blocks = up_key.T.reshape(H, hd, -1) if rows == "transposed" else blocks
-    latents = m.W_down_kv(x).unsqueeze(1)  # (b, 1, T, c)
-    queries = m.split_heads(m.W_query(x)) @ blocks  # (b, H, T, c)
-    recipe = Recipe(scale=hd**0.5, dropout=m.dropout).but(**recipe)  # √head_dim, not √c
-    context = attend(queries, latents, latents, recipe)  # (b, H, T, c)
-    context = m.dropout(context) if on_latents else context
-    out = m.out_proj.weight  # (d_out, d_out); its column block h reads head h
-    out = out.unflatten(1, (H, hd)).transpose(0, 1) if fold == "columns" else out.view(H, hd, -1).mT
-    folded = out @ m.W_up_value.weight.view(H, hd, -1)  # (H, d_out, c)
-    return (context @ folded.mT).sum(1) + bias * m.out_proj.bias  # (b, T, d_out)
-
-
-BLOCK = "W_up_key.weight is (d_out, latent_dim): head h's block is view(H, hd, -1)[h], not strided."
-DROPPED = "In training, apply module.dropout to the weights: not nothing, nor the combined latents."
-MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
-    *((dict(rows=rows), BLOCK) for rows in ("strided", "transposed")),
-    (dict(scale="sqrt head_dim"), "Scale by head_dim ** 0.5 (keys' width), not latent_dim ** 0.5."),
-    (dict(mask="none"), "Tokens attend to later tokens: mask the scores before the softmax."),
-    (dict(fold="rows"), "Fold W_up_value into out_proj's columns that read head h, not its rows."),
-    *((dict(on_latents=on, dropout=None), DROPPED) for on in (False, True)),
-    (dict(bias=0), "out_proj's bias is missing: the fold takes its weight, add the bias."),
-)
 PRAISE = "Your absorbed pass equals forward's output; W_up_key and W_up_value never ran as layers."
-UNKNOWN = "Not the absorbed output, and no catalogued mistake explains it: see hint(2)."
-FAILED = "Your function failed: {error}"
-#: d_in, d_out, heads, latent_dim, tokens, qkv_bias, seed, dropout (in training mode).
+HINTS = {"absorbed queries": 1, "scores": 2, "weights": 2, "combined latents": 2, "output": 3}
+#: d_in, d_out, heads, latent_dim, tokens, context_length, qkv_bias, seed, dropout, training.
 CONFIGS = (
-    (5, 12, 3, 6, 5, False, 1, 0.0),
-    (4, 8, 2, 3, 4, True, 2, 0.0),
-    (6, 8, 4, 5, 5, False, 3, 0.5),
+    (5, 12, 3, 6, 5, 5, False, 1, 0.0, False),
+    (4, 8, 4, 3, 4, 6, True, 2, 0.5, False),  # eval with dropout, an input shorter than the mask
+    (6, 12, 4, 5, 5, 5, False, 3, 0.5, True),
 )
-CALLS = {  # what a function that calls these, which do the work for it, is told
+CALLS = {  # what a function that runs these, which do the work for it, is told
     "LatentAttention.absorbed": "calls module.absorbed, the book's own method.",
     "LatentAttention.forward": "calls module(x), the book's forward.",
-    "W_up": "up-projects the latents: fold W_up_key into queries, W_up_value into out_proj.",
+    "MultiHeadAttention.forward": "runs a MultiHeadAttention, as as_multi_head(module) builds: "
+    "keys formed from composed weights, the opposite of a fold.",
+    "LatentCache.append": "runs latent_step or generate_latent, the book's own steps.",
+    "LatentAttention.up_key_blocks": "calls module.up_key_blocks(): cut the blocks yourself.",
+    "LatentAttention.value_out_blocks": "calls module.value_out_blocks(), the book's value fold.",
+    "keys": "formed the keys: fold W_up_key into the queries instead.",
+    "values": "formed the values: fold W_up_value into out_proj instead.",
 }
+HELPERS = ((LatentAttention, "up_key_blocks"), (LatentAttention, "value_out_blocks"),
+           (LatentCache, "append"))  # fmt: skip
 START = "The starting code: which weight turns head h's query into a latent's partner? See hint(1)."
+SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
 
-def setup(d_in, d_out, heads, latent, tokens, bias, seed, dropout, calls):
-    """A module, seeded, whose up-projections note in ``calls`` when they run, and its input."""
+class Made(TorchFunctionMode):
+    """While on, keeps every tensor made in ``tensors`` (a watch: it changes nothing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tensors = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.tensors.append(made := func(*args, **(kwargs or {})))
+        return made
+
+
+def among(reference, made):
+    """Whether ``made`` holds ``reference``, (b, H, T, n): in that layout, with tokens before
+    heads, or one head's (b, T, n), as a loop over heads makes them."""
+    forms = (reference, reference.transpose(1, 2), *reference.unbind(1))
+    return any(same(t, form) for t in made for form in forms)
+
+
+def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, training):
+    """A module, seeded, and its input."""
     torch.manual_seed(seed)
-    m = LatentAttention(d_in, d_out, tokens, dropout, heads, latent, bias).train(dropout > 0)
-    for layer in (m.W_up_key, m.W_up_value):  # the references never call them
-        layer.register_forward_hook(lambda *_: calls.append("W_up"))
+    m = LatentAttention(d_in, d_out, context, dropout, heads, latent, bias).train(training)
     return m, torch.randn(2, tokens, d_in)  # x: (2, tokens, d_in)
+
+
+def where(s, output, made):
+    """What the answer's output on setup ``s`` is, or the step after the last one it got right."""
+    m, x = s
+    shape = (*x.shape[:2], m.d_out)
+    if not isinstance(output, torch.Tensor) or output.shape != shape:
+        got = tuple(output.shape) if isinstance(output, torch.Tensor) else kind_of(output)
+        per_head = got == (x.shape[0], m.num_heads, *shape[1:])
+        heads = ": sum the heads' outputs over dim=1" if per_head else ""
+        return f"Your function returned {got}; the output is {shape}{heads}."
+    absorbed(s, stages=(stages := {}))
+    names = list(HINTS)
+    last = max((i for i, n in enumerate(names[:-1]) if among(stages[n], made)), default=-1)
+    right = f"Your {names[last]} are right, but your" if last >= 0 else "Your"
+    step = names[last + 1]
+    return f"{right} {step} differ, and no catalogued mistake explains it: see hint({HINTS[step]})."
 
 
 @never_raises
 def check_absorbed(answer):
-    """Accept ``answer(module, x)`` if it computes absorbed's output on every setup, by itself."""
+    """Accept ``answer(module, x)`` if it computes absorbed's output on every setup, by itself:
+    no book forward or helper, no keys or values formed."""
+    runs = []
+
+    def run(s):  # the answer on setup s, the tensors it makes kept
+        with Made() as made:
+            runs.append((s, attempt(answer, *s), made.tensors))
+        return runs[-1][1]
+
     with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch(), book_calls() as calls:
-        setups = tuple(setup(*config, calls) for config in CONFIGS)  # Watch: the check's dropout
-        start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
-        mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
-        found = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, FAILED)
-        result = run_catalogue(found, lambda s: answer(*s))
-    told = next((f"Your function {CALLS[n]}" for n in CALLS if n in calls), None)
-    return CheckResult(False, START) if start else CheckResult(False, told) if told else result
+        with contextlib.ExitStack() as noting:  # the book's helpers that do the work, noted
+            for cls, name in HELPERS:
+                told, method = f"{cls.__name__}.{name}", getattr(cls, name)
+                noted = partial(lambda t, f, *a: calls.append(t) or f(*a), told, method)
+                noting.enter_context(mock.patch.object(cls, name, noted))
+            setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
+            start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
+            mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
+            found = run_catalogue(Catalogue(setups, absorbed, mistakes, PRAISE, ""), run)
+        for (m, x), _, made in runs:  # the setup's keys and values, formed by the answer?
+            latents = m.W_down_kv(x)  # (b, T, c)
+            for name, layer in (("keys", m.W_up_key), ("values", m.W_up_value)):
+                if among(m.split_heads(F.linear(latents, layer.weight)), made):
+                    calls.append(name)
+        (m, x), error = setups[1], runs[1][1]  # the input shorter than the mask
+        full = attempt(answer, m, torch.randn(2, len(m.mask), x.shape[-1]))  # one as long
+        short = isinstance(error, Exception) and not isinstance(full, Exception)
+        short = short and SHORT.format(error=describe_error(error))
+        wrong = next((r for r in runs if not same(r[1], attempt(absorbed, r[0]))), runs[0])
+        told = next((f"Your function {CALLS[n]}" for n in CALLS if n in calls), None)
+        told = START if start else told or short or found.feedback or where(*wrong)
+    return CheckResult(found.passed and told == found.feedback, told)

@@ -1,0 +1,97 @@
+"""Chapter 8's catalogue: the absorbed pass (:func:`absorbed`), right or with one step wrong, and
+what each wrong step is told (:data:`MISTAKES`), for :mod:`.latent`'s check."""
+
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from .reference import MERGES
+
+BLOCKS = {  # a (d_out, c) up-projection as head blocks (H, hd, c), right or wrong
+    "blocks": lambda w, H: w.unflatten(0, (H, -1)),  # head h: rows h * hd onwards
+    "strided": lambda w, H: w.unflatten(0, (-1, H)).transpose(0, 1),  # rows h, h + H, ...
+    "transposed": lambda w, H: w.T.reshape(H, -1, w.shape[1]),  # W.T.reshape: rows scrambled
+}
+
+
+#: Every step done right; a buggy reference changes one (its keyword names the step).
+RIGHT = dict(keys="blocks", values="blocks", split=True, unbiased=(), scale="hd", mask="future",
+             dim=-1, drop="weights", merge="blocks", fold="columns", bias=1)  # fmt: skip
+
+
+def absorbed(s, stages=None, **wrong):
+    """The absorbed output of setup ``s`` (a module, its input), or with one step wrong (each
+    keyword names the step); ``stages`` (a dict), if given, gets the steps' tensors."""
+    (m, x), H, hd, (b, T, _) = s, s[0].num_heads, s[0].head_dim, s[1].shape
+    keys, values, split, unbiased, scale, mask, dim, drop, merge, fold, bias = (
+        RIGHT | wrong
+    ).values()
+
+    def project(name):  # x through the layer, its bias left out if ``unbiased`` names it
+        layer = getattr(m, name)
+        return F.linear(x, layer.weight, None if name in unbiased else layer.bias)
+
+    latents = project("W_down_kv").unsqueeze(1)  # (b, 1, T, c)
+    q = project("W_query")  # (b, T, d_out)
+    q = q.unflatten(-1, (H, hd)).transpose(1, 2) if split else q.reshape(b, H, T, hd)
+    stages = {} if stages is None else stages
+    stages["absorbed queries"] = q @ BLOCKS[keys](m.W_up_key.weight, H)  # (b, H, T, c)
+    scores = stages["absorbed queries"] @ latents.mT  # (b, H, T, T)
+    scores = m.dropout(scores) if drop == "scores" else scores
+    hidden = torch.ones(T, T, dtype=torch.bool).triu(0 if mask == "diagonal too" else 1)
+    hidden = ~hidden if mask == "allowed" else hidden  # tril: the token and earlier ones
+    fill = {"future": -torch.inf, "diagonal too": -torch.inf, "allowed": -torch.inf, "0": 0.0}
+    stages["scores"] = scores.masked_fill(hidden, fill[mask]) if mask in fill else scores
+    root = {"hd": hd, "c": m.latent_dim, "d_out": m.d_out, "none": 1, "times": hd**-1}.get(scale)
+    weights = torch.softmax(stages["scores"] / (root or 1) ** 0.5, dim) / (1 if root else hd**0.5)
+    weights = weights.masked_fill(hidden, 0.0) if mask == "after softmax" else weights
+    dropout = {"weights": m.dropout, "eval": partial(F.dropout, p=m.dropout.p)}.get(drop)
+    stages["weights"] = dropout(weights) if dropout else weights  # (b, H, T, T)
+    context = stages["weights"] @ latents  # (b, H, T, c)
+    stages["combined latents"] = m.dropout(context) if drop == "combined latents" else context
+    up = BLOCKS[values](m.W_up_value.weight, H)  # (H, hd, c)
+    merged = MERGES[merge](stages["combined latents"] @ up.mT)  # (b, T, d_out): heads' values
+    # The fold: out_proj's column block h times W_up_value's block h, summed over heads, is
+    # out_proj applied to the merged values; the wrong folds, as weights for that product.
+    weight = {"rows": m.out_proj.weight.T, "mean": m.out_proj.weight / H}.get(fold)
+    output = F.linear(merged, m.out_proj.weight if weight is None else weight)  # (b, T, d_out)
+    output = output + {1: 1, 0: 0, "per head": H}[bias] * m.out_proj.bias
+    output = m.dropout(output) if drop == "output" else output
+    return merged if fold == "none" else m.out_proj(output) if fold == "twice" else output
+
+
+BLOCK = "{w}.weight is (d_out, latent_dim): head h's block is its rows h * hd onwards, view(H, hd, "
+BIAS = "x @ weight.T leaves out the layer's bias: call module.W_query(x) and module.W_down_kv(x)."
+PLACE = "Apply module.dropout to the attention weights, after the softmax, "
+# fmt: off
+MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
+    *((dict(**{s: "strided"}), BLOCK.format(w=w) + "-1)[h], not every H-th row.")
+      for s, w in (("keys", "W_up_key"), ("values", "W_up_value"))),
+    *((dict(**{s: "transposed"}), BLOCK.format(w=w) + "-1): .T.reshape scrambles it.")
+      for s, w in (("keys", "W_up_key"), ("values", "W_up_value"))),
+    (dict(split=False), "view(b, H, T, hd) mixes tokens and heads: split with module.split_heads."),
+    *((dict(unbiased=n), BIAS) for n in (("W_query",), ("W_down_kv",), ("W_query", "W_down_kv"))),
+    (dict(scale="c"), "Scale by head_dim ** 0.5 (keys' width), not latent_dim ** 0.5."),
+    (dict(scale="d_out"), "Scale by head_dim ** 0.5, one head's width, not d_out ** 0.5."),
+    (dict(scale="none"), "The scores are not scaled: divide them by head_dim ** 0.5."),
+    (dict(scale="times"), "Divide the scores by head_dim ** 0.5; yours multiplies them."),
+    (dict(scale="after"), "Scale the scores before the softmax, not its weights after."),
+    (dict(dim=-2), "Softmax over dim=-1, the keys: each query's weights must sum to 1."),
+    (dict(mask="none"), "Tokens attend to later tokens: mask the scores before the softmax."),
+    (dict(mask="diagonal too"), "Your mask hides each token from itself: triu(..., diagonal=1)."),
+    (dict(mask="allowed"), "Your mask hides each token and earlier ones: hide later ones, triu."),
+    (dict(mask="0"), "Masked scores of 0 still get weight: fill them with -torch.inf."),
+    (dict(mask="after softmax"), "Mask the scores before the softmax: after, rows don't sum to 1."),
+    (dict(drop="none"), PLACE + "as forward does (the check runs one module in training)."),
+    (dict(drop="eval"), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
+    *((dict(drop=d), f"{PLACE}not to the {d}.") for d in ("scores", "combined latents", "output")),
+    (dict(fold="rows"), "Fold W_up_value into out_proj's columns that read head h, not its rows."),
+    (dict(merge="no transpose"), "Merge heads with transpose(1, 2), then reshape(b, T, d_out)."),
+    (dict(bias=0), "out_proj's bias is missing: the fold takes its weight, add the bias."),
+    (dict(bias="per head"), "Add out_proj's bias once, after summing the heads, not per head."),
+    (dict(fold="mean"), "Sum the heads' outputs over dim=1; a mean divides them by num_heads."),
+    (dict(fold="none"), "out_proj is missing: fold its column blocks with W_up_value's blocks."),
+    (dict(fold="twice"), "out_proj ran twice: the fold already applies its weight and bias."),
+)
+# fmt: on
