@@ -9,6 +9,11 @@ chapter's takeaways.
 A heading right after the toggle ends that stretch only when it marks the turn, saying so
 ("After the answer: ..."); past any other heading, the block after it counts too.
 
+On a phone (390 px) a reader who scrolls on sees more than one block before opening the reveal:
+there the stretch also holds everything that starts within :data:`PHONE_REACH` pixels (about a
+screen and a half) below the reveal's closed toggle, whatever heading comes between. What builds
+on the answer goes inside the reveal (``evidence=``) or further down.
+
 The answer comes from the page itself: the reveal box's hidden line "The answer: ...". What
 counts as its words or numbers (:func:`answer_patterns`) is what would give it away and that an
 innocent page does not print:
@@ -40,6 +45,8 @@ import pytest
 from .book_site import DESKTOP, PHONE, chapters, landing_page, wait_for_transitions
 
 VIEWPORTS = [PHONE, DESKTOP]
+#: On a phone, how far below a closed reveal the text still counts as "in plain view" (CSS px).
+PHONE_REACH = 1200
 WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
 CHAPTERS = chapters()
 REVEALS = ".cell.tag_reveal"
@@ -53,9 +60,10 @@ STOPWORDS = set(
 
 #: In the page: the text a reader sees (visible text nodes, and the alt text of visible images)
 #: of the whole page, up to the end of the first block after the reveal cell ``index`` in the
-#: article. Returns [question, elsewhere]: the text from the last heading before the cell to the
+#: article, and (with ``reach`` > 0) everything that starts less than ``reach`` px below the
+#: cell. Returns [question, elsewhere]: the text from the last heading before the cell to the
 #: cell, and all the rest.
-VISIBLE_TEXT = r"""(index) => {
+VISIBLE_TEXT = r"""([index, reach]) => {
     const article = document.querySelector('article.bd-article');
     const cell = article.querySelectorAll('.cell.tag_reveal')[index];
     // The first block after the cell: its next sibling, or its parent's, entering sections.
@@ -85,6 +93,13 @@ VISIBLE_TEXT = r"""(index) => {
         }
         return element.checkVisibility({opacityProperty: true, visibilityProperty: true});
     };
+    const limit = cell.getBoundingClientRect().bottom + reach;
+    const top = node => {
+        if (node.nodeType !== Node.TEXT_NODE) return node.getBoundingClientRect().top;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        return range.getBoundingClientRect().top;
+    };
     const parts = ['', ''];
     const walker = document.createTreeWalker(
         document.body, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
@@ -95,8 +110,9 @@ VISIBLE_TEXT = r"""(index) => {
             : node.tagName === 'IMG' ? ' ' + (node.alt || '') + ' ' : '';
         if (!text || !shown(element)) continue;
         if (article.contains(node)) {
-            if (block && after(block, node) && !block.contains(node)) continue;
-            if (!block && after(cell, node) && !cell.contains(node)) continue;
+            const past = block ? after(block, node) && !block.contains(node)
+                : after(cell, node) && !cell.contains(node);
+            if (past && !(reach > 0 && top(node) < limit)) continue;
         }
         const inQuestion = (heading === node || after(heading, node)) && after(node, cell);
         parts[inQuestion ? 0 : 1] += text;
@@ -210,9 +226,11 @@ def reveal_answers(page):
 
 
 def question_texts(page, index):
-    """[question, elsewhere], as :data:`VISIBLE_TEXT` reads them; the question's options keep
-    their lines (inner text of its list items)."""
-    question, elsewhere = page.evaluate(VISIBLE_TEXT, index)
+    """[question, elsewhere], as :data:`VISIBLE_TEXT` reads them (on a phone, down to
+    :data:`PHONE_REACH` below the reveal); the question's options keep their lines (inner text of
+    its list items)."""
+    reach = PHONE_REACH if page.viewport_size["width"] <= PHONE["width"] else 0
+    question, elsewhere = page.evaluate(VISIBLE_TEXT, [index, reach])
     return [question.replace("\u2019", "'"), elsewhere]
 
 
@@ -304,9 +322,10 @@ def test_most_reveals_have_words_to_look_for(chapter_pages):
 # The test can fail: answers put on screen on purpose are caught
 # ---------------------------------------------------------------------------------------------
 
-#: Puts a paragraph into the page: above the question's heading, or right after the toggle
-#: (marked, so that REMOVE takes it out again and the page is as it was).
-INJECT = """([index, text, above]) => {
+#: Puts a paragraph into the page: above the question's heading, right after the toggle, or
+#: ``below`` px further down (after an empty block that tall), marked, so that REMOVE takes it
+#: out again and the page is as it was.
+INJECT = """([index, text, above, below]) => {
     const article = document.querySelector('article.bd-article');
     const cell = article.querySelectorAll('.cell.tag_reveal')[index];
     const before = (a, b) =>
@@ -316,17 +335,32 @@ INJECT = """([index, text, above]) => {
     const p = document.createElement('p');
     p.textContent = text;
     p.dataset.mhaPutOnPurpose = '';
+    const spacer = document.createElement('div');
+    spacer.style.height = `${below}px`;
+    spacer.dataset.mhaPutOnPurpose = '';
     if (above) heading.parentElement.insertBefore(p, heading);
-    else cell.parentElement.insertBefore(p, cell.nextSibling);
+    else if (below) cell.parentElement.insertBefore(spacer, cell.nextSibling);
+    if (!above) (below ? spacer : cell).after(p);
 }"""
-REMOVE = "() => document.querySelector('[data-mha-put-on-purpose]').remove()"
+REMOVE = "() => document.querySelectorAll('[data-mha-put-on-purpose]').forEach(e => e.remove())"
+#: Where an answer is put on purpose: (above the question?, px of empty space after the toggle).
+PLACES = {
+    "above the question": (True, 0),
+    "right after the toggle": (False, 0),
+    "a screen below the toggle": (False, 900),
+}
 
 
-@pytest.mark.parametrize("where", ["above the question", "right after the toggle"])
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=WIDTHS)
+@pytest.mark.parametrize(
+    ("where", "viewport"),
+    [(where, viewport) for where in PLACES for viewport in VIEWPORTS if PLACES[where][1] == 0]
+    + [("a screen below the toggle", PHONE)],
+    ids=lambda v: f"{v['width']}px" if isinstance(v, dict) else v,
+)
 def test_an_answer_put_on_the_page_is_caught(chapter_pages, viewport, where):
     """Every checkable reveal of every chapter: its answer's own words, written into the page
-    above the toggle or in the block right after it, are found."""
+    above the toggle, in the block right after it or (on a phone) a screen further down, are
+    found."""
     missed = []
     for chapter in CHAPTERS:
         page = chapter_pages(chapter, viewport)
@@ -342,7 +376,7 @@ def test_an_answer_put_on_the_page_is_caught(chapter_pages, viewport, where):
             elif re.fullmatch(r"\d", answer):
                 name = re.search(r"(\w+)\s*=\s*\?", question).group(1)
                 said = f"so {name}={answer}"
-            page.evaluate(INJECT, [i, f"In short: {said}.", where.startswith("above")])
+            page.evaluate(INJECT, [i, f"In short: {said}.", *PLACES[where]])
             try:
                 if not leaks(question_texts(page, i), answer):
                     missed.append(f"{chapter.name}, reveal {i + 1}: {said!r} {where}")
@@ -382,3 +416,19 @@ def test_an_options_own_words_are_caught_outside_the_question_only():
     assert offered_options(question)["B"].startswith("The wrapper's")
     assert leaks([question, "its input was the very tensor object"], "B")
     assert not leaks([question, "a tensor of the same values"], "B")
+
+
+def test_an_answer_beyond_the_phone_reach_is_not_counted(chapter_pages):
+    """The reach is a distance: past PHONE_REACH of empty space, an answer no longer counts as
+    in plain view (checked on the first reveal with a tuple answer that shows nothing of it)."""
+    for chapter in CHAPTERS:
+        page = chapter_pages(chapter, PHONE)
+        for i, answer in enumerate(reveal_answers(page)):
+            if answer and answer.startswith("(") and not leaks(question_texts(page, i), answer):
+                try:
+                    page.evaluate(INJECT, [i, f"In short: {answer}.", False, PHONE_REACH + 100])
+                    assert not leaks(question_texts(page, i), answer)
+                finally:
+                    page.evaluate(REMOVE)
+                return
+    pytest.fail("no reveal with a tuple answer that shows nothing of it")
