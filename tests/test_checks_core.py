@@ -182,7 +182,7 @@ class Evidence:
         (lambda x: attend(x, x, x, Recipe(scale="none")), False, "named: not scaled"),
         (lambda x: attend(x, x, x, Recipe(scale=3.0)), False, "unknown: 4"),
         (lambda x: 1 / 0, False, "raised ZeroDivisionError"),
-        (lambda x: None, False, "unknown: 4"),
+        (lambda x: None, False, "returned None, not a tensor of shape (2, 5, 4)"),
         (lambda x: torch.full_like(x, torch.nan), False, "unknown: 4"),
     ],
 )
