@@ -2,6 +2,7 @@
 the catalogue runner (right, each buggy reference, unknown, raising answers, garbage)."""
 
 import html
+from importlib import import_module
 import re
 
 import pytest
@@ -21,6 +22,7 @@ from mha.checks.core import (
     kind_of,
     never_raises,
 )
+from mha.checks.practice import Practice
 from mha.checks.reference import Buggy, Catalogue, Recipe, attend, run_catalogue
 
 
@@ -200,3 +202,15 @@ def test_a_buggy_reference_that_fails_matches_nothing_and_missing_facts_read_as_
 def test_a_dropout_hook_is_applied_to_the_attention_weights():
     zeroed = attend(X, X, X, Recipe(dropout=torch.zeros_like))
     assert torch.equal(zeroed, torch.zeros_like(X))
+
+
+@pytest.mark.parametrize("name", ["wrapper", "weight_split", "fused", "gqa"])
+def test_every_class_practice_has_setups_that_can_tell(name):
+    """An eval-mode module with dropout p > 0 (dropout left on in eval shows), an input shorter
+    than context_length (an unsliced mask shows); every run's batch is 2 (runs.Run)."""
+    practice = next(
+        v for v in vars(import_module(f"mha.checks.{name}")).values() if isinstance(v, Practice)
+    )
+    rows = [dict(zip((*practice.keys, "bias", "tokens"), row)) for row in practice.rows]
+    assert any(row["dropout"] > 0 for row in rows)
+    assert any(row["tokens"] < row["context_length"] for row in rows)
