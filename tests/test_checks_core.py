@@ -2,8 +2,8 @@
 the catalogue runner (right, each buggy reference, unknown, raising answers, garbage)."""
 
 import html
-from importlib import import_module
 import re
+from importlib import import_module
 
 import pytest
 import torch
