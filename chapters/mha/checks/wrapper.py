@@ -3,7 +3,7 @@
 import torch
 
 from ..starting import WrapperSkeleton
-from .core import Exercise, Mistake, fill, first_mistake, told_result
+from .core import Exercise, Mistake, attempt, fill, first_mistake, told_result
 from .joins import JOINS, NOT_X, SHARED, Heads
 from .practice import Practice, checker, verdict
 from .reference import Buggy, same
@@ -85,14 +85,14 @@ MISTAKES = (
     ),
     NOT_X,
     *JOINED,
+    JOINS[0],  # it raised
     Mistake(
         "not every head ran once",
-        "Not every head in self.heads ran once as head(x) (head.forward(x) skips what calling "
-        "a module does, its hooks): call head(x) for each head in self.heads, once.",
+        "Not every head in self.heads ran once as head(x): call each head on x, once (not "
+        "head.forward, its layers or PyTorch's attention: calling the module runs its hooks).",
         lambda e: {n for n, _ in e.run[1]} != set(range(1, e.num_heads + 1)),
     ),
     SHARED,
-    JOINS[0],  # it raised
     Mistake("no output", "{told}", lambda e: told_result(e.output, e.right)),
     JOINS[-1],  # the columns in another order
     Mistake(
@@ -112,7 +112,8 @@ def judge(p, run):
         return verdict(p, run)
     heads = Heads(run.module, run.x)
     found = first_mistake(MISTAKES, heads)
-    return found and fill(found.message, heads, told=told_result(heads.output, heads.right))
+    told = attempt(lambda: told_result(heads.output, heads.right))  # no heads: no right output
+    return found and fill(found.message, heads, told=told)
 
 
 WRAPPER = Practice(
