@@ -90,9 +90,11 @@ def first_difference(steps, config, run):
     first = next((i for i, s in enumerate(steps) if s.name not in seen.appeared), None)
     if first is None:  # every step appeared: the check cannot tell
         return ""
-    step, upto = steps[first], f" up to {steps[first - 1].name}" if first else ""
-    where = f"and first differ at {step.name}" if first else f"from {step.name} on"
-    return f" Your tensors match the reference's{upto} {where}: see hint({step.hint})."
+    step, hint = steps[first], f": see hint({steps[first].hint})."
+    if not first:
+        return f" Your tensors differ from the reference's already at {step.name}{hint}"
+    upto = f"match the reference's up to {steps[first - 1].name}"
+    return f" Your tensors {upto} and first differ at {step.name}{hint}"
 
 
 @dataclass(frozen=True)

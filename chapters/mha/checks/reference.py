@@ -25,7 +25,7 @@ class Recipe:
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: int = True  # apply the module's out_proj (2: twice), when it has one
     dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
-    dropout_at: str = "weights"  # or "scores" (before the mask), "context", "output"
+    dropout_at: str = "weights"  # or "scores", "masked" (scores), "values", "context", "output"
 
     def but(self, **changes):
         """This recipe with some ingredients changed."""
@@ -59,6 +59,8 @@ def attend(queries, keys, values, recipe=CORRECT, steps=None):
     fill, after = 0.0 if recipe.mask.startswith("0") else -torch.inf, "after" in recipe.mask
     if recipe.mask != "none" and not after:
         scores = scores.masked_fill(future, fill)
+    scores = drop(scores) if at == "masked" else scores
+    values = drop(values) if at == "values" else values
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
     if after:
         weights = weights.masked_fill(future, fill)

@@ -129,6 +129,9 @@ TRAINED = (  # in training mode: where dropout went instead
     (dict(), "In training mode no attention weight is ever dropped. " + BELONGS),
     (dict(drop=True, dropout_at="scores"), "Your dropout drops scores, before the softmax. "
      + BELONGS),
+    (dict(drop=True, dropout_at="masked"), "Your dropout drops masked scores: -inf × 0 is nan. "
+     + BELONGS),
+    (dict(drop=True, dropout_at="values"), "Your dropout drops values, not weights. " + BELONGS),
     (dict(drop=True, dropout_at="context"), "Your dropout drops the context (weights @ values), "
      "not the weights. " + BELONGS),
     (dict(drop=True, dropout_at="output"), "Your dropout drops the output. " + BELONGS),
