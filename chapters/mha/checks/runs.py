@@ -28,7 +28,6 @@ class Run:
                     self.trained, self.stage = self.module.train()(self.x), None
             except Exception as error:
                 self.error, self.error_text = error, describe_error(error).rstrip(".")
-        self.calls.extend(sorted(self.watch.book))  # one saved before the check ran too
 
     def again(self, bump=0.0, seed=None):
         """In eval mode with the kernel's result bumped; with a seed, in training mode for real."""

@@ -2,7 +2,6 @@
 
 import ast
 import inspect
-import sys
 import textwrap
 
 import torch
@@ -41,21 +40,15 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 class Watch(TorchFunctionMode):
     """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
-    enable_gqa; "layer"), in ``book`` the book's forwards that ran (a saved reference too: their
-    code calls torch), in ``failed`` the name and shapes of the first call that raised; dropout
+    enable_gqa; "layer"), in ``failed`` the name and shapes of the first call that raised; dropout
     is :func:`dropped` (the same weights on every run), the kernel :func:`sdpa` plus ``bump``."""
 
     def __init__(self, bump=0.0):
         super().__init__()
-        self.bump, self.seen, self.failed, self.book = bump, set(), None, set()
-        forwards = {inspect.unwrap(vars(c)["forward"]): c.__name__ for c in book_modules()}
-        self.forwards = {f.__code__: f"{name}.forward" for f, name in forwards.items()}
+        self.bump, self.seen, self.failed = bump, set(), None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs, frame = kwargs or {}, sys._getframe(1)
-        for _ in range(3):  # a book forward at work, however the reader's code reached it
-            self.book |= {self.forwards[frame.f_code]} if frame.f_code in self.forwards else set()
-            frame = frame.f_back or frame
+        kwargs = kwargs or {}
         self.seen |= {"layer"} if func in LAYERS else set()
         self.seen |= {"kernel"} if func is KERNEL else set()
         self.seen |= {"grouped"} if func is KERNEL and kwargs.get("enable_gqa") else set()

@@ -12,12 +12,10 @@ from .reference import Buggy, same
 #: (chains, order and joins all show), then d_in = d_out (a chain runs without an error) with
 #: dropout (off in eval mode) on a short input, then one head.
 ROWS = ((3, 2, 6, 0.0, 3, 0, 6), (4, 4, 6, 0.25, 2, 0, 5), (5, 3, 6, 0.0, 1, 0, 4))
-
-
 STARTING = (
-    "Your forward still raises NotImplementedError: this is the starting code, and the forward "
-    "pass is yours to write. What should each head be given, and what becomes of the heads' "
-    "outputs? The first hint, just below the check, starts from there."
+    "Your forward still raises NotImplementedError: this is the starting code, and the "
+    "forward pass is yours to write. What should each head be given, and what becomes of "
+    "the heads' outputs? The first hint, just below the check, starts from there."
 )
 
 
@@ -62,46 +60,29 @@ JOINED = (  # each head's output right, joined wrongly: most specific first
            f"place them side by side, {CAT}.", sum),
     joined("heads averaged", "You averaged the heads' outputs, so no head's result can be read "
            f"off: place them side by side, {CAT}.", lambda r: torch.stack(r).mean(0)))
-# fmt: on
 #: Known mistakes, most specific first, on a run's :class:`.joins.Heads`.
 MISTAKES = (
-    Mistake(
-        "no list of heads",
-        "Your instance has no list of heads in self.heads: subclass WrapperSkeleton, which "
-        "builds them, and write only forward.",
-        lambda e: not e.heads,
-    ),
-    Mistake(
-        "the list of heads called",
-        "Your forward calls the list of heads itself, and PyTorch raised {error_text}: an "
-        "nn.ModuleList holds the heads but computes nothing. Call each head in it on x.",
-        lambda e: isinstance(e.error, NotImplementedError) and "ModuleList" in str(e.error),
-    ),
+    Mistake("no list of heads", "Your instance has no list of heads in self.heads: subclass "
+            "WrapperSkeleton, which builds them, and write only forward.", lambda e: not e.heads),
+    Mistake("the list of heads called", "Your forward calls the list of heads itself, and PyTorch "
+            "raised {error_text}: an nn.ModuleList holds the heads but computes nothing. Call "
+            "each head in it on x.", lambda e: "ModuleList" in str(e.error)),
     Mistake("the starting code", STARTING, lambda e: isinstance(e.error, NotImplementedError)),
-    Mistake(
-        "one sequence only",
-        "Head {fed} was given x[0], the first sequence alone: give every head the whole batch x.",
-        lambda e: e.fed and any(same(x, e.x[0]) for _, x in e.run[1]),
-    ),
+    Mistake("one sequence only", "Head {fed} was given x[0], the first sequence alone: give "
+            "every head the whole batch x.", lambda e: any(same(x, e.x[0]) for _, x in e.run[1])),
     NOT_X,
     *JOINED,
     JOINS[0],  # it raised
-    Mistake(
-        "not every head ran once",
-        "Not every head in self.heads ran once as head(x): call each head on x, once (not "
-        "head.forward, its layers or PyTorch's attention: calling the module runs its hooks).",
-        lambda e: {n for n, _ in e.run[1]} != set(range(1, e.num_heads + 1)),
-    ),
+    Mistake("not every head ran once", "Not every head in self.heads ran once as head(x): call "
+            "each head on x, once (not head.forward, its layers or PyTorch's attention: calling "
+            "the module runs its hooks).", lambda e: len({n for n, _ in e.run[1]}) != e.num_heads),
     SHARED,
     Mistake("no output", "{told}", lambda e: told_result(e.output, e.right)),
     JOINS[-1],  # the columns in another order
-    Mistake(
-        "not the heads side by side",
-        "Each head ran once on x, but your output is not their outputs side by side, and it "
-        "matches none of the mistakes this check knows: see hint(3), on joining them.",
-        lambda e: not same(e.output, e.right),
-    ),
-)
+    Mistake("not the heads side by side", "Each head ran once on x, but your output is not their "
+            "outputs side by side, and matches no mistake this check knows: see hint(3), on "
+            "joining them.", lambda e: not same(e.output, e.right)))
+# fmt: on
 
 
 def judge(p, run):
