@@ -38,9 +38,8 @@ def same(output, expected):
 
 
 def told_result(output, want, who="Your forward"):
-    """What is wrong with ``output`` before its values, or None: None, no tensor, no floating point
-    numbers, or not ``want``'s shape (``want``: the right output, or its shape). Every check tells
-    these here, once, with the shapes named."""
+    """What is wrong with ``output`` before its values, with the shapes named, or None: None, no
+    tensor, no floating point numbers, or not ``want``'s shape (the right output, or its shape)."""
     shape = tuple(getattr(want, "shape", want))
     if output is None or not isinstance(output, torch.Tensor):
         forgot = " Did it forget to return?" if output is None else ""
@@ -66,18 +65,15 @@ class Step:
 class Seen(TorchFunctionMode):
     """While on, notes in ``appeared`` each of ``targets`` (name: tensors) a torch call returned."""
 
-    def __init__(self, targets=None):
+    def __init__(self, targets):
         super().__init__()
-        self.targets, self.appeared = targets or {}, set()
-
-    def note(self, result):
-        if isinstance(result, torch.Tensor) and self.targets:
-            forms = self.targets.items()
-            self.appeared |= {name for name, ts in forms if any(same(result, t) for t in ts)}
-        return result
+        self.targets, self.appeared = targets, set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        return self.note(func(*args, **(kwargs or {})))
+        result = func(*args, **(kwargs or {}))
+        found = (n for n, forms in self.targets.items() if any(same(result, t) for t in forms))
+        self.appeared.update(found)
+        return result
 
 
 def first_difference(steps, config, run):

@@ -94,14 +94,12 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "key's row: they are queries @ keys.transpose(2, 3), one row per query."),
     *((dict(projections=used), projections(used))
       for used in itertools.product(PROJECTIONS, repeat=3) if used != PROJECTIONS),
-    (dict(split="no transpose"), "Your heads are one view straight to (b, num_heads, num_tokens, "
-     "head_dim), which mixes tokens and heads. " + SPLIT + ".transpose(1, 2)."),
-    (dict(split="strided"), "Your head h takes every num_heads-th column (h, h + num_heads, ...). "
-     + SPLIT + "move the head axis."),
-    (dict(split="no transpose", merge="no transpose"), "Your view to (b, num_heads, num_tokens, "
-     "head_dim) and back mixes tokens and heads. " + SPLIT + ".transpose(1, 2)."),
-    (dict(split="strided", merge="interleaved"), "Your head h takes every num_heads-th column. "
-     + SPLIT + "move the head axis."),
+    *((dict(split="no transpose", **m), "Your heads are one view straight to (b, num_heads, "
+       "num_tokens, head_dim), which mixes tokens and heads. " + SPLIT + ".transpose(1, 2).")
+      for m in ({}, dict(merge="no transpose"))),  # and the merge back alike
+    *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + "
+       "num_heads, ...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))
+      ),
     (dict(merge="no transpose"), "Every head's context is right, but the merge views (b, "
      "num_heads, num_tokens, head_dim) as (b, num_tokens, d_out) without .transpose(1, 2) first."),
     (dict(merge="reversed"), "Every head's context is right, but the merge puts the last head "
