@@ -68,9 +68,10 @@ def verdict(p, run):
     with torch.no_grad():
         if not follows(run.output, p, run, {}):  # a reference that cannot run: unknown
             buggy = (m for changes, m in p.mistakes[:-1] if follows(run.output, p, run, changes))
+            if found := next(buggy, None):
+                return found.format(**facts)
             where = first_difference(p.steps, run, lambda: run.module.eval()(run.x))
-            unknown = UNKNOWN + (where or f" Check: {p.mistakes[-1]}")
-            return (next(buggy, None) or unknown).format(**facts)
+            return (UNKNOWN + (where or f" Check: {p.mistakes[-1]}")).format(**facts)
         if run.stage == "training":
             return TRAINING.format(**facts)
         if text := p.after(run):

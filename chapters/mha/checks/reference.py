@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -144,6 +145,6 @@ def run_catalogue(catalogue, answer, evidence=None):
     if told is None:  # no entry explains it: its shape or kind (the core's words), or its step
         rights = [attempt(c.right, x) for x in c.configurations]
         o, r, x = next(w for w in zip(outputs, rights, c.configurations) if not same(*w[:2]))
-        where = first_difference(c.steps, x, lambda: answer(x))
-        told = told_result(o, r, c.who) or c.unknown + where
+        where = partial(first_difference, c.steps, x, partial(answer, x))  # only when needed
+        told = told_result(o, r, c.who) or c.unknown + where()
     return CheckResult(passed, fill(told, evidence, error=describe_error(error) if error else "?"))
