@@ -1,4 +1,4 @@
-"""Dropout is checked where it acts, in every exercise that has it (chapters 3, 5, 6 and 7).
+"""Dropout is checked where it acts, in chapters 5 and 6 (chapter 3's: test_check_weight_split).
 
 Each wrong class below is the book's own solution with dropout moved to one wrong place, or
 replaced by something that is not dropout; the check must say that it is not dropout of whole
@@ -12,8 +12,7 @@ import torch.nn.functional as F
 from mha import GroupedQueryAttention
 from mha.checks.fused import check_fused_attention
 from mha.checks.gqa import check_gqa_forward
-from mha.checks.weight_split import check_weight_split
-from mha.starting import FusedAttentionStart, WeightSplitSkeleton
+from mha.starting import FusedAttentionStart
 
 
 def noisy(self, t):
@@ -27,55 +26,6 @@ def dropped(self, t):
 
 def twice(self, t):
     return self.dropout(self.dropout(t))
-
-
-def split_forward(where, how=dropped):
-    """Chapter 3's forward with ``how`` applied at ``where``."""
-
-    def at(self, place, t):
-        return how(self, t) if place == where else t
-
-    def forward(self, x):
-        b, num_tokens, _ = x.shape
-
-        def heads(t):  # (b, num_heads, num_tokens, head_dim)
-            return t.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-
-        queries, keys = heads(self.W_query(x)), heads(self.W_key(x))
-        values = at(self, "values", heads(self.W_value(x)))
-        scores = at(self, "raw scores", queries @ keys.transpose(2, 3))
-        scores = scores.masked_fill(self.mask[:num_tokens, :num_tokens], -torch.inf)
-        scores = at(self, "scores", scores)
-        weights = at(self, "weights", torch.softmax(scores / self.head_dim**0.5, dim=-1))
-        context = at(self, "head context", weights @ values)
-        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
-        return at(self, "output", self.out_proj(at(self, "context", context)))
-
-    return type(f"dropout_{where}_{how.__name__}", (WeightSplitSkeleton,), {"forward": forward})
-
-
-PLACEMENTS = {  # (where, how): what the feedback must say
-    ("scores", dropped): "nan",
-    ("raw scores", dropped): "not what dropout of whole attention weights gives",
-    ("values", dropped): "not what dropout of whole attention weights gives",
-    ("context", dropped): "not what dropout of whole attention weights gives",
-    ("head context", dropped): "not what dropout of whole attention weights gives",
-    ("output", dropped): "not what dropout of whole attention weights gives",
-    ("weights", noisy): "is noise, not dropout",
-    ("weights", twice): "drops twice",
-}
-
-
-def test_chapter_3_dropout_on_the_weights_passes():
-    assert check_weight_split(split_forward("weights")).passed
-
-
-@pytest.mark.parametrize("where, how", PLACEMENTS, ids=[f"{w} {h.__name__}" for w, h in PLACEMENTS])
-def test_chapter_3_names_where_dropout_went_and_where_it_belongs(where, how):
-    result = check_weight_split(split_forward(where, how))
-    assert not result.passed
-    assert PLACEMENTS[where, how] in result.feedback, result.feedback
-    assert "Dropout belongs on the attention weights" in result.feedback, result.feedback
 
 
 # --- chapter 5: the fused kernel, whose dropout_p is the one place dropout belongs

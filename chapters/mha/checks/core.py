@@ -1,4 +1,6 @@
-"""The check core: :class:`CheckResult`, :func:`never_raises`, an :class:`Exercise`'s hints."""
+"""The check core: :class:`CheckResult`, :func:`never_raises`, an :class:`Exercise`'s hints;
+what every check tells alike: a result that is no output (:func:`told_result`), :func:`same`;
+and where an unexplained answer first differs (:func:`first_difference`)."""
 
 import functools
 import html
@@ -7,6 +9,9 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import torch
+from torch.overrides import TorchFunctionMode
 
 from .facts import Mistake, attempt, describe_error, evaluating, fill, first_mistake, kind_of  # noqa: F401
 
@@ -17,6 +22,75 @@ def wrapped(text):
     groups = re.compile(r"\([^()\n]{0,40}\)")
     lines = (groups.sub(lambda m: m[0].replace(" ", "\0"), line) for line in text.split("\n"))
     return "\n".join(textwrap.fill(line, 79) for line in lines).replace("\0", " ")
+
+
+def same(output, expected):
+    """Equal shapes, values within rtol 1e-4, atol 1e-5 in float64 (another order or CPU passes,
+    every catalogued mistake differs by far more), nan where ``expected`` has it, not everywhere."""
+    return (
+        isinstance(output, torch.Tensor)
+        and isinstance(expected, torch.Tensor)
+        and output.shape == expected.shape
+        and output.is_floating_point()
+        and not bool(output.isnan().all())
+        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    )
+
+
+def told_result(output, want, who="Your forward"):
+    """What is wrong with ``output`` before its values, with the shapes named, or None: None, no
+    tensor, no floating point numbers, or not ``want``'s shape (the right output, or its shape)."""
+    shape = tuple(getattr(want, "shape", want))
+    if output is None or not isinstance(output, torch.Tensor):
+        forgot = " Did it forget to return?" if output is None else ""
+        return f"{who} returned {kind_of(output)}, not a tensor of shape {shape}.{forgot}"
+    if not output.is_floating_point():
+        return f"{who} returned a tensor of {output.dtype}, not of floating point numbers."
+    if (got := tuple(output.shape)) != shape:
+        extra = " If the heads are still separate, merge them." if len(got) > len(shape) else ""
+        return f"{who} returned a tensor of shape {got}; the output is {shape}.{extra}"
+    return None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an exercise's computation, in order: ``right(config)`` its right tensor, or a
+    tuple of the forms it may take (one head's slice, scaled or not), and the hint covering it."""
+
+    name: str  # "the attention weights (mask, scale, softmax)"
+    hint: int
+    right: Callable
+
+
+class Seen(TorchFunctionMode):
+    """While on, notes in ``appeared`` each of ``targets`` (name: tensors) a torch call returned."""
+
+    def __init__(self, targets):
+        super().__init__()
+        self.targets, self.appeared = targets, set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        found = (n for n, forms in self.targets.items() if any(same(result, t) for t in forms))
+        self.appeared.update(found)
+        return result
+
+
+def first_difference(steps, config, run):
+    """Where ``run()`` (the answer, on ``config``) first leaves the right computation: the first of
+    ``steps`` whose tensor never appears, and its hint; "" when the check cannot tell."""
+    forms = {s.name: attempt(s.right, config) for s in steps}
+    targets = {n: t if isinstance(t, (tuple, list)) else (t,) for n, t in forms.items()}
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), Seen(targets) as seen:
+        attempt(run)
+    first = next((i for i, s in enumerate(steps) if s.name not in seen.appeared), None)
+    if first is None:  # every step appeared: the check cannot tell
+        return ""
+    step, hint = steps[first], f": see hint({steps[first].hint})."
+    if not first:
+        return f" Your tensors differ from the reference's already at {step.name}{hint}"
+    upto = f"match the reference's up to {steps[first - 1].name}"
+    return f" Your tensors {upto} and first differ at {step.name}{hint}"
 
 
 @dataclass(frozen=True)

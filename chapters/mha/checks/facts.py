@@ -2,23 +2,19 @@
 as checks do, in eval mode (:func:`evaluating`), the book's forwards noted (:func:`book_calls`)."""
 
 import contextlib
-import functools
 import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from unittest import mock
 
 import torch
-
-from .. import attention, gqa
+from torch.overrides import TorchFunctionMode
 
 #: The book's package ("mha"); its checker and its starting classes are the reader's to use.
 PACKAGE = __package__.rpartition(".")[0]
 READERS = (__package__, f"{PACKAGE}.starting")
-#: Every book forward calls one, whatever route (super(), a saved reference, a module inside, a
-#: forward taken before the check).
-GUARDS = (attention.check_input, gqa.check_length, gqa.check_one_token)
+#: The names of the book's functions that compute attention: a call of one is the book at work.
+WORK = ("forward", "absorbed", "attend_to_cache")
 
 
 @dataclass(frozen=True)
@@ -110,29 +106,28 @@ def name_of(cls):
     return "your class" if isinstance(name, Exception) else name
 
 
+class BookCalls(TorchFunctionMode):
+    """While on, ``calls`` lists the book's forwards at work ("MultiHeadAttention.forward") when
+    torch is called, whatever the route (super(), a saved reference, a module inside, a module
+    loaded later): a :data:`WORK` function's code in a book module, five frames up or fewer."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        frame = sys._getframe(1)
+        for _ in range(5):
+            module, code = frame.f_globals.get("__name__", ""), frame.f_code
+            book = module.startswith(PACKAGE + ".") and not module.startswith(READERS)
+            if book and code.co_name in WORK and code.co_qualname not in self.calls:
+                self.calls.append(code.co_qualname)
+            frame = frame.f_back or frame
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def book_calls():
-    """Record the book's forwards that run ("MultiHeadAttention.forward"), whatever the route:
-    each book forward and each of the :data:`GUARDS` is replaced by a recorder while it lasts."""
-    calls = []
-
-    def forward_recorder(cls, forward):
-        @functools.wraps(forward)  # its source stays the book's (inspect unwraps)
-        def recorded(self, *args, **kwargs):
-            calls.append(f"{cls.__name__}.forward")
-            return forward(self, *args, **kwargs)
-
-        return recorded
-
-    def guard_recorder(guard):
-        return lambda *args: calls.append(sys._getframe(1).f_code.co_qualname) or guard(*args)
-
-    with contextlib.ExitStack() as patches:  # each undone on the way out
-        for cls in book_modules():
-            forward = forward_recorder(cls, vars(cls)["forward"])
-            patches.enter_context(mock.patch.object(cls, "forward", forward))
-        for _, module in loaded():
-            for name, value in list(vars(module).items()):
-                if any(value is guard for guard in GUARDS):
-                    patches.enter_context(mock.patch.object(module, name, guard_recorder(value)))
-        yield calls
+    """The book's forwards that run while it lasts, as a list (:class:`BookCalls`)."""
+    with BookCalls() as watch:
+        yield watch.calls

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .core import CheckResult, attempt, never_raises
+from .core import CheckResult, attempt, first_difference, never_raises, told_result
 from .reference import same
 from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message
@@ -18,7 +18,7 @@ WHERE = (
     "the values, context or output, drops twice, or is noise, not dropout."
 )
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
-UNKNOWN = "Right shape, wrong values, and no mistake this check knows. Check: "
+UNKNOWN = "Right shape, wrong values, and no mistake this check knows."
 DELEGATES = (  # when the forward ran the book's ``{calls}``
     "Your forward hands its work to the book's {calls}, so it does not compute attention itself. "
     "Write the steps in your own forward, from your class's own layers."
@@ -45,6 +45,8 @@ class Practice:
     keys: tuple = ("d_in", "d_out", "context_length", "dropout", "num_heads")  # rows' arguments
     early: tuple = ()
     after: Callable = lambda run: None
+    trained: tuple = ()  # in training mode: (changes, message) rows, dropout's wrong places
+    steps: tuple = ()  # core.Step(name, hint, right(run)): where an unknown answer first differs
     quiet: bool = False  # the starting code told without the configuration
 
 
@@ -61,16 +63,22 @@ def verdict(p, run):
     for holds, message in TROUBLE[:1] + p.early + TROUBLE[1:]:  # a constructor that raised first
         if found := holds(facts):
             return message.format(**facts | (found if isinstance(found, dict) else {}))
+    if text := told_result(run.output, facts["want"]):
+        return text
     with torch.no_grad():
         if not follows(run.output, p, run, {}):  # a reference that cannot run: unknown
             buggy = (m for changes, m in p.mistakes[:-1] if follows(run.output, p, run, changes))
-            return next(buggy, UNKNOWN + p.mistakes[-1]).format(**facts)
+            if found := next(buggy, None):
+                return found.format(**facts)
+            where = first_difference(p.steps, run, lambda: run.module.eval()(run.x))
+            return (UNKNOWN + (where or f" Check: {p.mistakes[-1]}")).format(**facts)
         if run.stage == "training":
             return TRAINING.format(**facts)
         if text := p.after(run):
             return text
         if not follows(run.trained, p, run, dict(drop=True)):
-            return f"{WHERE} {p.belongs}"
+            buggy = (m for changes, m in p.trained if follows(run.trained, p, run, changes))
+            return next(buggy, f"{WHERE} {p.belongs}")
         return SAME if run.p and torch.equal(run.again(seed=1), run.again(seed=2)) else None
 
 

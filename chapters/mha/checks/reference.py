@@ -2,12 +2,14 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..attention import PROJECTIONS  # W_query, W_key, W_value
-from .core import CheckResult, Mistake, attempt, describe_error, fill
+from .core import CheckResult, Mistake, attempt, describe_error, fill, first_difference, told_result
+from .core import same as same  # re-exported: the one tolerance, where references are
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,9 @@ class Recipe:
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
     # "-inf after softmax", "diagonal too", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
-    out_proj: bool = True  # apply the module's out_proj, when it has one
+    out_proj: int = True  # apply the module's out_proj (2: twice), when it has one
     dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
+    dropout_at: str = "weights"  # or "scores", "masked" (scores), "values", "context", "output"
 
     def but(self, **changes):
         """This recipe with some ingredients changed."""
@@ -40,9 +43,10 @@ def project(module, x, recipe=CORRECT):
     return [F.linear(x, la.weight, bias) for la, bias in zip(layers, biases)]  # (b, T, width)
 
 
-def attend(queries, keys, values, recipe=CORRECT):
+def attend(queries, keys, values, recipe=CORRECT, steps=None):
     """Causal attention over the last two axes, ``(..., num_tokens, head_dim)``, per ``recipe``
-    ("sqrt d_out": the width of all heads, a head axis being axis 1; a number divides by it)."""
+    ("sqrt d_out": the width of all heads, a head axis being axis 1; a number divides by it);
+    ``steps``, a dict, gets the scores (raw, masked, scaled), weights and context on the way."""
     num_tokens, head_dim = queries.shape[-2:]
     heads = queries.shape[1] if queries.dim() == 4 else 1
     roots = {"sqrt head_dim": head_dim**0.5, "sqrt d_out": (heads * head_dim) ** 0.5}
@@ -50,15 +54,22 @@ def attend(queries, keys, values, recipe=CORRECT):
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=queries.device)
     future = ones.triu(0 if recipe.mask == "diagonal too" else 1)  # True where hidden
     future = ~future if recipe.mask == "inverted" else future  # the past and itself hidden
-    scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
+    drop, at = recipe.dropout or (lambda t: t), recipe.dropout_at
+    raw = scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
+    scores = drop(scores) if at == "scores" else scores
     fill, after = 0.0 if recipe.mask.startswith("0") else -torch.inf, "after" in recipe.mask
     if recipe.mask != "none" and not after:
         scores = scores.masked_fill(future, fill)
+    scores = drop(scores) if at == "masked" else scores
+    values = drop(values) if at == "values" else values
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)
     if after:
         weights = weights.masked_fill(future, fill)
-    weights = weights if recipe.dropout is None else recipe.dropout(weights)
-    return weights @ values  # (..., num_tokens, head_dim)
+    steps = {} if steps is None else steps
+    steps.update(scores=(raw, scores, raw / scale, scores / scale), weights=weights)
+    context = (drop(weights) if at == "weights" else weights) @ values  # (..., T, head_dim)
+    steps["context"] = drop(context) if at == "context" else context
+    return steps["context"]
 
 
 def head_output(head, x, recipe=CORRECT):
@@ -81,26 +92,17 @@ MERGES = {
 }
 
 
-def split_attention(module, x, num_heads, recipe=CORRECT):
-    """A weight-split pass over ``module``'s projections (and ``out_proj``), per ``recipe``."""
-    split = SPLITS[recipe.split]
+def split_attention(module, x, num_heads, recipe=CORRECT, steps=None):
+    """A weight-split pass over ``module``'s projections (and ``out_proj``), per ``recipe``;
+    ``steps`` gets :func:`attend`'s and the merged context."""
+    split, steps = SPLITS[recipe.split], {} if steps is None else steps
     queries, keys, values = (split(t, num_heads) for t in project(module, x, recipe))
-    context = MERGES[recipe.merge](attend(queries, keys, values, recipe))  # (b, T, d_out)
-    out_proj = getattr(module, "out_proj", None) if recipe.out_proj else None
-    return context if out_proj is None else out_proj(context)  # (b, num_tokens, d_out)
-
-
-def same(output, expected):
-    """Equal shapes, values within rtol 1e-4, atol 1e-5 in float64 (another order or CPU passes,
-    every catalogued mistake differs by far more), nan where ``expected`` has it, not everywhere."""
-    return (
-        isinstance(output, torch.Tensor)
-        and isinstance(expected, torch.Tensor)
-        and output.shape == expected.shape
-        and output.is_floating_point()
-        and not bool(output.isnan().all())
-        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
-    )
+    steps["merged"] = MERGES[recipe.merge](attend(queries, keys, values, recipe, steps))
+    context = steps["merged"]  # (b, num_tokens, d_out)
+    out_proj, output = getattr(module, "out_proj", None), context
+    for _ in range(int(recipe.out_proj) if out_proj else 0):  # True: once; 2: twice
+        output = out_proj(output)  # (b, num_tokens, d_out)
+    return recipe.dropout(output) if recipe.dropout and recipe.dropout_at == "output" else output
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class Catalogue:
     praise: str
     unknown: str
     raised: str = "Your code raised {error} on one of the check's inputs. Fix that first."
+    steps: tuple = ()  # core.Step: the unknown message says where an answer first differs
+    who: str = "Your function"  # what returned the output, in the core's words on its shape
 
 
 def run_catalogue(catalogue, answer, evidence=None):
@@ -137,5 +141,10 @@ def run_catalogue(catalogue, answer, evidence=None):
 
     passed = error is None and matches(c.right)
     found = (buggy.message for buggy in c.mistakes if matches(buggy.detect))
-    told = c.raised if error else c.praise if passed else next(found, c.unknown)
+    told = c.raised if error else c.praise if passed else next(found, None)
+    if told is None:  # no entry explains it: its shape or kind (the core's words), or its step
+        rights = [attempt(c.right, x) for x in c.configurations]
+        o, r, x = next(w for w in zip(outputs, rights, c.configurations) if not same(*w[:2]))
+        where = partial(first_difference, c.steps, x, partial(answer, x))  # only when needed
+        told = told_result(o, r, c.who) or c.unknown + where()
     return CheckResult(passed, fill(told, evidence, error=describe_error(error) if error else "?"))

@@ -4,7 +4,7 @@ import contextlib
 
 import torch
 
-from .facts import describe_error, kind_of, name_of
+from .facts import describe_error, name_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 
@@ -36,14 +36,12 @@ class Run:
             return self.module.train(seed is not None)(self.x)
 
     def facts(self):
-        """What messages quote: the arguments, the call that failed, what the forward returned."""
+        """What messages quote: the arguments, the call that failed, the output's right shape."""
         op, shapes = self.watch.failed or ("", [])
-        shape = tuple(getattr(self.output, "shape", ()))
         return dict(
             self.kwargs,
             T=self.tokens,
             want=(2, self.tokens, self.kwargs["d_out"]),
-            returned=f"a tensor of shape {shape}" if shape else kind_of(self.output),
             raised=self.stage == "forward" and str(self.error),
             error=self.error_text,
             op=op,
@@ -72,11 +70,6 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
         "and chunk break. Call .contiguous() before .view(...).",
     ),
     (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
-    (
-        lambda f: f["returned"] != f"a tensor of shape {f['want']}",
-        "Your forward returned {returned}, not a tensor of shape (b, num_tokens, d_out), here "
-        "{want}. If the heads are still separate, merge them.",
-    ),
 )
 LAYERS = (
     lambda f: (

@@ -2,16 +2,22 @@
 
 import itertools
 
+from .core import Step
 from .reference import CORRECT, PROJECTIONS, same, split_attention
 from .runs import LAYERS, Run
 from .shortcuts import dropped
 
+SCALES = {"sqrt d_in": lambda r, hd: r.kwargs["d_in"] ** 0.5, "times": lambda r, hd: hd**-0.5}
 
-def split(r, num_heads=None, drop=False, **changes):
+
+def split(r, num_heads=None, drop=False, steps=None, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's;
-    with ``drop``, the check's dropout drops attention weights."""
-    recipe = CORRECT.but(dropout=(lambda t: dropped(t, r.p)) if drop else None, **changes)
-    return split_attention(r.module, r.x, num_heads or r.kwargs["num_heads"], recipe)
+    ``drop``: the check's dropout (True: once, "twice"); ``steps`` gets the steps' tensors."""
+    once, num_heads = (lambda t: dropped(t, r.p)), num_heads or r.kwargs["num_heads"]
+    dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]
+    if scale := SCALES.get(changes.get("scale")):  # widths the recipe cannot know
+        changes["scale"] = scale(r, r.kwargs["d_out"] // num_heads)
+    return split_attention(r.module, r.x, num_heads, CORRECT.but(dropout=dropout, **changes), steps)
 
 
 def other_head_count(f):
@@ -33,6 +39,25 @@ def keys_swapped(f):
     return shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
 
 
+def at(step):
+    """A :class:`.core.Step`'s right tensors: the whole, and head 1's slice (a loop over heads)."""
+
+    def right(r):
+        found, _ = {}, r.module.eval()
+        found["output"] = split(r, steps=found)
+        forms = found[step] if isinstance(found[step], tuple) else (found[step],)
+        return [*forms, *(t[:, 0] for t in forms if t.dim() == 4)]
+
+    return right
+
+
+def projections(used):
+    """What a forward whose queries, keys and values come from ``used`` is told."""
+    roles = zip(("queries", "keys", "values"), used, PROJECTIONS)
+    wrong = " and ".join(f"{role} come from {u}" for role, u, right in roles if u != right)
+    return f"Your {wrong}: queries come from W_query, keys from W_key, values from W_value."
+
+
 # fmt: off
 HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} heads: the count "
         "is in the code. Use num_heads.")
@@ -41,25 +66,23 @@ EARLY = (  # before the output's values: what the forward built, or the call tha
     (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"
      " which swaps heads and tokens here. Swap the last two axes: keys.transpose(2, 3)."),
     (other_head_count, HARD))
-SPLIT = ("Your heads are split wrong (one view straight to (b, num_heads, num_tokens, head_dim) "
-         "mixes tokens and heads; every num_heads-th column is not a head): each head owns a "
-         "block of head_dim consecutive columns. View by token first, then .transpose(1, 2).")
-MERGE = ("Every head computes the right context, but the merge puts it in the wrong columns "
-         "(without transposing back, reversed or interleaved): .transpose(1, 2) first, then "
-         ".contiguous().view(b, num_tokens, d_out), head 1's block of head_dim columns first.")
 SCALE = ("The scores are not scaled by √head_dim: a head's dot products have head_dim terms. "
          "Divide them by self.head_dim ** 0.5, not by 1, head_dim or another width's root.")
-MASKED = ("There is no causal mask, or it is filled with 0 instead of -inf, or the mask is applied "
-          "after the softmax: fill the later tokens' scores with -inf before the softmax, so they "
-          "get no weight and the visible ones sum to 1.")
-AXIS = "The softmax runs over the wrong axis: a query's weights over the keys sum to 1, dim=-1."
 STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own reference) names them
-    (dict(scale="none"), SCALE),
-    *((dict(mask=how), MASKED) for how in ("none", "0 before softmax", "0 after softmax",
-                                          "-inf after softmax")),
-    *((dict(softmax_dim=d), AXIS) for d in (-2, 1, 0)))
-MASK = ("Your mask hides the wrong tokens (the diagonal too, or the past instead of the future): "
-        "the skeleton's self.mask is True on the later tokens, the ones to hide. Use it as is.")
+    (dict(scale="none"), "The scores are not scaled by √head_dim at all: divide them by "
+     "self.head_dim ** 0.5 before the softmax."),
+    (dict(mask="none"), "There is no causal mask: fill the later tokens' scores with -inf."),
+    (dict(mask="0 before softmax"), "The mask fills the later tokens' scores with 0 instead of "
+     "-inf: e^0 = 1, so they still get weight after the softmax."),
+    (dict(mask="0 after softmax"), "The mask zeroes the weights after the softmax, so the visible "
+     "ones no longer sum to 1: fill the scores with -inf before it."),
+    (dict(mask="-inf after softmax"), "The mask fills the weights with -inf after the softmax: "
+     "fill the scores with -inf before it."),
+    (dict(softmax_dim=-2), "The softmax runs over the queries (dim=-2): a query's weights over the "
+     "keys sum to 1, dim=-1."),
+    *((dict(softmax_dim=d), f"The softmax runs over axis {d} (heads or batch), not the keys: "
+       "dim=-1.") for d in (1, 0)))
+SPLIT = "Each head owns a block of head_dim consecutive columns: view by token first, then "
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Your forward gives a different output each time, even in eval mode: "
      "its dropout ignores the module's mode (F.dropout defaults to training=True). Use "
@@ -67,18 +90,54 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     *((dict(num_heads=k), HARD.replace("{k}", str(k))) for k in range(1, 13)),
     (dict(bias=False), "Your output is right without biases but wrong with qkv_bias=True: the "
      "projections skip the biases, as x @ W.weight.T does. Call the layers: self.W_query(x)."),
-    *((dict(projections=used), "A projection is used in the wrong place. Queries come from "
-       "W_query, keys from W_key and values from W_value.")
+    (dict(projections=("W_key", "W_query", "W_value")), "Your scores are keys @ queries.T, each "
+     "key's row: they are queries @ keys.transpose(2, 3), one row per query."),
+    *((dict(projections=used), projections(used))
       for used in itertools.product(PROJECTIONS, repeat=3) if used != PROJECTIONS),
-    *((dict(split=how), SPLIT) for how in ("no transpose", "strided")),
-    (dict(split="no transpose", merge="no transpose"), SPLIT),
-    (dict(split="strided", merge="interleaved"), SPLIT),
-    *((dict(merge=how), MERGE) for how in ("no transpose", "reversed", "interleaved")),
-    *((dict(scale=scale), SCALE) for scale in ("sqrt d_out", "head_dim")),
+    *((dict(split="no transpose", **m), "Your heads are one view straight to (b, num_heads, "
+       "num_tokens, head_dim), which mixes tokens and heads. " + SPLIT + ".transpose(1, 2).")
+      for m in ({}, dict(merge="no transpose"))),  # and the merge back alike
+    *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + "
+       "num_heads, ...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))
+      ),
+    (dict(merge="no transpose"), "Every head's context is right, but the merge views (b, "
+     "num_heads, num_tokens, head_dim) as (b, num_tokens, d_out) without .transpose(1, 2) first."),
+    (dict(merge="reversed"), "Every head's context is right, but the merge puts the last head "
+     "first: head 1's block of head_dim columns comes first."),
+    (dict(merge="interleaved"), "Every head's context is right, but the merge interleaves the "
+     "heads' columns: .transpose(1, 2), then view, head 1's block of head_dim columns first."),
+    (dict(scale="sqrt d_out"), "The scores are divided by √d_out, all heads' width: a head's dot "
+     "products have head_dim terms, so divide by self.head_dim ** 0.5."),
+    (dict(scale="sqrt d_in"), "The scores are divided by √d_in, the input's width: a head's dot "
+     "products have head_dim terms, so divide by self.head_dim ** 0.5."),
+    (dict(scale="head_dim"), "The scores are divided by head_dim: divide by its square root, "
+     "self.head_dim ** 0.5."),
+    (dict(scale="times"), "The scores are multiplied by √head_dim: divide them by it."),
     *STEPS,
-    *((dict(mask=mask), MASK) for mask in ("diagonal too", "inverted")),
-    (dict(out_proj=False), "Your class defines out_proj, but the forward never applies it to the "
-     "context."),
+    (dict(mask="diagonal too"), "Your mask hides the diagonal too, each token's own key: the "
+     "skeleton's self.mask, True above the diagonal, hides only later tokens."),
+    (dict(mask="inverted"), "Your mask is inverted: it hides the past and keeps the future. "
+     "self.mask is True on the later tokens, the ones to hide: use it as is."),
+    (dict(out_proj=False), "Your forward never applies out_proj to the merged context."),
+    (dict(out_proj=2), "Your forward applies out_proj twice: once, to the merged context."),
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "
     "order, out_proj.")
+BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(attn_weights)."
+TRAINED = (  # in training mode: where dropout went instead
+    (dict(), "In training mode no attention weight is ever dropped. " + BELONGS),
+    (dict(drop=True, dropout_at="scores"), "Your dropout drops scores, before the softmax. "
+     + BELONGS),
+    (dict(drop=True, dropout_at="masked"), "Your dropout drops masked scores: -inf × 0 is nan. "
+     + BELONGS),
+    (dict(drop=True, dropout_at="values"), "Your dropout drops values, not weights. " + BELONGS),
+    (dict(drop=True, dropout_at="context"), "Your dropout drops the context (weights @ values), "
+     "not the weights. " + BELONGS),
+    (dict(drop=True, dropout_at="output"), "Your dropout drops the output. " + BELONGS),
+    (dict(drop="twice"), "Your dropout runs twice on the weights: once is enough."))
+STAGES = (  # where an unknown answer first differs, and the hint on that step
+    Step("the scores", 2, at("scores")),
+    Step("the attention weights (mask, scale, softmax)", 3, at("weights")),
+    Step("each head's context (weights @ values)", 2, at("context")),
+    Step("the merged context (head 1's columns first)", 2, at("merged")),
+    Step("the output (out_proj)", 3, at("output")))
 # fmt: on

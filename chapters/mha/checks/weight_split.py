@@ -5,7 +5,7 @@ import torch
 from ..starting import WeightSplitSkeleton
 from .core import Exercise
 from .practice import Practice, checker
-from .split_mistakes import EARLY, MISTAKES, split
+from .split_mistakes import BELONGS, EARLY, MISTAKES, STAGES, TRAINED, split
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
 #: the first; then a short input, one head, d_in > d_out, head_dim 1, biases, and dropout.
@@ -30,8 +30,9 @@ WEIGHT_SPLIT = Practice(
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does each head need from W_query, W_key and W_value, "
     "and in which shape? The first hint, just below the check, starts from there.",
-    belongs="Dropout belongs on the attention weights, after the softmax: "
-    "attn_weights = self.dropout(attn_weights).",
+    belongs=BELONGS,
+    trained=TRAINED,
+    steps=STAGES,
     praise=f"Your forward matches the reference from each instance's own weights in all "
     f"{len(ROWS)} configurations (1 to 6 heads, short inputs, biases; dropout off in eval mode "
     "and on whole attention weights in training mode), without torch's own attention.",
