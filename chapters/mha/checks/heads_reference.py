@@ -12,8 +12,8 @@ from .shortcuts import dropped
 
 # fmt: off
 MERGES = MERGES | {"flat": lambda c: c.flatten(2)}  # and (b, T, H, hd) → (b, T, d_out)
-PLACES = {False: "nothing", "values": "the values", "heads": "each head's context",
-          "context": "the merged context", "output": "the output"}  # dropout's wrong places
+PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
+          "context": "the context", "output": "the output"}  # dropout's wrong places
 NOT_WEIGHTS = "In training mode your output is not what dropout of whole attention weights gives"
 BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
         "Call the layers: self.{layer}(x).")
