@@ -4,10 +4,11 @@ import textwrap
 
 from ..gqa import GroupedQueryAttention
 from .core import Exercise
-from .heads_reference import BIAS, OUT, grouped, misplaced
+from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
 from .runs import LAYERS
-from .split_mistakes import SCALE, STEPS
+from .split_mistakes import MISTAKES as CHAPTER_3
+from .split_mistakes import SCALE, SPLIT
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
@@ -37,30 +38,16 @@ EARLY = (LAYERS,  # before the output, what the call that failed shows
           "the token axis."))
 CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or another group's "
           "values): its block is h // group_size. repeat_interleave(group_size, dim=1), for both.")
-SPLIT = ("Your blocks are split wrong (one view straight to (b, blocks, num_tokens, head_dim) "
-         "mixes tokens and blocks; every num_heads-th or num_kv_groups-th column is no block): "
-         "view (b, num_tokens, blocks, head_dim), then .transpose(1, 2).")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
                                          dict(values="repeat"))),
-    *((dict(scale=scale), SCALE) for scale in ("kv_width", "sqrt d_out", "group_size")),
-    *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
-    (dict(mask="diagonal too"), "Your mask hides each token from itself too: "
-     "self.mask[:num_tokens, :num_tokens] hides only the later tokens."),
-    (dict(mask="inverted"), "Your mask is the wrong way round: it hides the past, not the later "
-     "tokens. self.mask is True on the later tokens, the ones to fill with -inf."),
+    *((dict(scale=scale), SCALE) for scale in ("kv_width", "group_size")),
     (dict(scale="after softmax"), "The weights are divided by √head_dim after the softmax, so "
      "they no longer sum to 1: divide the scores before it."),
-    (dict(bias=False), BIAS.format(layer="W_key")),
-    *((dict(projections=("W_query", *kv)), "A projection is used in the wrong place: queries come "
-       "from W_query, keys from W_key, values from W_value.")
-      for kv in (("W_key", "W_key"), ("W_value", "W_value"), ("W_value", "W_key"))),
-    *((dict([(part, how)]), SPLIT) for part in ("kv", "split")
-      for how in ("strided", "no transpose")),
-    (dict(split="no transpose", merge="no transpose"), SPLIT), *OUT,
-    (dict(merge="no transpose"), "The heads were merged without .transpose(1, 2) back behind the "
-     "tokens."),
+    *((dict(kv=how), SPLIT) for how in ("strided", "no transpose")),  # keys and values alone
+    *CHAPTER_3[1:-1],  # biases, projections, split, merge, scale, mask, softmax, out_proj
+    OUT[1],
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
 BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(weights)."
 GQA = Practice(

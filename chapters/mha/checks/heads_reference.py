@@ -33,12 +33,13 @@ def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **cha
     def at(place, t):
         return dropped(t, r.p) if drop == place else t
 
-    weights = partial(dropped, p=r.p) if drop is True else None
-    context = attend(q, k, at("values", v), Recipe(dropout=weights).but(**changes))
+    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop is True else None).but(**changes)
+    context = attend(q, k, at("values", v), recipe)
     context = at("heads", context.nan_to_num(0.0) if kernel else context)  # (b, H, T, hd)
     context, o = at("context", MERGES[merge](context)), r.module.out_proj  # (b, T, d_out)
     bias = o.bias if out is True else None
-    return at("output", F.linear(context, o.weight, bias) if out else context)  # (b, T, d_out)
+    output = F.linear(context, o.weight, bias) if out and recipe.out_proj else context
+    return at("output", output)  # (b, T, d_out)
 
 
 def misplaced(r, reference, belongs):
