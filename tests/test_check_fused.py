@@ -1,384 +1,134 @@
-"""check_fused_attention, as one table of cases: correct forwards in several styles pass, and
-every catalogued mistake and shortcut fails with a message that names it."""
+"""check_fused_attention's table of (answer, passes?, words its feedback must contain): right
+answers, the starting code, the book's classes, PyTorch's layer, each named mistake."""
+
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-from mha import FusedMultiHeadAttention, GroupedQueryAttention, MultiHeadAttention
-from mha.checks.fused import check_fused_attention, fused_attention
-from mha.starting import FusedAttentionStart
-
-
-def reader_class(forward, name=None):
-    """A class on the starting point whose forward is ``forward``, as a reader would write it."""
-    return type(name or forward.__name__, (FusedAttentionStart,), {"forward": forward})
-
-
-def heads(self, x, order="3, heads"):
-    """Queries, keys and values as 3 × (b, num_heads, num_tokens, head_dim)."""
-    b, num_tokens, _ = x.shape
-    if order == "3, heads":
-        qkv = self.qkv(x).view(b, num_tokens, 3, self.num_heads, self.head_dim)
-        return qkv.permute(2, 0, 3, 1, 4)
-    qkv = self.qkv(x).view(b, num_tokens, self.num_heads, 3, self.head_dim)
-    return qkv.permute(3, 0, 2, 1, 4)
-
-
-def dropout(self):
-    return self.dropout_p if self.training else 0.0
-
-
-def merge(self, context):
-    b, _, num_tokens, _ = context.shape
-    return context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
-
-
-# --- correct styles ------------------------------------------------------------------------------
-
-
-def permute_is_causal(self, x):
-    q, k, v = heads(self, x)
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(merge(self, context))
-
-
-def chunk_keep_mask(self, x):
-    b, num_tokens, _ = x.shape
-    q, k, v = (
-        t.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        for t in self.qkv(x).chunk(3, dim=-1)
-    )
-    keep = ~self.mask[:num_tokens, :num_tokens]  # True where attention is allowed
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout(self))
-    return self.out_proj(context.permute(0, 2, 1, 3).flatten(2))
-
-
-def unflatten_movedim(self, x):
-    qkv = self.qkv(x).unflatten(-1, (3, self.num_heads, self.head_dim))
-    q, k, v = qkv.movedim(-3, 0).movedim(-2, 2)  # 3 × (b, num_heads, num_tokens, head_dim)
-    p = self.dropout_p if self.training else 0.0
-    context = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-    return self.out_proj(context.movedim(1, 2).flatten(-2))
-
-
-def float_mask(self, x):
-    q, k, v = heads(self, x)
-    n = x.shape[1]
-    bias = torch.zeros(n, n).masked_fill(self.mask[:n, :n], -torch.inf)
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout(self))
-    return self.out_proj(merge(self, context))
-
-
-def split_contiguous_view(self, x):
-    b, num_tokens, _ = x.shape
-    q, k, v = (
-        t.contiguous().view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        for t in self.qkv(x).split(self.d_out, dim=-1)
-    )
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(context.transpose(1, 2).contiguous().view(b, num_tokens, self.d_out))
-
-
-def no_mask(self, x):
-    q, k, v = heads(self, x)
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self))
-    return self.out_proj(merge(self, context))
-
-
-def inverted_mask(self, x):
-    q, k, v = heads(self, x)
-    n = x.shape[1]
-    context = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=self.mask[:n, :n], dropout_p=dropout(self)
-    )
-    return self.out_proj(merge(self, context))
-
-
-def unsliced_mask(self, x):
-    q, k, v = heads(self, x)
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=~self.mask, dropout_p=dropout(self))
-    return self.out_proj(merge(self, context))
-
-
-def tokens_before_heads(self, x):
-    b, num_tokens, _ = x.shape
-    q, k, v = self.qkv(x).view(b, num_tokens, 3, self.num_heads, self.head_dim).unbind(2)
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(context.reshape(b, num_tokens, self.d_out))
-
-
-def viewed_straight(self, x):
-    b, num_tokens, _ = x.shape
-    q, k, v = (
-        t.reshape(b, self.num_heads, num_tokens, self.head_dim)
-        for t in self.qkv(x).chunk(3, dim=-1)
-    )
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(merge(self, context))
-
-
-def chunk_then_view(self, x):
-    b, num_tokens, _ = x.shape
-    q, k, v = (
-        t.view(b, self.num_heads, num_tokens, self.head_dim) for t in self.qkv(x).chunk(3, dim=-1)
-    )
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(merge(self, context))
-
-
-def decoy_kernel_call(self, x):
-    q, k, v = heads(self, x)
-    F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    n = x.shape[1]
-    scores = (q @ k.transpose(2, 3)).masked_fill(self.mask[:n, :n], -torch.inf)
-    weights = torch.dropout(torch.softmax(scores / self.head_dim**0.5, dim=-1), dropout(self), True)
-    return self.out_proj(merge(self, weights @ v))
-
-
-def decoy_kept_in_a_variable(self, x):
-    q, k, v = heads(self, x)
-    unused = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: F841
-    return step_by_step(self, x)
-
-
-def merged_without_transpose(self, x):
-    q, k, v = heads(self, x)
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(context.reshape(x.shape[0], x.shape[1], self.d_out))
-
-
-def interleaved_qkv(self, x):
-    q, k, v = heads(self, x, order="heads, 3")
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    return self.out_proj(merge(self, context))
-
-
-def scaled_twice(self, x):
-    q, k, v = heads(self, x)
-    context = F.scaled_dot_product_attention(
-        q / self.head_dim**0.5, k, v, dropout_p=dropout(self), is_causal=True
-    )
-    return self.out_proj(merge(self, context))
-
-
-def no_out_proj(self, x):
-    q, k, v = heads(self, x)
-    return merge(
-        self, F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-    )
-
-
-def dropout_always(self, x):
-    q, k, v = heads(self, x)
-    context = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p, is_causal=True)
-    return self.out_proj(merge(self, context))
-
-
-def dropout_never(self, x):
-    q, k, v = heads(self, x)
-    return self.out_proj(merge(self, F.scaled_dot_product_attention(q, k, v, is_causal=True)))
-
-
-def step_by_step(self, x):
-    q, k, v = heads(self, x)
-    n = x.shape[1]
-    scores = (q @ k.transpose(2, 3)).masked_fill(self.mask[:n, :n], -torch.inf)
-    weights = torch.softmax(scores / self.head_dim**0.5, dim=-1)
-    return self.out_proj(merge(self, weights @ v))
-
-
-def returns_tuple(self, x):
-    return permute_is_causal(self, x), None
-
-
-def heads_unmerged(self, x):
-    q, k, v = heads(self, x)
-    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout(self), is_causal=True)
-
-
-def delegates(self, x):
-    book = FusedMultiHeadAttention(
-        self.d_in,
-        self.d_out,
-        self.mask.shape[0],
-        self.dropout_p,
-        self.num_heads,
-        qkv_bias=self.qkv.bias is not None,
-    )
-    book.load_state_dict(self.state_dict(), strict=False)
-    return book.train(self.training)(x)
-
-
-def calls_the_books_forward(self, x):
-    return FusedMultiHeadAttention.forward(self, x)
-
-
-def starting_code(self, x):
-    """The practice cell as the chapter gives it, run without a change."""
-    b, num_tokens, _ = x.shape
-    raise NotImplementedError("write the forward pass of MyFusedAttention")
-
-
-def torch_layer(self, x, need_weights=False):
-    """torch's own attention layer on self.qkv's three parts, its own projections identities."""
-    num_tokens, E = x.shape[1], self.d_out
-    queries, keys, values = self.qkv(x).split(E, dim=-1)
-    layer = torch.nn.MultiheadAttention(
-        E, self.num_heads, dropout=self.dropout_p, bias=False, batch_first=True
-    )
-    with torch.no_grad():
-        layer.in_proj_weight.copy_(torch.eye(E).repeat(3, 1))
-        layer.out_proj.weight.copy_(torch.eye(E))
-    layer.train(self.training)
-    future = self.mask[:num_tokens, :num_tokens]
-    context = layer(queries, keys, values, attn_mask=future, need_weights=need_weights)[0]
-    return self.out_proj(context)
-
-
-def torch_layer_with_weights(self, x):
-    return torch_layer(self, x, need_weights=True)
-
-
-class Subclass(FusedMultiHeadAttention):
-    pass
-
-
-class EmptySubclass(FusedAttentionStart):
-    pass
-
-
-class AssignsTheBooksForward(FusedAttentionStart):
-    forward = FusedMultiHeadAttention.forward
-
-
-_SAVED_BOOK_FORWARD = FusedMultiHeadAttention.forward
-
-
-class CallsASavedBookForward(FusedAttentionStart):
-    def forward(self, x):
-        return _SAVED_BOOK_FORWARD(self, x)
-
-
-def dropout_at(where, how=lambda self, t: F.dropout(t, self.dropout_p, self.training)):
-    """The solution's forward with ``how`` (dropout) at ``where`` instead of the kernel's."""
-
-    def forward(self, x):
-        at = lambda place, t: how(self, t) if place == where else t  # noqa: E731
-        q, k, v = heads(self, x)
-        context = F.scaled_dot_product_attention(q, k, at("values", v), is_causal=True)
-        return at("output", self.out_proj(merge(self, at("kernel output", context))))
-
-    return forward
-
-
-def noise(self, t):
-    return t + 0.05 * torch.randn_like(t) if self.training else t
-
-
-def broken(self, x):
-    raise RuntimeError("boom")
-
-
-BadInit = type(
-    "BadInit",
-    (FusedAttentionStart,),
-    {"__init__": lambda self, *args, **kwargs: 1 / 0, "forward": permute_is_causal},
-)
-
-
-def through_grouped_query_attention(self, x):
-    """The fused layer's weights copied into the book's GroupedQueryAttention, which works."""
-    inner = GroupedQueryAttention(
-        self.d_in,
-        self.d_out,
-        self.mask.shape[0],
-        self.dropout_p,
-        self.num_heads,
-        self.num_heads,
-        qkv_bias=self.qkv.bias is not None,
-    )
-    with torch.no_grad():
-        layers = (inner.W_query, inner.W_key, inner.W_value)
-        for layer, weight in zip(layers, self.qkv.weight.chunk(3), strict=True):
-            layer.weight.copy_(weight)
-        for layer, bias in zip(layers, self.qkv.bias.chunk(3) if self.qkv.bias is not None else ()):
-            layer.bias.copy_(bias)
-        inner.out_proj.load_state_dict(self.out_proj.state_dict())
-    return inner.train(self.training)(x)
-
-
-def solution_class():
-    namespace = {"FusedAttentionStart": FusedAttentionStart, "F": F, "torch": torch}
-    code = fused_attention.solution().text.replace("fused_attention.check(MyFusedAttention)", "")
-    exec(code, namespace)
+from torch import nn
+
+from mha import FusedMultiHeadAttention as BOOK
+from mha import GroupedQueryAttention, MultiHeadAttention
+from mha.checks.fused import FUSED, check_fused_attention, fused_attention
+from mha.checks.practice import check_practice
+from mha.starting import FusedAttentionStart as START
+from mha.starting import Skeleton
+
+SAVED, SDPA = BOOK.forward, F.scaled_dot_product_attention  # saved before a check watches them
+
+
+# fmt: off
+def split(s, x, shape=lambda s: (3, s.num_heads, -1), axis=2, bias=True):
+    """Queries, keys and values (b, H, T, hd) from self.qkv(x), its last axis read as ``shape``."""
+    qkv = F.linear(x, s.qkv.weight, s.qkv.bias if bias else None).unflatten(-1, shape(s))
+    return [t.transpose(1, 2) for t in qkv.unbind(axis)]  # from (b, T, H, hd)
+def kernel(s, q, k, v, **changes):
+    p = s.dropout_p if s.training else 0.0
+    return SDPA(q, k, v, **dict(dropout_p=p, is_causal=True) | changes)
+def F_(name, split=split, kernel=kernel, merge=lambda s, c: c.transpose(1, 2).flatten(2), out=None):
+    """A class on the starting point: the solution's steps, some replaced."""
+    def forward(s, x):
+        context = merge(s, kernel(s, *split(s, x)))  # (b, T, d_out)
+        return s.out_proj(context) if out is None else out(s, context)
+    return type(name, (START,), {"forward": forward})
+def manual(s, q, k, v):  # the kernel's work step by step
+    w = (q @ k.mT).masked_fill(s.mask[: q.shape[2], : q.shape[2]], -torch.inf) / s.head_dim**0.5
+    return D(s, torch.softmax(w, -1)) @ v
+def torch_layer(s, x):  # PyTorch's layer on self.qkv's three parts, its projections identities
+    layer = nn.MultiheadAttention(s.d_out, s.num_heads, bias=False, batch_first=True)
+    eye, T = torch.eye(s.d_out), x.shape[1]
+    layer.in_proj_weight.data, layer.out_proj.weight.data = eye.repeat(3, 1), eye
+    return s.out_proj(layer(*s.qkv(x).chunk(3, -1), attn_mask=s.mask[:T, :T])[0])
+def through_grouped(s, x):  # the weights copied into the book's GroupedQueryAttention
+    inner = GroupedQueryAttention(s.d_in, s.d_out, s.mask.shape[0], s.dropout_p, s.num_heads,
+                                  s.num_heads, s.qkv.bias is not None)
+    parts = zip(*(t.chunk(3) for t in s.qkv.parameters()))  # (weight, bias) of each projection
+    for layer, part in zip((inner.W_query, inner.W_key, inner.W_value), parts):
+        layer.load_state_dict(dict(zip(("weight", "bias"), part)))
+    inner.out_proj.load_state_dict(s.out_proj.state_dict())
+    return inner.train(s.training)(x)
+def solution():
+    namespace = dict(FusedAttentionStart=START, F=F, torch=torch)
+    exec(fused_attention.solution_text.replace("fused_attention.check", ""), namespace)
     return namespace["MyFusedAttention"]
-
-
-R = reader_class
-#: (answer, passes, words its message must contain); a forward is made a subclass of the start.
-CASES = [
-    # correct styles
-    (solution_class(), True, "matches the book's modules"),
-    *(
-        (R(f), True, "matches the book's modules")
-        for f in (
-            permute_is_causal,
-            chunk_keep_mask,
-            unflatten_movedim,
-            float_mask,
-            split_contiguous_view,
-        )
-    ),
+def K(**changes):  # the kernel called with ``changes``
+    return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, **changes))
+K0, SAME, D = K(dropout_p=0.0), lambda s, t: t, lambda s, t: F.dropout(t, s.dropout_p, s.training)
+PRAISE, MIXED = "matches the book's modules", "heads and tokens are mixed up"
+FLAT, ROLES = dict(merge=lambda s, c: c.flatten(2)), "queries, keys and values are mixed up"
+def masked(keep):  # the kernel given attn_mask=keep(s, T), True where a query may look
+    return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, is_causal=False,
+                                                 attn_mask=keep(s, q.shape[2])))
+CASES = [  # right answers in several styles
+    (solution(), True, PRAISE), (F_("permute"), True, PRAISE),
+    (F_("chunk", split=lambda s, x: [t.unflatten(-1, (s.num_heads, -1)).transpose(1, 2)
+                                     for t in s.qkv(x).chunk(3, -1)]), True, PRAISE),
+    (F_("bool mask", **masked(lambda s, T: ~s.mask[:T, :T])), True, PRAISE),
+    (F_("float mask", **masked(lambda s, T: torch.zeros(T, T).masked_fill(s.mask[:T, :T], -1e9))),
+     True, PRAISE),
     # what a mistake computes
-    (R(no_mask), False, "no causal mask"),
-    (R(inverted_mask), False, "the wrong way round"),
-    (R(tokens_before_heads), False, "heads and tokens are mixed up"),
-    (R(viewed_straight), False, "heads and tokens are mixed up"),
-    (R(merged_without_transpose), False, "heads and tokens are mixed up"),
-    (R(interleaved_qkv), False, "all queries, then all keys"),
-    (R(scaled_twice), False, "scaled twice"),
-    (R(no_out_proj), False, "never applies self.out_proj"),
-    (R(returns_tuple), False, "returned a tuple, not a tensor"),
-    (R(heads_unmerged), False, "the heads are still separate"),
+    (F_("no mask", **K(is_causal=False)), False, "no causal mask"),
+    (F_("inverted", **masked(lambda s, T: s.mask[:T, :T])), False, "the wrong way round"),
+    (F_("diagonal", **masked(lambda s, T: s.mask[:T, :T].T)), False, "hides each token from it"),
+    (F_("tokens first", split=lambda s, x: [t.transpose(1, 2) for t in split(s, x)], **FLAT), False,
+     MIXED),
+    (F_("viewed", split=lambda s, x: [t.reshape(t.shape[0], s.num_heads, t.shape[1], -1) for t in
+       s.qkv(x).chunk(3, -1)]), False, MIXED),
+    (F_("merged", merge=lambda s, c: c.reshape(c.shape[0], c.shape[2], -1)), False, MIXED),
+    (F_("heads, 3", split=lambda s, x: split(s, x, lambda s: (s.num_heads, 3, -1), 3)), False,
+     "all queries, then all keys"),
+    (F_("strided", split=lambda s, x: [t.permute(0, 3, 2, 1) for t in split(s, x, lambda s: (3, -1,
+       s.num_heads))]), False, "all queries, then all keys"),
+    (F_("k, q, v", split=lambda s, x: split(s, x)[1::-1] + split(s, x)[2:]), False, ROLES),
+    (F_("q, v, k", split=lambda s, x: split(s, x)[:1] + split(s, x)[:0:-1]), False, ROLES),
+    (F_("q / √hd", kernel=lambda s, q, k, v: kernel(s, q / s.head_dim**0.5, k, v)), False,
+     "scaled twice"),
+    (F_("scale 1", **K(scale=1.0)), False, "leave its scale out"),
+    (F_("d_out", kernel=lambda s, q, k, v: kernel(s, q, k, v, scale=s.d_out**-0.5)), False,
+     "leave its scale out"),
+    (F_("no bias", split=lambda s, x: split(s, x, bias=False)), False, "leaves out the bias"),
+    (F_("no out_proj", out=SAME), False, "never applies self.out_proj"),
+    (F_("out bias", out=lambda s, c: F.linear(c, s.out_proj.weight)), False, "bias is missing"),
+    (F_("tuple", out=lambda s, c: (s.out_proj(c), None)), False, "returned a tuple, not a tensor"),
+    (F_("unmerged", merge=SAME, out=SAME), False, "the heads are still separate"),
     # a forward that raises
-    (R(starting_code), False, "fused_attention.hint(1), just below the check"),
-    (R(unsliced_mask), False, "cut the mask to the input's length"),
-    (R(chunk_then_view), False, "which transpose(1, 2) and chunk break. Call"),
-    (R(broken), False, "RuntimeError: boom"),
-    (BadInit, False, "ZeroDivisionError"),
+    (F_("unsliced", **masked(lambda s, T: ~s.mask)), False, "cut the mask to the input's length"),
+    (F_("chunk view", split=lambda s, x: [t.view(t.shape[0], s.num_heads, t.shape[1], -1) for t in
+       s.qkv(x).chunk(3, -1)]), False, ".contiguous() before .view"),
+    (F_("raises", out=lambda s, c: {}["surprise"]), False, "KeyError: 'surprise'"),
+    (type("BadInit", (F_("x"),), {"__init__": lambda s, *a, **k: 1 / 0}), False, "ZeroDivision"),
     # the kernel: used, and its result used
-    (R(step_by_step), False, "computes the attention step by step"),
-    (R(decoy_kernel_call), False, "does not use what it returns"),
-    (R(decoy_kept_in_a_variable), False, "does not use what it returns"),
-    (R(torch_layer), False, "torch.nn.MultiheadAttention"),
-    (R(torch_layer_with_weights), False, "torch.nn.MultiheadAttention"),
+    (F_("by hand", kernel=manual), False, "computes the attention step by step"),
+    (F_("decoy", kernel=lambda s, q, k, v: (kernel(s, q, k, v), manual(s, q, k, v))[1]), False,
+     "does not use what it returns"),
+    (type("layer", (START,), {"forward": torch_layer}), False, "torch.nn.MultiheadAttention"),
     # dropout: inside the kernel, only in training
-    (R(dropout_always), False, "only while self.training"),
-    (R(dropout_never), False, "no dropout"),
-    (R(dropout_at("kernel output")), False, "not what dropout of whole attention weights gives"),
-    (R(dropout_at("values")), False, "not what dropout of whole attention weights gives"),
-    (R(dropout_at("output")), False, "not what dropout of whole attention weights gives"),
-    (R(dropout_at("kernel output", noise)), False, "noise, not dropout"),
-    # the book's own work
-    (R(delegates), False, "hands its work to the book's FusedMultiHeadAttention"),
-    (R(calls_the_books_forward), False, "FusedMultiHeadAttention"),
-    (CallsASavedBookForward, False, "FusedMultiHeadAttention"),
-    (R(through_grouped_query_attention), False, "hands its work to the book's GroupedQueryAtt"),
-    (FusedMultiHeadAttention, False, "one of the book's own modules"),
-    (Subclass, False, "one of the book's own modules"),
-    (MultiHeadAttention, False, "one of the book's own modules"),
-    (AssignsTheBooksForward, False, "is the book's FusedMultiHeadAttention.forward"),
-    (FusedAttentionStart, False, "What are the steps from x to the output?"),
-    (EmptySubclass, False, "fused_attention.hint(1) gives a first nudge"),
+    (F_("always", kernel=lambda s, q, k, v: kernel(s, q, k, v, dropout_p=s.dropout_p)), False,
+     "only while self.training"),
+    (F_("no dropout", **K0), False, "yours drops nothing"),
+    (F_("values", kernel=lambda s, q, k, v: kernel(s, q, k, D(s, v), dropout_p=0.0)), False,
+     "yours drops the values"),
+    (F_("context", kernel=lambda s, q, k, v: D(s, K0["kernel"](s, q, k, v))), False,
+     "yours drops the context"),
+    (F_("output", **K0, out=lambda s, c: D(s, s.out_proj(c))), False, "yours drops the output"),
+    (F_("noise", kernel=lambda s, q, k, v: K0["kernel"](s, q, k, v) + 0.05 * torch.randn_like(q)
+       * s.training), False, "noise, not dropout"),
+    # the book's own work, and the starting code
+    (type("calls", (START,), {"forward": lambda s, x: BOOK.forward(s, x)}), False, "hands its wo"),
+    (type("saved", (START,), {"forward": lambda s, x: SAVED(s, x)}), False, "FusedMultiHeadAtt"),
+    (type("grouped", (START,), {"forward": through_grouped}), False, "GroupedQueryAttention"),
+    (BOOK, False, "one of the book's own modules"), (MultiHeadAttention, False, "book's own"),
+    (type("assigned", (START,), {"forward": BOOK.forward}), False, "the book's FusedMultiHeadAt"),
+    (START, False, "What are the steps from x to the output?"),
+    (type("Empty", (START,), {}), False, "fused_attention.hint(1) gives a first nudge"),
+    (F_("Skeleton", split=Skeleton.forward), False, "fused_attention.hint(1), just below the"),
     # not a class of the reader's own
-    (None, False, "got None"),
-    (FusedAttentionStart(4, 4, 4, 0.0, 2), False, "an instance of FusedAttentionStart"),
-    (print, False, "expects a class, but got the function print"),
-    ("MyFusedAttention", False, "expects a class, but got a str"),
-    (int, False, "is a class, but not an nn.Module"),
-    (torch.nn.Linear, False, "does not start from FusedAttentionStart"),
+    (None, False, "got None"), (START(4, 4, 4, 0.0, 2), False, "an instance of FusedAttentionSt"),
+    (nn.Linear, False, "does not start from FusedAttentionStart"),
 ]
+NAMED = [(a, w) for a, _, w in CASES if any(w in m for _, m in FUSED.mistakes[:-1])]
+# fmt: on
 
 
 @pytest.mark.parametrize("answer, passes, words", CASES, ids=lambda v: getattr(v, "__name__", None))
@@ -388,25 +138,13 @@ def test_the_check(answer, passes, words):
     assert all(len(line) <= 79 for line in str(result).split("\n"))
 
 
+@pytest.mark.parametrize("answer, words", NAMED, ids=lambda v: getattr(v, "__name__", None))
+def test_a_row_fails_on_a_check_without_its_entry(answer, words):
+    mistakes = tuple(m for m in FUSED.mistakes[:-1] if words not in m[1])
+    without = replace(FUSED, mistakes=mistakes + FUSED.mistakes[-1:])
+    assert words not in check_practice(without, answer).feedback
+
+
 def test_the_starting_code_is_told_without_the_configuration_or_the_kernels_name():
-    feedback = check_fused_attention(reader_class(starting_code)).feedback
-    assert "Seen with" not in feedback and "scaled_dot_product_attention" not in feedback
-    feedback = check_fused_attention(EmptySubclass).feedback
-    assert "?" in feedback and "is_causal" not in feedback
-
-
-def test_the_check_leaves_the_readers_random_state_and_the_book_alone():
-    forward = FusedMultiHeadAttention.forward
-    torch.manual_seed(5)
-    expected = torch.rand(3)
-    torch.manual_seed(5)
-    assert check_fused_attention(reader_class(permute_is_causal)).passed
-    assert torch.equal(torch.rand(3), expected)
-    assert FusedMultiHeadAttention.forward is forward
-    assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
-
-
-def test_hints_go_from_the_idea_to_code_without_giving_the_whole_solution():
-    hints = [fused_attention.hint(n).text for n in (1, 2, 3)]
-    assert "is_causal=True" not in hints[-1] and "return self.out_proj" not in hints[-1]
-    assert "There are 3 hints" in fused_attention.hint(4).text
+    feedback = check_fused_attention(F_("Skeleton", split=Skeleton.forward)).feedback
+    assert "Seen with" not in feedback and "is_causal" not in feedback

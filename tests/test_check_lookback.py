@@ -30,6 +30,7 @@ def broken():
 CASES = [
     (build(), True, "3 heads of width 8, one per offset"),
     (build(), True, "looks 6 back"),
+    (build(LookbackTask(offsets=(6, 3, 1))), True, "one per offset"),  # the offsets in any order
     (None, False, "my_model is still None. Build the model and pass it"),  # the starting code
     (LookbackModel, False, "but got the class LookbackModel. Build one"),
     (3, False, "but got a value of type int. Build one: my_model = LookbackModel(variant"),

@@ -1,70 +1,65 @@
 """Chapter 5's check: a forward that hands attention to the fused kernel and uses its result."""
 
 import textwrap
+from itertools import permutations
 
 import torch
 
 from ..starting import FusedAttentionStart
 from .core import Exercise
+from .heads_reference import BIAS, OUT, fused, misplaced
 from .practice import Practice, checker
-from .shortcuts import sdpa
 
 # fmt: off
 ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
         (8, 8, 7, 0.5, 4, 0, 7))  # Practice.keys, then qkv_bias and num_tokens
-
-
-def fused(r, order="3, heads", heads="transposed", back=True, mask="causal", power=0.5, out=True,
-          drop=False):
-    """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
-    (b, T, _), H = r.x.shape, r.kwargs["num_heads"]
-    hd, qkv = r.kwargs["d_out"] // H, r.module.qkv(r.x)  # (b, T, 3 * d_out)
-    parts = qkv.view(b, T, 3, H, hd).unbind(2) if order == "3, heads" else qkv.view(b, T, H, 3, hd).unbind(3)  # noqa: E501
-    q, k, v = {"transposed": [t.transpose(1, 2) for t in parts], "not": parts,  # (b, H, T, hd)
-               "viewed": [t.reshape(b, H, T, hd) for t in parts]}[heads]
-    future = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).triu(1)
-    keep = {"causal": ~future, "none": None, "inverted": future}[mask]
-    context = sdpa(q, k, v, keep, r.p if drop else 0.0, scale=hd**-power)
-    context = context.transpose(1, 2) if heads != "not" and back else context
-    context = context.reshape(b, T, -1)  # (b, T, d_out)
-    return r.module.out_proj(context) if out else context  # (b, T, d_out)
-
-
 HEADS = ("Your heads and tokens are mixed up. The kernel takes (b, num_heads, num_tokens, "
          "head_dim): view to (b, num_tokens, num_heads, head_dim), then transpose(1, 2); move the "
          "heads back after the tokens before reshaping to (b, num_tokens, d_out).")
+SPLIT = ("self.qkv(x)'s last axis holds all queries, then all keys, then all values, each "
+         "num_heads blocks of head_dim: view it as (b, num_tokens, 3, num_heads, head_dim).")
+ROLES = ("Your queries, keys and values are mixed up: self.qkv(x) holds the queries first, then "
+         "the keys, then the values. Unpack them in that order.")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Eval mode drops weights too: pass dropout_p only while self.training."),
     (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
     (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
-    *((dict(heads=heads), HEADS) for heads in ("not", "viewed")), (dict(back=False), HEADS),
-    (dict(order="heads, 3"), "self.qkv(x)'s last axis holds all queries, then all keys, then all "
-     "values: view it as (b, num_tokens, 3, num_heads, head_dim)."),
-    (dict(power=1.0), "The scores are scaled twice: the kernel already divides by √head_dim."),
-    (dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
+    (dict(mask="diagonal too"), "Your mask hides each token from itself: attn_mask is True on "
+     "and below the diagonal (or pass is_causal=True)."),
+    *((change, HEADS) for change in (dict(heads="not"), dict(heads="viewed"),
+                                     dict(merge="no transpose"))),
+    *((dict(split=split), SPLIT) for split in ("heads, 3", "strided")),
+    *((dict(roles=roles), ROLES) for roles in permutations(range(3)) if roles != (0, 1, 2)),
+    (dict(scale="head_dim"), "The scores are scaled twice: the kernel divides them by √head_dim."),
+    *((dict(scale=scale), "The kernel divides the scores by √head_dim itself: leave its scale out.")
+      for scale in ("none", "sqrt d_out")),
+    (dict(bias=False), BIAS.format(layer="qkv")), *OUT,
     "split self.qkv(x); heads before tokens; a causal kernel call; heads back; out_proj.")
-# fmt: on
 STEPWISE = "Your forward computes the attention step by step: hand it to the fused kernel."
 UNUSED = "Your forward calls the kernel but does not use what it returns: change it, same output."
+BELONGS = ("Dropout belongs inside the kernel, on its attention weights: pass dropout_p="
+           "self.dropout_p while self.training (0.0 otherwise), and drop nothing yourself.")
+# fmt: on
 
 
 def after_match(r):
-    """Once the outputs are right: the kernel did the work, and its result was used."""
+    """Once the outputs are right: the kernel did the work, its result was used, dropout is in
+    place."""
     unused = "kernel" in r.watch.seen and torch.equal(r.again(bump=1.0), r.output)
-    return STEPWISE if "kernel" not in r.watch.seen else UNUSED if unused else None
+    if "kernel" not in r.watch.seen:
+        return STEPWISE
+    return UNUSED if unused else misplaced(r, fused, BELONGS)
 
 
 FUSED = Practice(
-    start=FusedAttentionStart, own=True, rows=ROWS,
-    reference=fused, mistakes=MISTAKES, after=after_match, quiet=True,
-    torch="Split the heads and call the kernel.", kernel=False,
+    start=FusedAttentionStart, own=True, rows=ROWS, reference=fused, mistakes=MISTAKES,
+    after=after_match, quiet=True, torch="Split the heads and call the kernel.", kernel=False,
     starting="Your forward still raises NotImplementedError: this is the starting code, and the "
     "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
     "shape? fused_attention.hint(1), just below the check, starts from there.",
     inherited="{name} has no forward of its own yet: the starting code's only raises. What are "
     "the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
-    belongs="Dropout belongs inside the kernel, on its attention weights: pass "
-    "dropout_p=self.dropout_p while self.training (0.0 otherwise), and drop nothing yourself.",
+    belongs=BELONGS,
     praise=f"Your forward matches the book's modules in all {len(ROWS)} configurations (one to "
     "four heads, biases, inputs shorter than context_length), comes from the fused kernel's "
     "result, and in training drops whole attention weights inside the kernel.",

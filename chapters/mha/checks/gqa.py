@@ -4,30 +4,15 @@ import textwrap
 
 from ..gqa import GroupedQueryAttention
 from .core import Exercise
+from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
-from .reference import Recipe, attend
 from .runs import LAYERS
-from .shortcuts import dropped
-from .split_mistakes import SCALE, STEPS
+from .split_mistakes import MISTAKES as CHAPTER_3
+from .split_mistakes import SCALE, SPLIT
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
         (4, 6, 7, 0.0, 3, 3, 0, 4), (10, 8, 4, 0.0, 8, 4, 0, 4))  # 6 heads, 2 groups first
-
-
-def grouped(r, keys="interleave", values="interleave", back=True, out=True, drop=False, **changes):
-    """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
-    H, G, hd = r.kwargs["num_heads"], r.kwargs["num_kv_groups"], r.kwargs["d_out"] // r.kwargs["num_heads"]  # noqa: E501
-    q, k, v = (getattr(r.module, n)(r.x).unflatten(-1, (-1, hd)).transpose(1, 2)
-               for n in ("W_query", "W_key", "W_value"))  # (b, H, T, hd), (b, G, T, hd) twice
-    spread = {"interleave": lambda t: t.repeat_interleave(H // G, 1),  # block h // group_size
-              "repeat": lambda t: t.repeat(1, H // G, 1, 1)}  # block h % num_kv_groups
-    root = {"kv_width": G * hd, "group_size": H // G}  # the scales Recipe does not name
-    recipe = Recipe(dropout=(lambda t: dropped(t, r.p)) if drop else None).but(**changes)
-    recipe = recipe.but(scale=root[recipe.scale] ** 0.5) if recipe.scale in root else recipe
-    context = attend(q, spread[keys](k), spread[values](v), recipe)
-    context = (context.transpose(1, 2) if back else context).reshape(r.x.shape[0], r.tokens, -1)
-    return r.module.out_proj(context) if out else context  # (b, T, d_out)
 
 
 def viewed_by_heads(f):
@@ -44,32 +29,27 @@ def unrepeated(f):
     return f["raised"] and (fewer or on_tokens) and {"n": n}
 
 
-EARLY = (  # before the output, what the call that failed shows
-    LAYERS,
-    (
-        viewed_by_heads,
-        "Your forward raised {error}: view the keys and values with "
-        "self.num_kv_groups={num_kv_groups} blocks, not num_heads.",
-    ),
-    (
-        unrepeated,
-        "Your forward raised {error}: the queries have {num_heads} blocks, the keys and values "
-        "need as many. Repeat each key and value block once per head of its group, group_size = "
-        "num_heads // num_kv_groups = {n} times, on the block axis (dim=1), not the token axis.",
-    ),
-)
-CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or mixes another "
-          "group's values with its keys), but its block is h // group_size: "
-          "repeat_interleave(group_size, dim=1), for keys and values.")
+EARLY = (LAYERS,  # before the output, what the call that failed shows
+         (viewed_by_heads, "Your forward raised {error}: view the keys and values with "
+          "self.num_kv_groups={num_kv_groups} blocks, not num_heads."),
+         (unrepeated, "Your forward raised {error}: the queries have {num_heads} blocks, the keys "
+          "and values need as many. Repeat each key and value block once per head of its group, "
+          "group_size = num_heads // num_kv_groups = {n} times, on the block axis (dim=1), not "
+          "the token axis."))
+CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or another group's "
+          "values): its block is h // group_size. repeat_interleave(group_size, dim=1), for both.")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
                                          dict(values="repeat"))),
-    *((dict(scale=scale), SCALE) for scale in ("kv_width", "sqrt d_out", "group_size")),
-    *STEPS,  # chapter 3's: the scale, the mask, the softmax's axis
-    (dict(back=False), "The heads were merged without .transpose(1, 2) back behind the tokens."),
-    (dict(out=False), "The forward never applies out_proj: return self.out_proj(context)."),
+    *((dict(scale=scale), SCALE) for scale in ("kv_width", "group_size")),
+    (dict(scale="after softmax"), "The weights are divided by √head_dim after the softmax, so "
+     "they no longer sum to 1: divide the scores before it."),
+    *((dict(kv=how), SPLIT) for how in ("strided", "no transpose")),  # keys and values alone
+    *CHAPTER_3[1:-1],  # biases, projections, split, merge, scale, mask, softmax, out_proj
+    OUT[1],
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
+BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(weights)."
 GQA = Practice(
     start=GroupedQueryAttention, own=False, early=EARLY, reference=grouped, mistakes=MISTAKES,
     keys=("d_in", "d_out", "context_length", "dropout", "num_heads", "num_kv_groups"), rows=ROWS,
@@ -78,7 +58,7 @@ GQA = Practice(
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
-    belongs="Dropout belongs on the attention weights, after the softmax: self.dropout(weights).",
+    belongs=BELONGS, after=lambda r: misplaced(r, grouped, BELONGS),
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on

@@ -1,0 +1,76 @@
+"""Chapters 5 and 6's references, right or buggy: :func:`fused` and :func:`grouped` split their
+module's projections, :func:`finish` attends, merges and projects; dropout in its right or wrong
+place."""
+
+from functools import partial
+
+import torch.nn.functional as F
+
+from .core import attempt
+from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project, same
+from .shortcuts import dropped
+
+# fmt: off
+MERGES = MERGES | {"flat": lambda c: c.flatten(2)}  # and (b, T, H, hd) → (b, T, d_out)
+PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
+          "context": "the context", "output": "the output"}  # dropout's wrong places
+NOT_WEIGHTS = "In training mode your output is not what dropout of whole attention weights gives"
+BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
+        "Call the layers: self.{layer}(x).")
+OUT = ((dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
+       (dict(out="no bias"), "out_proj's bias is missing: call self.out_proj(context)."))
+QKV = {  # self.qkv(x) as three (b, T, H, hd) blocks: right, or as a mistake reads it
+    "3, heads": lambda t, H: t.unflatten(-1, (3, H, -1)).unbind(2),
+    "heads, 3": lambda t, H: t.unflatten(-1, (H, 3, -1)).unbind(3),
+    "strided": lambda t, H: t.unflatten(-1, (3, -1, H)).transpose(-1, -2).unbind(2)}
+
+
+def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **changes):
+    """The output from (b, H, T, hd) queries, keys and values: attention per the Recipe's
+    ``changes`` (``kernel``: 0 for a query that sees no key, not nan), merge, out_proj (``"no
+    bias"``: its weight alone); the check's dropout at ``drop`` (True: the attention weights)."""
+
+    def at(place, t):
+        return dropped(t, r.p) if drop == place else t
+
+    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop is True else None).but(**changes)
+    context = attend(q, k, at("values", v), recipe)
+    context = at("heads", context.nan_to_num(0.0) if kernel else context)  # (b, H, T, hd)
+    context, o = at("context", MERGES[merge](context)), r.module.out_proj  # (b, T, d_out)
+    bias = o.bias if out is True else None
+    output = F.linear(context, o.weight, bias) if out and recipe.out_proj else context
+    return at("output", output)  # (b, T, d_out)
+
+
+def misplaced(r, reference, belongs):
+    """In training mode, no dropout or dropout at one of PLACES, said; else None."""
+    found = (w for w in PLACES if r.p and same(r.trained, attempt(reference, r, drop=w)))
+    return next((f"{NOT_WEIGHTS}: yours drops {PLACES[w]}. {belongs}" for w in found), None)
+
+
+def fused(r, split="3, heads", roles=(0, 1, 2), heads="transposed", bias=True, **changes):
+    """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
+    (b, T, _), H, layer = r.x.shape, r.kwargs["num_heads"], r.module.qkv
+    parts = QKV[split](F.linear(r.x, layer.weight, layer.bias if bias else None), H)
+    q, k, v = {"transposed": [parts[i].transpose(1, 2) for i in roles], "not": parts,
+               "viewed": [t.reshape(b, H, T, -1) for t in parts]}[heads]  # (b, H, T, hd)
+    return finish(r, q, k, v, kernel=True, **dict(merge="flat") if heads == "not" else {},
+                  **changes)
+
+
+def grouped(r, keys="interleave", values="interleave", split="blocks", kv=None, bias=True,
+            projections=PROJECTIONS, scale="sqrt head_dim", **changes):
+    """The output of the run ``r``'s module from its own layers, or a mistake's (``kv``: a split of
+    the keys and values alone)."""
+    H, G = r.kwargs["num_heads"], r.kwargs["num_kv_groups"]
+    hd, n = r.kwargs["d_out"] // H, H // G  # head_dim, group_size
+    made = project(r.module, r.x, Recipe(projections=projections, bias=bias))  # (b, T, width) × 3
+    kv = kv or split
+    q, k, v = (SPLITS[s](t, t.shape[-1] // hd) for s, t in zip((split, kv, kv), made))
+    spread = {"interleave": lambda t: t.repeat_interleave(n, 1),  # head h reads block h // n
+              "repeat": lambda t: t.repeat(1, n, 1, 1)}  # block h % G
+    late = hd**0.5 if scale == "after softmax" else 1  # weights / c @ values = weights @ values / c
+    roots = {"kv_width": (G * hd) ** 0.5, "group_size": n**0.5, "after softmax": 1}
+    k, v = spread[keys](k), spread[values](v) / late  # (b, H, T, hd)
+    return finish(r, q, k, v, scale=roots.get(scale, scale), **changes)
+# fmt: on
