@@ -7,7 +7,6 @@ from unittest import mock
 import torch
 
 from .. import rotary
-from ..rotary import RotaryAttention
 from ..rotary_cache import prefill_rotary, rotary_cache
 from .core import CheckResult, never_raises
 from .reference import Buggy, Catalogue, run_catalogue
@@ -19,7 +18,7 @@ CONFIGS = ((5, 12, 3, 2, 3, 10_000.0, 1), (4, 16, 2, 4, 5, 100.0, 2), (6, 24, 4,
 def setup(d_in, d_out, heads, rotary_dim, cached, base, seed):
     """A seeded module, its cache holding ``cached`` turned keys, and the next token."""
     torch.manual_seed(seed)
-    m = RotaryAttention(d_in, d_out, cached + 1, 0.0, heads, False, rotary_dim, base).eval()
+    m = rotary.RotaryAttention(d_in, d_out, cached + 1, 0.0, heads, False, rotary_dim, base).eval()
     x = torch.randn(2, cached + 1, d_in)  # (b, cached + 1, d_in)
     cache = rotary_cache(m, 2, cached + 1)
     prefill_rotary(m, x[:, :cached], cache)
