@@ -9,7 +9,14 @@ import math
 
 from matplotlib.patches import Circle
 
-from .plots import _new_figure, _phone_legible, _wrap, head_colour, head_label
+from .plots import (
+    _new_figure,
+    _phone_legible,
+    _wrap,
+    head_colour,
+    head_label,
+    plot_combined_weight,
+)
 
 
 @_phone_legible
@@ -61,4 +68,16 @@ def plot_turning_pairs(turned, rates):
         )
     positions = f"0 to {num_positions - 1}"
     fig.suptitle(_wrap(f"One query at positions {positions}: each pair turns at its own speed"))
+    return fig
+
+
+def plot_reordered_weight(weight, num_heads, order, name="W_query"):
+    """Chapter 3's picture of a combined weight (``x @ W``, head blocks
+    framed), after its columns were reordered within each head by
+    ``order``: each column is numbered by where it came from in its head."""
+    fig = plot_combined_weight(weight, num_heads, name=name)
+    ax = fig.axes[0]
+    labels = [str(int(j) + 1) for j in order] * num_heads
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("output column, numbered by its place before the reordering")
     return fig
