@@ -4,6 +4,7 @@ from .attention import CausalAttention, MultiHeadAttention, MultiHeadAttentionWr
 from .data import TOKENS, example_batch, example_inputs
 from .gqa import GroupedQueryAttention
 from .latent import LatentAttention
+from .rotary import RotaryAttention
 from .tiled import TiledAttention
 from .variants import (
     FusedMultiHeadAttention,
@@ -20,6 +21,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiHeadAttentionCombinedQKV",
     "MultiHeadAttentionWrapper",
+    "RotaryAttention",
     "TOKENS",
     "TiledAttention",
     "TorchMultiheadAttentionAdapter",

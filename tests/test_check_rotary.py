@@ -1,0 +1,110 @@
+"""Chapter 9's check, on one table of answers: right steps written in other
+ways are accepted; each catalogued mistake, the starting code and the book's
+own functions are named."""
+
+import pytest
+import torch
+
+from mha.checks.rotary import MISTAKES, START
+from mha.rotary_cache import rotary_step
+from mha.rotary_exercise import my_rotary_step, rotary_step_practice
+
+
+def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1):
+    """A reader's turn of t (..., T, n), written with a loop over pairs."""
+    r = {"head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
+    over = {"head": m.head_dim, "d_out": m.d_out}.get(over, r)
+    out = t.clone()
+    for i in range(r // 2):
+        a, b = (i, i + r // 2) if layout == "half" else (2 * i, 2 * i + 1)
+        for j in range(t.shape[-2]):
+            angle = torch.tensor(sign * (start + j) * m.base ** (-2 * i / over))
+            cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
+            x1, x2 = t[..., j, a], t[..., j, b]
+            out[..., j, a], out[..., j, b] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    return out
+
+
+def step(at=0, before=False, values=False, turn=True, **how):
+    """A reader's step, right or with one mistake, as a function to check."""
+
+    def answer(m, x, cache):
+        position = 0 if at is None else cache.length + at
+        q, k, v = m.W_query(x), m.W_key(x), m.W_value(x)  # (b, 1, d_out)
+        if before:
+            q, k = turned(q, position, m, **how), turned(k, position, m, **how)
+        q, k, v = m.split_heads(q), m.split_heads(k), m.split_heads(v)
+        if turn and not before:
+            q, k = turned(q, position, m, **how), turned(k, position, m, **how)
+            v = turned(v, position, m, **how) if values else v
+        keys, vals = cache.append(k, v)
+        w = torch.einsum("bhqd,bhkd->bhqk", q, keys).div(m.head_dim**0.5).softmax(-1)
+        return m.out_proj((w @ vals).transpose(1, 2).flatten(2))
+
+    return answer
+
+
+def book_forward(m, x, cache):
+    """The book's own step."""
+    return rotary_step(m, x, cache)
+
+
+def calls_the_module(m, x, cache):
+    """The module's own forward at the right position: it cannot see the cache."""
+    return m(x, cache.length)
+
+
+def starting_code(m, x, cache):
+    b = x.shape[0]
+    q, k, v = (m.split_heads(p(x)) for p in (m.W_query, m.W_key, m.W_value))
+    # turn the query and the key here
+    keys, values = cache.append(k, v)
+    w = torch.softmax(q @ keys.transpose(2, 3) / m.head_dim**0.5, dim=-1)
+    return m.out_proj((w @ values).transpose(1, 2).reshape(b, 1, m.d_out))
+
+
+def raises(m, x, cache):
+    raise IndexError("pair 3 is out of range")
+
+
+CASES = [
+    (my_rotary_step, True, "equals RotaryAttention's forward"),
+    (step(), True, "equals"),  # pair by pair, with a loop
+    (starting_code, False, "Which vectors turn, at which position? hint(1)"),
+    (step(turn=False), False, "Nothing turns"),
+    (step(over="d_out"), False, "d_out, all heads' width"),
+    (step(over="head"), False, "only rotary_dim entries turn"),
+    (step(width="head"), False, "first rotary_dim entries turn"),
+    (step(layout="interleaved"), False, "other layout"),
+    (step(swap=True), False, "sin and cos are swapped"),
+    (step(sign=-1), False, "wrong way"),
+    (step(values=True), False, "Values never turn"),
+    (step(at=None), False, "positions counted from 0 in a cached step"),
+    (step(at=1), False, "Position L + 1"),
+    (step(at=-1), False, "Position L − 1"),
+    (step(before=True), False, "before the head split"),
+    (step(before=True, width="all"), False, "before the head split"),
+    (book_forward, False, "calls the book's turn"),
+    (calls_the_module, False, "calls the book's turn"),
+    (raises, False, "IndexError: pair 3 is out of range"),
+    ("not a function", False, "raised TypeError"),
+]
+
+
+@pytest.mark.parametrize("answer, passes, words", CASES)
+def test_the_check(answer, passes, words):
+    result = rotary_step_practice.check(answer)
+    assert result.passed == passes and words in str(result).replace("\n", " "), str(result)
+
+
+def test_a_row_can_fail():
+    """The table's test is not vacuous: a wrong answer's row, marked passing, fails."""
+    with pytest.raises(AssertionError):
+        test_the_check(step(sign=-1), True, "equals")
+
+
+def test_every_catalogued_mistake_has_a_row():
+    told = [words for _, passes, words in CASES if not passes]
+    for _, message in MISTAKES:
+        message = START if message == "START" else message
+        assert any(words in message.replace("\n", " ") for words in told), message
