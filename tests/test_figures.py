@@ -23,7 +23,14 @@ from matplotlib.colors import to_rgb
 from PIL import Image
 
 from conftest import CHAPTERS
-from mha import MultiHeadAttention, MultiHeadAttentionWrapper, example_batch, plots, plots_bench
+from mha import (
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    example_batch,
+    plots,
+    plots_bench,
+    plots_rotary,
+)
 from mha.bench import overhead_crossover
 from mha.plots import (
     FIGURE_DENSITY,
@@ -36,6 +43,7 @@ from mha.plots import (
     PHONE_MIN_WIDTH_PX,
     head_colour,
 )
+from mha.rotary import angles, rotate
 from test_bench import both_sweeps
 
 #: Okabe & Ito, "Color Universal Design" (2008): black, orange, sky blue, bluish green, yellow,
@@ -212,7 +220,8 @@ MIN_CONTRAST = 4.5
 
 
 def chapter_figures():
-    """``{name: figure}``: every figure of ``mha.plots`` and ``mha.plots_bench``.
+    """``{name: figure}``: every figure of ``mha.plots``, ``mha.plots_bench`` and
+    ``mha.plots_rotary``.
 
     Each figure is drawn as the chapters call it.
     """
@@ -252,6 +261,12 @@ def chapter_figures():
             "plot_split_speedup (no crossover)": plots_bench.plot_split_speedup(rows, None),
             "plot_throughput": plots_bench.plot_throughput(rows),
             "plot_benchmark": plots_bench.plot_benchmark(rows, overhead_crossover(rows)),
+            "plot_turning_pairs": plots_rotary.plot_turning_pairs(
+                rotate(torch.randn(2, 6, 8), rotary_dim=8), angles(2, 0, 8)[1]
+            ),
+            "plot_reordered_weight": plots_rotary.plot_reordered_weight(
+                split.W_query.weight.T, 3, torch.tensor([1, 0])
+            ),
         }
 
 
@@ -319,7 +334,7 @@ def contrast(a, b):
 def test_every_figure_function_in_plots_is_checked_here(saved_figures):
     functions = {
         name
-        for module in (plots, plots_bench)
+        for module in (plots, plots_bench, plots_rotary)
         for name, f in inspect.getmembers(module, inspect.isfunction)
         if name.startswith("plot_") and f.__module__ == module.__name__
     }

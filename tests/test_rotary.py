@@ -151,3 +151,13 @@ def test_every_refusal_says_what_to_change(make, words):
 
 def test_exported():
     assert mha.RotaryAttention is RotaryAttention
+
+
+def test_the_wrapper_conversions_refuse_rather_than_drop_the_turn():
+    from mha import MultiHeadAttentionWrapper
+
+    module = RotaryAttention(4, 8, 6, 0.0, 2)
+    with pytest.raises(ValueError, match="cannot turn"):
+        module.to_wrapper()
+    with pytest.raises(ValueError, match="do not turn"):
+        RotaryAttention.from_wrapper(MultiHeadAttentionWrapper(4, 4, 6, 0.0, 2))

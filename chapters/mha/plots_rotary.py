@@ -52,6 +52,7 @@ def plot_turning_pairs(turned, rates):
             tip = (float(x1[last]), float(x2[last]))
             ax.annotate(str(last), tip, ha="center", va="center", **head_label(h))
             ax.set(xlim=(-reach, reach), ylim=(-reach, reach), aspect="equal")
+            ax.set(xticks=[], yticks=[])
             ax.set_axis_off()
             if h == 0:
                 turn = math.degrees(float(rates[i]))

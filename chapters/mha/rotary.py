@@ -124,6 +124,15 @@ class RotaryAttention(MultiHeadAttention):
         self.base, self.layout = float(base), layout
         self.num_kv_groups = num_heads
 
+    @classmethod
+    def from_wrapper(cls, wrapper):
+        """Refused: a wrapper's heads have no positions to turn by."""
+        raise invalid(cls.__name__, "a wrapper's heads do not turn: build it directly.")
+
+    def to_wrapper(self):
+        """Refused: chapter 1's heads would drop the turn."""
+        raise invalid(self, "chapter 1's heads cannot turn by position.")
+
     def turn(self, t, start):
         """Queries or keys, (b, H, T, head_dim), turned from position start."""
         return rotate(t, start, self.rotary_dim, self.base, self.layout)
