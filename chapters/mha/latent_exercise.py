@@ -33,23 +33,29 @@ def absorbed_attention(module, x):
 absorbed_forward = Exercise(
     checker=check_absorbed,
     hints=(
-        "Head h's key for a token is its block of W_up_key times the token's "
-        "latent, and that block is module.W_up_key.weight.view(H, hd, -1)[h], "
-        "(hd, latent_dim). A score is query · (block @ latent), which equals "
-        "(query @ block) · latent. So multiply the queries, (b, H, T, hd), by "
-        "all the blocks at once, (H, hd, latent_dim): every head's query "
-        "becomes latent_dim wide, and the latents can be scored directly.",
+        "Head h's key for a token is c @ B: the token's latent c times B, head "
+        "h's block of W_up_key.weight.T. A score is q @ (c @ B).T, which equals "
+        "(q @ B.T) @ c.T: the absorbed query q @ B.T scores the latent itself. "
+        "In code, module.W_up_key.weight.view(H, hd, -1)[h] is head h's B.T, "
+        "(hd, latent_dim), so queries (b, H, T, hd) @ "
+        "module.W_up_key.weight.view(H, hd, -1), (H, hd, latent_dim), gives "
+        "every head's absorbed queries at once: (b, H, T, latent_dim).",
         "The shapes, step by step: absorbed queries (b, H, T, latent_dim) @ "
         "latents.unsqueeze(1).transpose(2, 3), (b, 1, latent_dim, T), gives "
         "scores (b, H, T, T). Mask the future, softmax with head_dim ** 0.5 "
         "(the width the keys would have had), apply module.dropout, then "
-        "weights @ latents.unsqueeze(1) combines the latents: "
-        "(b, H, T, latent_dim).",
-        "out_proj reads head h's context through its columns h * hd onwards: "
-        "module.out_proj.weight.view(-1, H, hd).transpose(0, 1) is "
-        "(H, d_out, hd). Times W_up_value's blocks, view(H, hd, -1), it gives "
-        "(H, d_out, latent_dim): apply it to each head's combined latents, "
-        "sum over heads, and add module.out_proj.bias.",
+        "weights @ latents.unsqueeze(1) is a @ C for every head at once, the "
+        "combined latents: (b, H, T, latent_dim).",
+        "Head h's share of the output is (a @ C) @ (V @ O): V is head h's block "
+        "of W_up_value.weight.T, O its hd rows of out_proj.weight.T. In code, "
+        "V.T is module.W_up_value.weight.view(H, hd, -1)[h] and O.T is "
+        "module.out_proj.weight.view(-1, H, hd)[:, h], out_proj.weight's "
+        "columns h * hd onwards. So "
+        "module.out_proj.weight.view(-1, H, hd).transpose(0, 1) @ "
+        "module.W_up_value.weight.view(H, hd, -1) is O.T @ V.T, that is "
+        "(V @ O).T, for every head: (H, d_out, latent_dim). Multiply each "
+        "head's combined latents by its .transpose(1, 2), sum over heads "
+        "(dim=1), and add module.out_proj.bias.",
     ),
     solution_code=absorbed_attention,
 )

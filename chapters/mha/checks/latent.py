@@ -15,7 +15,7 @@ from .latent_catalogue import MISTAKES, absorbed
 from .reference import Buggy, Catalogue, run_catalogue, same
 from .shortcuts import Watch, book_calls
 
-PRAISE = "Your absorbed pass equals forward's output; W_up_key and W_up_value never ran as layers."
+PRAISE = "Your absorbed pass equals forward's output, and it formed no keys and no values."
 HINTS = {"absorbed queries": 1, "scores": 2, "weights": 2, "combined latents": 2, "output": 3}
 #: d_in, d_out, heads, latent_dim, tokens, context_length, qkv_bias, seed, dropout, training.
 CONFIGS = (
@@ -26,8 +26,8 @@ CONFIGS = (
 CALLS = {  # what a function that runs these, which do the work for it, is told
     "LatentAttention.absorbed": "calls module.absorbed, the book's own method.",
     "LatentAttention.forward": "calls module(x), the book's forward.",
-    "MultiHeadAttention.forward": "runs a MultiHeadAttention, as as_multi_head(module) builds: "
-    "keys formed from composed weights, the opposite of a fold.",
+    "MultiHeadAttention.forward": "runs the MultiHeadAttention that as_multi_head(module) builds:"
+    " it forms keys from the composed weights, the opposite of a fold.",
     "LatentCache.append": "runs latent_step or generate_latent, the book's own steps.",
     "LatentAttention.up_key_blocks": "calls module.up_key_blocks(): cut the blocks yourself.",
     "LatentAttention.value_out_blocks": "calls module.value_out_blocks(), the book's value fold.",
@@ -36,7 +36,7 @@ CALLS = {  # what a function that runs these, which do the work for it, is told
 }
 HELPERS = ((LatentAttention, "up_key_blocks"), (LatentAttention, "value_out_blocks"),
            (LatentCache, "append"))  # fmt: skip
-START = "The starting code: which weight turns head h's query into a latent's partner? See hint(1)."
+START = "The starting code: what must head h's query q become to score the latents? See hint(1)."
 SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
 

@@ -61,18 +61,18 @@ def absorbed(s, stages=None, **wrong):
     return merged if fold == "none" else m.out_proj(output) if fold == "twice" else output
 
 
-BLOCK = "{w}.weight is (d_out, latent_dim): head h's block is its rows h * hd onwards, view(H, hd, "
+BLOCK = "{w}.weight is (d_out, latent_dim): head h's {m}.T is its rows h * hd onwards, view(H, hd, "
 BIAS = "x @ weight.T leaves out the layer's bias: call module.W_query(x) and module.W_down_kv(x)."
 PLACE = "Apply module.dropout to the attention weights, after the softmax, "
 # fmt: off
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
-    *((dict(**{s: "strided"}), BLOCK.format(w=w) + "-1)[h], not every H-th row.")
-      for s, w in (("keys", "W_up_key"), ("values", "W_up_value"))),
-    *((dict(**{s: "transposed"}), BLOCK.format(w=w) + "-1): .T.reshape scrambles it.")
-      for s, w in (("keys", "W_up_key"), ("values", "W_up_value"))),
+    *((dict(**{s: "strided"}), BLOCK.format(w=w, m=m) + "-1)[h], not every H-th row.")
+      for s, w, m in (("keys", "W_up_key", "B"), ("values", "W_up_value", "V"))),
+    *((dict(**{s: "transposed"}), BLOCK.format(w=w, m=m) + "-1)[h]: .T.reshape scrambles it.")
+      for s, w, m in (("keys", "W_up_key", "B"), ("values", "W_up_value", "V"))),
     (dict(split=False), "view(b, H, T, hd) mixes tokens and heads: split with module.split_heads."),
     *((dict(unbiased=n), BIAS) for n in (("W_query",), ("W_down_kv",), ("W_query", "W_down_kv"))),
-    (dict(scale="c"), "Scale by head_dim ** 0.5 (keys' width), not latent_dim ** 0.5."),
+    (dict(scale="c"), "Scale by head_dim ** 0.5, the keys' width, not latent_dim ** 0.5."),
     (dict(scale="d_out"), "Scale by head_dim ** 0.5, one head's width, not d_out ** 0.5."),
     (dict(scale="none"), "The scores are not scaled: divide them by head_dim ** 0.5."),
     (dict(scale="times"), "Divide the scores by head_dim ** 0.5; yours multiplies them."),
@@ -86,12 +86,12 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(drop="none"), PLACE + "as forward does (the check runs one module in training)."),
     (dict(drop="eval"), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
     *((dict(drop=d), f"{PLACE}not to the {d}.") for d in ("scores", "combined latents", "output")),
-    (dict(fold="rows"), "Fold W_up_value into out_proj's columns that read head h, not its rows."),
+    (dict(fold="rows"), "Head h's O.T is out_proj.weight's columns h * hd onwards, not its rows."),
     (dict(merge="no transpose"), "Merge heads with transpose(1, 2), then reshape(b, T, d_out)."),
-    (dict(bias=0), "out_proj's bias is missing: the fold takes its weight, add the bias."),
+    (dict(bias=0), "out_proj's bias is missing: the fold uses only its weight; add the bias."),
     (dict(bias="per head"), "Add out_proj's bias once, after summing the heads, not per head."),
     (dict(fold="mean"), "Sum the heads' outputs over dim=1; a mean divides them by num_heads."),
-    (dict(fold="none"), "out_proj is missing: fold its column blocks with W_up_value's blocks."),
+    (dict(fold="none"), "out_proj is missing: each head's combined latents go through V @ O."),
     (dict(fold="twice"), "out_proj ran twice: the fold already applies its weight and bias."),
 )
 # fmt: on
