@@ -696,17 +696,25 @@ def broken_token_problems(page):
 
 
 # ---------------------------------------------------------------------------------------------
-# Code on a phone: every line shown whole, wrapped lines set in (_static/phone-code.css)
+# Code on a phone: every line shown whole, a wrapped line's continuation hung right of its text
+# behind a mark (_static/code-lines.css)
 # ---------------------------------------------------------------------------------------------
 
-#: The code a reader reads: code cells and listings, not what a cell prints.
-CODE = "article.bd-article div.highlight pre:not(.cell_output pre)"
-#: How far, at least, a wrapped line's continuation starts right of where the line began.
+#: The code a reader reads: code cells, listings, and a solution's code (inside its answer box),
+#: not what a cell prints.
+CODE = (
+    "article.bd-article div.highlight pre:not(.cell_output pre), "
+    "article.bd-article .cell_output .mha-box div.highlight pre"
+)
+#: How far, at least, a wrapped line's continuation starts right of the line's own first
+#: character (its text, after its indentation): at or left of it, it reads as a new statement
+#: or a dedent.
 MIN_CONTINUATION_INDENT_CH = 2
 
 #: Every non-blank line of each code block: its text, whether any of it lies right of the box's
 #: content area or left of its padding (cut off, to be scrolled to), on how many rows it is
-#: drawn, and how far right of the line's first row its further rows start, in characters.
+#: drawn, and how far right of the line's first row its further rows start, in characters (the
+#: line's indentation included: ``code_lines`` subtracts it).
 CODE_LINES = (
     """blocks => blocks.filter(pre => pre.clientWidth > 0).flatMap(pre => {
     const style = getComputedStyle(pre);
@@ -761,7 +769,9 @@ class CodeLines:
 
     lines: int
     cut: list  # the text of each line partly right of its box
-    wrapped: list  # (text, continuation indent in characters) of each line drawn on several rows
+    #: (text, how far right of the line's first character its continuation starts, in
+    #: characters) of each line drawn on several rows
+    wrapped: list
 
 
 def code_lines(page):
@@ -770,16 +780,94 @@ def code_lines(page):
     return CodeLines(
         len(lines),
         [text for text, cut, _, _ in lines if cut],
-        [(text, indent) for text, _, rows, indent in lines if rows > 1],
+        [
+            (text, None if indent is None else indent - (len(text) - len(text.lstrip())))
+            for text, _, rows, indent in lines
+            if rows > 1
+        ],
     )
 
 
 def code_line_problems(name, lines):
-    """On a phone no code line is cut off, and each wrapped one continues set in."""
+    """On a phone no code line is cut off, and each wrapped one continues right of its text."""
     problems = [f"{name}: the code line {text[:60]!r} is cut off" for text in lines.cut]
     problems += [
-        f"{name}: {text[:60]!r} wraps with its continuation {indent:.1f} characters in"
+        f"{name}: {text[:60]!r} wraps with its continuation {indent:.1f} characters right of "
+        "its first character"
         for text, indent in lines.wrapped
         if indent is None or indent < MIN_CONTINUATION_INDENT_CH
     ]
     return problems
+
+
+#: The first line of the blocks that wraps, scrolled to the middle of the screen: the rectangle
+#: between its first character and where its second row's text starts (on that row), where a
+#: continuation mark must show, in the viewport's pixels; null when no line wraps.
+CONTINUATION_GAP = """blocks => {
+    for (const [index, pre] of blocks.entries()) {
+        if (!pre.checkVisibility()) continue;
+        const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+        let start = null, ink = null;
+        const lines = [];
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (node.parentElement.closest('button')) continue;
+            for (let i = 0; i < node.data.length; i++) {
+                if (node.data[i] === '\\n') {
+                    if (ink) lines.push([start, ink, [node, i]]);
+                    start = ink = null;
+                    continue;
+                }
+                if (!start) start = [node, i];
+                if (!ink && /\\S/.test(node.data[i])) ink = [node, i];
+            }
+        }
+        const last = [...pre.childNodes].length;
+        if (ink) lines.push([start, ink, [pre, last]]);
+        for (const [from, first, to] of lines) {
+            const range = document.createRange();
+            range.setStart(...from);
+            range.setEnd(...to);
+            const rects = () => [...range.getClientRects()].filter(r => r.width > 0);
+            const tops = [...new Set(rects().map(r => Math.round(r.top)))];
+            if (tops.length < 2) continue;
+            first[0].parentElement.scrollIntoView({block: 'center'});
+            const char = document.createRange();
+            char.setStart(first[0], first[1]);
+            char.setEnd(first[0], first[1] + 1);
+            const left = char.getBoundingClientRect().left;
+            const top = Math.min(...rects().map(r => r.top));
+            const second = rects().filter(r => r.top >= top + 2);
+            const row = Math.min(...second.map(r => r.top));
+            const onRow = second.filter(r => r.top < row + 2);
+            return {
+                index, text: range.toString(),
+                x: left, y: row, width: Math.min(...onRow.map(r => r.left)) - left,
+                height: Math.max(...onRow.map(r => r.bottom)) - row,
+            };
+        }
+    }
+    return null;
+}"""
+
+#: How far (0-255, in any channel) some pixel of the gap must differ from the box's background
+#: for the gap to show a mark.
+MARK_MIN_DIFFERENCE = 100
+
+
+def continuation_mark_problems(page, selector, where):
+    """The first line of the code blocks ``selector`` that wraps shows a mark before its
+    continuation: on the screen, some pixel between the line's first character and where its
+    second row starts stands out from the code's background. A block that does not wrap is
+    no problem (``code_line_problems`` finds where they should)."""
+    gap = page.eval_on_selector_all(selector, CONTINUATION_GAP)
+    if gap is None:
+        return []
+    if gap["width"] < 1 or gap["height"] < 1:
+        return [f"{where}: {gap['text'][:60]!r} continues at or left of its first character"]
+    background = page.locator(selector).nth(gap["index"]).evaluate(BACKGROUND)
+    clip = {k: gap[k] for k in ("x", "y", "width", "height")}
+    image = Image.open(io.BytesIO(page.screenshot(clip=clip))).convert("RGB")
+    contrast = max(colour_distance(p, background) for p in image.get_flattened_data())
+    if contrast < MARK_MIN_DIFFERENCE:
+        return [f"{where}: {gap['text'][:60]!r} wraps with no mark before its continuation"]
+    return []

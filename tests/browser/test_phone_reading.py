@@ -1,10 +1,12 @@
 """Results readable on a phone (issue 19), measured as a reader sees them at 390, 900, 1280 px."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
 
 from .book_site import (
+    CONTINUATION_GAP,
     DESKTOP,
     PHONE,
     PHONE_OVERFLOW_BUDGET,
@@ -14,6 +16,7 @@ from .book_site import (
     chapters,
     code_line_problems,
     code_lines,
+    continuation_mark_problems,
     cut_off_text_problems,
     line_budget_problems,
     no_cue_problems,
@@ -44,6 +47,15 @@ class Reading:
     cut_off: list  # book_site.cut_off_text_problems: code or printed lines past their box's edge
     box_overflow: list  # book_site.box_overflow_problems: boxes whose text runs past their edge
     hidden: list  # test_hidden_boxes.hidden_output_problems at 390 px, toggles still closed
+    marks: list  # continuation_mark_problems of its code cells and its solutions, at 390 px
+
+
+#: Where code wraps on a phone, each checked for its continuation marks: a code cell's input and
+#: a solution's code (inside its answer box, inside the page's toggle).
+WRAPPING_CODE = [
+    ("article.bd-article .cell_input div.highlight pre", "code cell"),
+    ("article.bd-article .mha-solution div.highlight pre", "solution"),
+]
 
 
 def read_chapter(page, chapter, viewport):
@@ -54,6 +66,10 @@ def read_chapter(page, chapter, viewport):
     open_every_toggle(page)
     wait_for_transitions(page)
     code = code_lines(page)
+    marks = []
+    if viewport is PHONE:
+        for selector, where in WRAPPING_CODE:
+            marks += continuation_mark_problems(page, selector, f"{chapter.name}, {where}")
     printed = printed_line_count(page)
     broken = broken_token_problems(page)
     scroll_problems, tables, looked_at = [], [], set()
@@ -74,7 +90,16 @@ def read_chapter(page, chapter, viewport):
         page.add_style_tag(content="pre { white-space: pre !important; }")
         unwrapped_cut = len(code_lines(page).cut)
     return Reading(
-        printed, code, scroll_problems, tables, broken, unwrapped_cut, cut_off, box_overflow, hidden
+        printed,
+        code,
+        scroll_problems,
+        tables,
+        broken,
+        unwrapped_cut,
+        cut_off,
+        box_overflow,
+        hidden,
+        marks,
     )
 
 
@@ -219,9 +244,10 @@ def test_the_measurement_sees_a_printed_line_that_wraps(first_chapter):
     assert printed_line_count(page).wrapped == ["a row of a table " * 6]
 
 
-def test_code_on_a_phone_wraps_whole_with_its_continuations_set_in(readings):
-    """At 390 px no line of a code cell or listing is cut off (it used to be a third to two
-    thirds of them, scrolled to sideways); a line that wraps continues set in. Without the
+def test_code_on_a_phone_wraps_whole_with_its_continuations_right_of_the_lines_text(readings):
+    """At 390 px no line of a code cell, listing or solution is cut off (it used to be a third to
+    two thirds of them, scrolled to sideways); a line that wraps continues right of its own first
+    character (at or left of it, 894 of them read as a new statement or a dedent). Without the
     phone's wrapping the same measurement finds lines cut off."""
     problems, lines, wrapped = [], 0, 0
     for name, reading in readings(PHONE).items():
@@ -231,7 +257,56 @@ def test_code_on_a_phone_wraps_whole_with_its_continuations_set_in(readings):
     print(f"\n390 px: {lines} code lines, {wrapped} of them wrapped; {unwrapped_cut} cut unwrapped")
     assert unwrapped_cut, "the measurement misses code lines cut off"
     assert lines > 100, f"only {lines} code lines found"
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+def test_a_wrapped_code_line_shows_a_mark_before_its_continuation(readings):
+    """In every chapter, a code cell's and a solution's first wrapped line, as the screen shows it:
+    a continuation mark between the line's first character and its second row's text."""
+    problems = [p for reading in readings(PHONE).values() for p in reading.marks]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("selector, where", WRAPPING_CODE, ids=[w for _, w in WRAPPING_CODE])
+def test_the_continuation_mark_shows_in_the_dark_theme_too(visit, book_url, selector, where):
+    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE, color_scheme="dark").page
+    open_every_toggle(page)
+    wait_for_transitions(page)
+    problems = continuation_mark_problems(page, selector, where)
+    assert not problems, "\n".join(problems)
+
+
+#: The text of a code block's lines as the reader's selection copies it.
+SELECTED_TEXT = """pre => {
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    return getSelection().toString();
+}"""
+
+
+def test_copying_wrapped_code_gives_its_lines_as_written(visit, book_url):
+    """At 390 px, a code cell whose lines wrap behind marks copies as the notebook has it: by its
+    copy button, and selected. The marks and the hanging rows are the page's, not the code's."""
+    page = visit(
+        f"{book_url}/{CHAPTERS[0].url_path}",
+        viewport=PHONE,
+        permissions=["clipboard-read", "clipboard-write"],
+    ).page
+    sources = {
+        "".join(cell["source"]).rstrip("\n")
+        for cell in json.loads(CHAPTERS[0].notebook.read_text())["cells"]
+        if cell["cell_type"] == "code"
+    }
+    gap = page.eval_on_selector_all(WRAPPING_CODE[0][0], CONTINUATION_GAP)
+    assert gap, "no code cell wraps at 390 px"
+    code = page.locator(WRAPPING_CODE[0][0]).nth(gap["index"])
+    assert code.evaluate(SELECTED_TEXT).rstrip("\n") in sources, "selecting it copies other text"
+    code.hover()
+    code.locator("xpath=following-sibling::button[contains(@class, 'copybtn')]").click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied in sources, f"the copy button copies other text: {copied!r}"
 
 
 # Moved here from test_reading_on_every_screen.py, where each loaded every chapter again (16 page
