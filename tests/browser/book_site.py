@@ -348,6 +348,17 @@ def cut_off_text_problems(page):
     return [f"a line of {kind} is cut off: {line[:70]!r}" for kind, line in blocks]
 
 
+def code_in_padding_problems(page):
+    """No code line (a cell's, a listing's, a solution's) runs into its box's right padding,
+    where the scroll cue is drawn: its last character would sit under the cue (issue 46: the
+    listings of the book's classes, 12 px, at 1280 px)."""
+    return [
+        f"a code line runs {width - room:.0f} px into its box's padding: {text[:60]!r}"
+        for text, width, room, _ in page.eval_on_selector_all(CODE, LINE_WIDTHS)
+        if width > room + 0.5
+    ]
+
+
 def box_overflow_problems(page):
     """Every answer, check, hint and solution box wraps its text inside the column."""
     boxes = page.eval_on_selector_all(

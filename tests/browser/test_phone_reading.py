@@ -16,6 +16,7 @@ from .book_site import (
     box_overflow_problems,
     broken_token_problems,
     chapters,
+    code_in_padding_problems,
     code_line_problems,
     code_lines,
     continuation_mark_problems,
@@ -90,6 +91,8 @@ def read_chapter(page, chapter, viewport):
         elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
             scroll_problems.append(f"{where} scrolls sideways without a cue")
     cut_off, box_overflow = cut_off_text_problems(page), box_overflow_problems(page)
+    if viewport is DESKTOP:
+        cut_off += code_in_padding_problems(page)
     unwrapped_cut = None
     if viewport == PHONE and chapter is CHAPTERS[1]:
         page.add_style_tag(content="pre { white-space: pre !important; }")
