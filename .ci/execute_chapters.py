@@ -11,7 +11,8 @@ this script does the rest:
 
 - a prediction cell (``prediction_x = None``) and a practice (the first code cell under a
   "## Practice" heading): tagged ``prediction`` or ``practice``, and right before it the
-  paragraph that tells a web reader how to answer or do it (``ROUTES``), a markdown cell with the
+  paragraph that tells a web reader how to answer or do it (``ROUTES`` in full for a chapter's
+  first prediction and first practice, ``SHORT_ROUTES`` after), a markdown cell with the
   id ``route-<the cell's id>``. A route paragraph whose cell has gone is dropped; a changed
   ``ROUTES`` text replaces every copy.
 
@@ -35,6 +36,7 @@ Running it again changes nothing. ``--normalise-only`` normalises without runnin
 
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -61,21 +63,41 @@ OLD_FIRST_LINE = re.compile(r"# The (answer|solution)\b.*")
 #: A cell that records a reader's guess, and the heading of an exercise's section.
 PREDICTION = re.compile(r"^\s*prediction_\w+\s*=", re.M)
 PRACTICE_HEADING = re.compile(r"^#{2,3} Practice\b", re.M)
-#: tag -> the paragraph right before every cell so tagged: how to do it from the web page.
+
+
+def paragraph(text):
+    """``text`` as a markdown paragraph of lines of at most 79 characters."""
+    return textwrap.fill(text, 79, break_long_words=False, break_on_hyphens=False)
+
+
+#: tag -> the paragraph right before the chapter's first cell so tagged: how to do it from the
+#: web page (a "Run this page" button in its header runs the chapter in the page itself).
 ROUTES = {
-    "prediction": (
-        '**Your guess.** On the web, choose or type your answer under "Your guess" below: the\n'
-        'page says if you were right and opens the answer ("Reveal the answer" opens it\n'
-        "without a guess). In a\n"
-        "running copy (launch this chapter in Binder or Colab, or download it, from the top of\n"
-        "the page), write it in the next cell in place of `None`, then run the answer's cell: it\n"
-        "says if you were right."
+    "prediction": paragraph(
+        '**Your guess.** Choose or type your answer under "Your guess" below: the page says if '
+        'you were right and opens the answer ("Reveal the answer" opens it without a guess). '
+        'Running the chapter ("Run this page" at the top runs it in this page; the launch '
+        "buttons beside it, elsewhere), write it in the next cell in place of `None`, then run "
+        "the answer's cell: it says if you were right."
     ),
-    "practice": (
-        "**Doing the exercise.** The check runs your code, so it needs a running copy of this\n"
-        "chapter: launch it in Binder or Colab, or download it, from the buttons at the top of\n"
-        "the page. There, write your answer in the code below and run it and its check. On the\n"
-        "web you can still open the hints and the solution."
+    "practice": paragraph(
+        "**Doing the exercise.** The check runs your code, so it needs the chapter running: "
+        '"Run this page" at the top ("Run" on a phone) runs it in this page, its kernel ready '
+        "in a minute or two; the launch buttons beside it run it in Binder or Colab, or "
+        "download it. Then write your answer in the code below and run it and its check. "
+        "Without running it, you can still open the hints and the solution."
+    ),
+}
+#: The route paragraph after the first of its kind in a chapter: at most 25 words, the first
+#: says the rest.
+SHORT_ROUTES = {
+    "prediction": paragraph(
+        '**Your guess:** choose or type it under "Your guess" below; running the chapter, '
+        "write it in place of `None` and run the answer's cell."
+    ),
+    "practice": paragraph(
+        '**Doing the exercise:** run the chapter ("Run this page" at the top, or a launch '
+        "button), then write your answer below and run its check."
     ),
 }
 ROUTE_ID_PREFIX = "route-"
@@ -173,14 +195,15 @@ def route_kind(cell, under_practice_heading):
 
 def is_route_text(cell):
     """A markdown cell holding a route paragraph an author wrote or pasted by hand."""
-    routes = {text.strip() for text in ROUTES.values()}
+    routes = {text.strip() for text in [*ROUTES.values(), *SHORT_ROUTES.values()]}
     return cell.cell_type == "markdown" and cell.source.strip() in routes
 
 
 def with_routes(cells):
     """``cells`` with each prediction and practice tagged, and its route paragraph right before
-    it (the old route cells dropped and made anew, with the same ids)."""
-    routed, under_practice_heading = [], False
+    it (the old route cells dropped and made anew, with the same ids): the first of each kind
+    gets ``ROUTES``' paragraph, the later ones ``SHORT_ROUTES``'."""
+    routed, under_practice_heading, seen = [], False, set()
     for cell in cells:
         if cell.get("id", "").startswith(ROUTE_ID_PREFIX) or is_route_text(cell):
             continue  # made anew below; a pasted copy would otherwise stand twice
@@ -192,7 +215,9 @@ def with_routes(cells):
         tags = [t for t in cell.metadata.get("tags", []) if t not in ROUTES]
         if kind is not None:
             tags.append(kind)
-            routed.append(nbformat.v4.new_markdown_cell(ROUTES[kind], id=ROUTE_ID_PREFIX + cell.id))
+            route = SHORT_ROUTES[kind] if kind in seen else ROUTES[kind]
+            seen.add(kind)
+            routed.append(nbformat.v4.new_markdown_cell(route, id=ROUTE_ID_PREFIX + cell.id))
         if tags:
             cell.metadata["tags"] = tags
         else:

@@ -266,7 +266,8 @@
       clearTimeout(timer);
       cells.forEach(({ cell, original }) => cell.replaceWith(original));
       const more = config.server
-        ? "The Jupyter server did not answer."
+        ? "The Jupyter server did not answer: is it running, and does it allow this " +
+          `page's origin (${location.origin}: its ServerApp.allow_origin)?`
         : "Binder may be full or down.";
       fallback(panel, config, `${error.message} ${more}`);
       button.setAttribute("aria-label", "No kernel");

@@ -292,6 +292,8 @@ def test_make_execute_routes_each_prediction_and_practice_and_keeps_the_routes_c
             nbformat.v4.new_code_cell("class My(Start): ...", id="try"),
             nbformat.v4.new_code_cell("check(My)"),
             nbformat.v4.new_code_cell("practice.hint(1)"),
+            nbformat.v4.new_markdown_cell("## Predict: z?"),
+            nbformat.v4.new_code_cell("prediction_z = None  # an integer", id="again"),
         ]
     )
     once = normaliser.normalise(nb)
@@ -303,6 +305,9 @@ def test_make_execute_routes_each_prediction_and_practice_and_keeps_the_routes_c
     assert ids[5:7] == ["route-try", "try"] and once.cells[5].source == routes["practice"]
     assert once.cells[6].metadata.tags == ["practice"]
     assert "tags" not in once.cells[7].metadata  # the check: not the practice's first cell
+    # The chapter's second prediction: the short route (the full one was said once)
+    assert ids[10:12] == ["route-again", "again"]
+    assert once.cells[10].source == normaliser.SHORT_ROUTES["prediction"]
     assert normaliser.normalise(copy.deepcopy(once)) == once
     once.cells[2].source = "answer = 1"  # no longer a prediction: its tag and route go
     twice = normaliser.normalise(copy.deepcopy(once))

@@ -25,10 +25,14 @@ from conftest import CHAPTERS, ROOT, load_normaliser
 NOTEBOOKS = sorted(CHAPTERS.glob("[0-9]*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
-#: tag -> the markdown cell ``make execute`` puts right before every cell so tagged (a
-#: ``prediction_x = None`` cell, a practice's first code cell): AUTHORING.md, "What `make
-#: execute` does".
+#: tag -> the markdown cell ``make execute`` puts right before the chapter's first cell so tagged
+#: (a ``prediction_x = None`` cell, a practice's first code cell), and before every later one
+#: (at most 25 words): AUTHORING.md, "What `make execute` does".
 ROUTES = load_normaliser().ROUTES
+SHORT_ROUTES = load_normaliser().SHORT_ROUTES
+#: The most words a route paragraph after the first of its kind may have (issue 46: the full one,
+#: about 70 words, stood before every prediction).
+SHORT_ROUTE_WORDS = 25
 #: Prose that only makes sense inside a running notebook (issue 19's examples, and their kin).
 NOTEBOOK_ONLY_PROSE = (
     r"run\s+the\s+collapsed\s+cell",
@@ -191,17 +195,29 @@ def test_point_install_cells_fails_on_a_chapter_without_an_install_cell(tmp_path
 
 def test_every_prediction_and_exercise_says_how_to_do_it_from_the_web(notebook):
     """Each cell ``make execute`` tagged ``prediction`` or ``practice`` has its route paragraph
-    right before it (and tests/test_notebooks.py holds every chapter to what ``make execute``
-    leaves, so every prediction and practice is tagged)."""
+    right before it: in full before the chapter's first of its kind, in short before the others
+    (and tests/test_notebooks.py holds every chapter to what ``make execute`` leaves, so every
+    prediction and practice is tagged)."""
     path, nb = notebook
-    cells = nb["cells"]
+    cells, seen = nb["cells"], set()
     for i, cell in enumerate(cells):
         for kind in set(cell["metadata"].get("tags", [])) & set(ROUTES):
+            route = SHORT_ROUTES[kind] if kind in seen else ROUTES[kind]
+            seen.add(kind)
             before = cells[i - 1] if i else {"cell_type": None}
-            assert before["cell_type"] == "markdown" and source(before) == ROUTES[kind], (
+            assert before["cell_type"] == "markdown" and source(before) == route, (
                 f"{path.name}: the {kind} {source(cell)[:50]!r} has no web route right before "
                 f"it: run make execute CHAPTER=chapters/{path.name}"
             )
+
+
+def test_a_route_after_the_first_is_short_and_the_first_names_the_pages_run_button():
+    """The full route is read once a chapter; the others take at most 25 words. A route that
+    sends the reader to a running chapter says the page's own "Run this page" is one."""
+    for kind in ROUTES:
+        assert len(SHORT_ROUTES[kind].split()) <= SHORT_ROUTE_WORDS, SHORT_ROUTES[kind]
+        assert len(ROUTES[kind].split()) > SHORT_ROUTE_WORDS, f"the full {kind} route is short"
+        assert '"Run this page"' in ROUTES[kind], f"the {kind} route does not name the Run button"
 
 
 def test_every_practice_heading_has_its_exercise(notebook):
@@ -274,6 +290,16 @@ FAKE = ROOT / "chapters" / "99_fake.ipynb"
             "no web route",
         ),
         (
+            test_every_prediction_and_exercise_says_how_to_do_it_from_the_web,
+            [
+                markdown(ROUTES["prediction"]),
+                code("prediction_x = None", tags=["prediction"]),
+                markdown(ROUTES["prediction"]),  # the full route again: the short one is due
+                code("prediction_y = None", tags=["prediction"]),
+            ],
+            "no web route",
+        ),
+        (
             test_every_practice_heading_has_its_exercise,
             [markdown("## Practice: y\n\nWrite it."), markdown("## Key takeaways")],
             "no exercise tagged practice",
@@ -297,6 +323,7 @@ FAKE = ROOT / "chapters" / "99_fake.ipynb"
     ids=[
         "prediction",
         "exercise",
+        "the full route twice",
         "practice without exercise",
         "practice heading",
         "notebook-only prose",

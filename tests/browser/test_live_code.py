@@ -200,6 +200,10 @@ def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
         assert page.locator("script[src*='thebe/index.js']").count() == 0, (
             "thebe loads before the reader asks"
         )
+        notice = page.locator(".mha-launch-notice")
+        assert not notice.count() or '"Run this page" works' in notice.inner_text(), (
+            "beside a working Run button, the notice says the page cannot run"
+        )
         button = page.get_by_role("button", name="Run this page")
         started = time.monotonic()
         press(page, button, viewport)

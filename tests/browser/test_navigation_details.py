@@ -4,14 +4,16 @@
   and a tablet it is a dialog over the page; on a desktop a column that stays);
 - the top of the page holds no lone duplicate search field and no empty band: the first thing
   under the window's top edge is the article's own header, with one search;
-- every page has a favicon, and loading a page requests nothing that is not there.
+- every page has a favicon, and loading a page requests nothing that is not there;
+- the phone's menu names the book once (issue 46: its title, then an entry of the same words).
 """
 
 import pytest
 
-from .book_site import DESKTOP, PHONE, TABLET, chapters, landing_page
+from .book_site import CONFIG, DESKTOP, PHONE, TABLET, chapters, landing_page
 
 CHAPTERS = chapters()
+CONFIG_TITLE = CONFIG["title"]
 VIEWPORTS = [PHONE, TABLET, DESKTOP]
 WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
 #: Between the theme's breakpoints: 960-991 px showed an empty band, 992 px up a second search.
@@ -115,3 +117,16 @@ def test_every_page_has_a_favicon_and_requests_nothing_missing(visit, book_url, 
     visited = visit(f"{book_url}/{landing_page()}", viewport=viewport, wait_until="networkidle")
     problems = favicon_problems(visited)
     assert not problems, "\n".join(problems)
+
+
+def test_the_phones_menu_names_the_book_once(visit, book_url):
+    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE).page
+    page.locator(".primary-toggle:visible").first.click()
+    page.locator(".bd-sidenav:visible").first.wait_for(state="visible", timeout=5_000)
+    shown = page.evaluate(
+        """title => [...document.querySelectorAll('dialog *, .bd-sidebar-primary *')]
+            .filter(e => e.checkVisibility() && e.children.length === 0
+                         && e.textContent.trim() === title).length""",
+        CONFIG_TITLE,
+    )
+    assert shown == 1, f"the phone's menu shows the book's title {shown} times"

@@ -1,19 +1,25 @@
 """Results readable on a phone (issue 19), measured as a reader sees them at 390, 900, 1280 px."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
 
 from .book_site import (
+    CONTINUATION_GAP,
     DESKTOP,
+    MIN_CONTINUATION_INDENT_CH,
     PHONE,
-    PHONE_OVERFLOW_BUDGET,
+    PHONE_WIDE_LINES,
+    PRINTED_OUTPUT,
     TABLET,
     box_overflow_problems,
     broken_token_problems,
     chapters,
+    code_in_padding_problems,
     code_line_problems,
     code_lines,
+    continuation_mark_problems,
     cut_off_text_problems,
     line_budget_problems,
     no_cue_problems,
@@ -26,7 +32,7 @@ from .book_site import (
 from .test_hidden_boxes import hidden_output_problems
 
 CHAPTERS = chapters()
-BUDGETS = [(PHONE, PHONE_OVERFLOW_BUDGET), (TABLET, 0), (DESKTOP, 0)]
+BUDGETS = [(PHONE, PHONE_WIDE_LINES), (TABLET, 0), (DESKTOP, 0)]
 VIEWPORTS = [PHONE, TABLET, DESKTOP]
 WIDTHS = [f"{v['width']}px" for v in VIEWPORTS]
 
@@ -44,6 +50,17 @@ class Reading:
     cut_off: list  # book_site.cut_off_text_problems: code or printed lines past their box's edge
     box_overflow: list  # book_site.box_overflow_problems: boxes whose text runs past their edge
     hidden: list  # test_hidden_boxes.hidden_output_problems at 390 px, toggles still closed
+    marks: list  # continuation_mark_problems of its code, solutions and printed output, at 390 px
+    printed_wrapped: object  # book_site.CodeLines of its printed output, at 390 px
+
+
+#: Where code wraps on a phone, each checked for its continuation marks: a code cell's input and
+#: a solution's code (inside its answer box, inside the page's toggle).
+WRAPPING_CODE = [
+    ("article.bd-article .cell_input div.highlight pre", "code cell"),
+    ("article.bd-article .mha-solution div.highlight pre", "solution"),
+    (PRINTED_OUTPUT, "printed output"),
+]
 
 
 def read_chapter(page, chapter, viewport):
@@ -54,7 +71,12 @@ def read_chapter(page, chapter, viewport):
     open_every_toggle(page)
     wait_for_transitions(page)
     code = code_lines(page)
+    marks = []
+    if viewport is PHONE:
+        for selector, where in WRAPPING_CODE:
+            marks += continuation_mark_problems(page, selector, f"{chapter.name}, {where}")
     printed = printed_line_count(page)
+    printed_wrapped = code_lines(page, PRINTED_OUTPUT) if viewport is PHONE else None
     broken = broken_token_problems(page)
     scroll_problems, tables, looked_at = [], [], set()
     for box, facts in scrolling_boxes(page):
@@ -69,12 +91,24 @@ def read_chapter(page, chapter, viewport):
         elif box.evaluate("b => getComputedStyle(b).boxShadow") == "none":
             scroll_problems.append(f"{where} scrolls sideways without a cue")
     cut_off, box_overflow = cut_off_text_problems(page), box_overflow_problems(page)
+    if viewport is DESKTOP:
+        cut_off += code_in_padding_problems(page)
     unwrapped_cut = None
     if viewport == PHONE and chapter is CHAPTERS[1]:
         page.add_style_tag(content="pre { white-space: pre !important; }")
         unwrapped_cut = len(code_lines(page).cut)
     return Reading(
-        printed, code, scroll_problems, tables, broken, unwrapped_cut, cut_off, box_overflow, hidden
+        printed,
+        code,
+        scroll_problems,
+        tables,
+        broken,
+        unwrapped_cut,
+        cut_off,
+        box_overflow,
+        hidden,
+        marks,
+        printed_wrapped,
     )
 
 
@@ -112,9 +146,18 @@ def test_on_a_phone_one_click_on_the_pages_toggle_shows_the_box(readings):
     ("viewport", "budget"), BUDGETS, ids=[f"{v['width']}px" for v, _ in BUDGETS]
 )
 def test_printed_output_lines_fit_their_box(readings, viewport, budget):
-    """At most 10 % of printed lines are wider than their box on a phone; none from 900 px up."""
+    """At most 8 printed lines in the book are wider than their box on a phone (36 were); none
+    from 900 px up. A table's row never wraps; any other line that wraps continues right of its
+    first character, as code does."""
     counts = {name: reading.printed for name, reading in readings(viewport).items()}
     problems = line_budget_problems(counts, viewport["width"], budget)
+    for name, reading in readings(viewport).items():
+        if reading.printed_wrapped is not None:
+            problems += code_line_problems(name, reading.printed_wrapped, kind="printed")
+    print(
+        f"\n{viewport['width']} px: "
+        + ", ".join(f"{n} {r.printed}" for n, r in readings(viewport).items())
+    )
     assert not problems, "\n".join(problems)
 
 
@@ -203,12 +246,37 @@ PHONE_LINE_CHARACTERS = 44
 
 
 def test_a_44_character_printed_line_fits_its_box_on_a_390_px_phone(first_chapter):
+    """At full size; a table's row wider than that is set smaller to fit, down to 10 px, and a
+    60-character one no longer fits (the measurement must see it)."""
     page = first_chapter(PHONE)
-    add_printed_output(page, "x" * PHONE_LINE_CHARACTERS)
-    add_printed_output(page, "x" * (PHONE_LINE_CHARACTERS + 4))
+    # Rows of tables (a gap of two spaces), which never wrap
+    fits, wide = f"{'x' * 20}  {'x' * (PHONE_LINE_CHARACTERS - 22)}", "y" * 29
+    add_printed_output(page, fits)
+    add_printed_output(page, f"{wide}  {wide}")
     too_long = [text for text, _, _ in printed_line_count(page).wide]
-    assert "x" * PHONE_LINE_CHARACTERS not in too_long, "a 44-character line is cut off"
-    assert "x" * (PHONE_LINE_CHARACTERS + 4) in too_long, "the measurement misses a wide line"
+    assert fits not in too_long, "a 44-character line is cut off"
+    assert f"{wide}  {wide}" in too_long, "the measurement misses a wide line"
+
+
+SENTENCE = "a printed sentence that is longer than a phone's line is wide"
+TABLE_ROW = "a   row   of   a   table   longer   than   a   phone's   line"
+
+
+def test_on_a_phone_a_printed_sentence_wraps_hung_and_a_table_row_scrolls(first_chapter):
+    page = first_chapter(PHONE)
+    add_printed_output(page, SENTENCE)
+    add_printed_output(page, TABLE_ROW)
+    wait_for_transitions(page)
+    count = printed_line_count(page)
+    wide = [text for text, _, _ in count.wide]
+    assert TABLE_ROW in wide and TABLE_ROW not in count.wrapped, "a table's row should scroll"
+    assert SENTENCE not in wide and SENTENCE in count.wrapped, "a sentence should wrap"
+    hung = [
+        (text, indent)
+        for text, indent in code_lines(page, PRINTED_OUTPUT).wrapped
+        if text == SENTENCE
+    ]
+    assert hung and hung[0][1] >= MIN_CONTINUATION_INDENT_CH, f"not hung right of its text: {hung}"
 
 
 def test_the_measurement_sees_a_printed_line_that_wraps(first_chapter):
@@ -216,12 +284,13 @@ def test_the_measurement_sees_a_printed_line_that_wraps(first_chapter):
     page = first_chapter(PHONE)
     wrapping = add_printed_output(page, "a row of a table " * 6)
     wrapping.evaluate("pre => { pre.style.whiteSpace = 'pre-wrap'; }")
-    assert printed_line_count(page).wrapped == ["a row of a table " * 6]
+    assert "a row of a table " * 6 in printed_line_count(page).wrapped
 
 
-def test_code_on_a_phone_wraps_whole_with_its_continuations_set_in(readings):
-    """At 390 px no line of a code cell or listing is cut off (it used to be a third to two
-    thirds of them, scrolled to sideways); a line that wraps continues set in. Without the
+def test_code_on_a_phone_wraps_whole_with_its_continuations_right_of_the_lines_text(readings):
+    """At 390 px no line of a code cell, listing or solution is cut off (it used to be a third to
+    two thirds of them, scrolled to sideways); a line that wraps continues right of its own first
+    character (at or left of it, 894 of them read as a new statement or a dedent). Without the
     phone's wrapping the same measurement finds lines cut off."""
     problems, lines, wrapped = [], 0, 0
     for name, reading in readings(PHONE).items():
@@ -231,7 +300,56 @@ def test_code_on_a_phone_wraps_whole_with_its_continuations_set_in(readings):
     print(f"\n390 px: {lines} code lines, {wrapped} of them wrapped; {unwrapped_cut} cut unwrapped")
     assert unwrapped_cut, "the measurement misses code lines cut off"
     assert lines > 100, f"only {lines} code lines found"
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+
+
+def test_a_wrapped_code_line_shows_a_mark_before_its_continuation(readings):
+    """In every chapter, a code cell's and a solution's first wrapped line, as the screen shows it:
+    a continuation mark between the line's first character and its second row's text."""
+    problems = [p for reading in readings(PHONE).values() for p in reading.marks]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("selector, where", WRAPPING_CODE, ids=[w for _, w in WRAPPING_CODE])
+def test_the_continuation_mark_shows_in_the_dark_theme_too(visit, book_url, selector, where):
+    page = visit(f"{book_url}/{CHAPTERS[0].url_path}", viewport=PHONE, color_scheme="dark").page
+    open_every_toggle(page)
+    wait_for_transitions(page)
+    problems = continuation_mark_problems(page, selector, where)
+    assert not problems, "\n".join(problems)
+
+
+#: The text of a code block's lines as the reader's selection copies it.
+SELECTED_TEXT = """pre => {
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    return getSelection().toString();
+}"""
+
+
+def test_copying_wrapped_code_gives_its_lines_as_written(visit, book_url):
+    """At 390 px, a code cell whose lines wrap behind marks copies as the notebook has it: by its
+    copy button, and selected. The marks and the hanging rows are the page's, not the code's."""
+    page = visit(
+        f"{book_url}/{CHAPTERS[0].url_path}",
+        viewport=PHONE,
+        permissions=["clipboard-read", "clipboard-write"],
+    ).page
+    sources = {
+        "".join(cell["source"]).rstrip("\n")
+        for cell in json.loads(CHAPTERS[0].notebook.read_text())["cells"]
+        if cell["cell_type"] == "code"
+    }
+    gap = page.eval_on_selector_all(WRAPPING_CODE[0][0], CONTINUATION_GAP)
+    assert gap, "no code cell wraps at 390 px"
+    code = page.locator(WRAPPING_CODE[0][0]).nth(gap["index"])
+    assert code.evaluate(SELECTED_TEXT).rstrip("\n") in sources, "selecting it copies other text"
+    code.hover()
+    code.locator("xpath=following-sibling::button[contains(@class, 'copybtn')]").click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied in sources, f"the copy button copies other text: {copied!r}"
 
 
 # Moved here from test_reading_on_every_screen.py, where each loaded every chapter again (16 page

@@ -206,6 +206,9 @@ def test_a_local_build_says_its_launch_links_need_the_published_repository(visit
     notice = page.locator(".mha-launch-notice")
     if any("/example-org/" in href for href in binder):
         assert notice.is_visible() and "published repository" in notice.inner_text()
+        # This build's Run asks Binder: it needs the published repository too (the live build's
+        # notice says its Run works: test_live_code.py)
+        assert '"Run this page" buttons need' in notice.inner_text(), notice.inner_text()
     else:
         assert not notice.count(), (
             "the launch links point at a real repository, yet the notice shows"

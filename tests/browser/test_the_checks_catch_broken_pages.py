@@ -30,6 +30,7 @@ from .book_site import (
     serve,
 )
 from .test_hidden_boxes import hidden_output_problems
+from .test_phone_reading import add_printed_output
 
 CHAPTER = next(
     (c for c in chapters() if c.hidden_cells_in_notebook() and c.figures_in_notebook()), None
@@ -252,6 +253,8 @@ def test_a_build_with_the_real_address_shows_no_launch_notice(visit, broken_book
 
 def test_output_that_scrolls_without_a_drawn_cue_fails_the_cue_check(visit, broken_book):
     page = broken_page(visit, broken_book, without_the_scroll_cue, viewport=PHONE).page
+    # A printed table's row wider than a phone (the chapter's own may all fit, or wrap)
+    add_printed_output(page, "a printed table, one row: " + "  column" * 20)
     box = next(box for box, facts in scrolling_boxes(page) if facts["wider"])
     problems = scroll_cue_problems(page, box, "the box")
     assert any("right edge shows no cue" in p for p in problems), problems
