@@ -76,7 +76,7 @@ ROUTES = {
     "prediction": paragraph(
         '**Your guess.** Choose or type your answer under "Your guess" below: the page says if '
         'you were right and opens the answer ("Reveal the answer" opens it without a guess). '
-        'Running the chapter ("Run this page" at the top runs it in this page; the launch '
+        'When the chapter runs ("Run this page" at the top runs it in this page; the launch '
         "buttons beside it, elsewhere), write it in the next cell in place of `None`, then run "
         "the answer's cell: it says if you were right."
     ),
@@ -92,7 +92,7 @@ ROUTES = {
 #: says the rest.
 SHORT_ROUTES = {
     "prediction": paragraph(
-        '**Your guess:** choose or type it under "Your guess" below; running the chapter, '
+        '**Your guess:** choose or type it under "Your guess" below; when the chapter runs, '
         "write it in place of `None` and run the answer's cell."
     ),
     "practice": paragraph(
