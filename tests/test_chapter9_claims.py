@@ -17,7 +17,7 @@ import torch
 
 from mha.latent import ATOL
 from mha.rotary import RotaryAttention, to_half_layout
-from mha.rotary_cache import generate_rotary, prefill_rotary, rotary_cache
+from mha.rotary_cache import generate_rotary, prefill_rotary, rotary_cache, rotary_step
 from mha.rotary_latent import RotaryLatentAttention
 
 SHIFT_ATOL = 1e-4
@@ -65,14 +65,19 @@ def test_to_half_layout_makes_the_layouts_equal_and_without_it_they_differ(size)
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_the_cached_step_equals_the_forward_and_position_zero_does_not(size):
+def test_the_cached_step_equals_the_forward_and_a_wrong_position_does_not(size):
     m, x = module(*size)
     with torch.no_grad():
         cache = rotary_cache(m, 2, 10)
         prefill_rotary(m, x[:, :3], cache)
         steps = generate_rotary(m, x[:, 3:], cache)
         assert torch.allclose(steps, m(x)[:, 3:], atol=ATOL, rtol=0)
-        assert not torch.allclose(m(x[:, 3:4]), steps[:, :1], atol=ATOL)
+        cache.rewind(3)  # the turned keys of tokens 0 to 2 stay
+        at_zero = rotary_step(m, x[:, 3:4], cache, position=0)
+        assert not torch.allclose(at_zero, steps[:, :1], atol=ATOL)
+        cache.rewind(3)
+        at_three = rotary_step(m, x[:, 3:4], cache, position=3)
+        assert torch.allclose(at_three, steps[:, :1], atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("seed", [123, 4, 5])

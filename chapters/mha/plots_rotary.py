@@ -56,7 +56,7 @@ def plot_turning_pairs(turned, rates):
             ax.set_axis_off()
             if h == 0:
                 turn = math.degrees(float(rates[i]))
-                ax.set_title(f"pair {i + 1}\n{turn:.3g}° a step", fontsize=11)
+                ax.set_title(f"pair i = {i}\n{turn:.3g}° a step", fontsize=11)
         axes[h][0].text(
             -0.12,
             0.5,

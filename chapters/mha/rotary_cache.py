@@ -25,11 +25,13 @@ def prefill_rotary(module, prompt, cache):
     cache.append(module.turn(keys, cache.length), values)
 
 
-def rotary_step(module, x, cache):
+def rotary_step(module, x, cache, position=None):
     """The output for one new token x, (b, 1, d_in), at position L (the
-    tokens cached before it); its turned key and its value join the cache."""
+    tokens cached before it); its turned key and its value join the cache.
+    ``position`` turns it elsewhere instead, to show what a wrong one does."""
     check_one_token(x)
-    b, position = x.shape[0], cache.length
+    b = x.shape[0]
+    position = cache.length if position is None else position
     query = module.split_heads(module.W_query(x))  # (b, H, 1, hd)
     key = module.split_heads(module.W_key(x))  # (b, H, 1, hd)
     value = module.split_heads(module.W_value(x))  # (b, H, 1, hd)

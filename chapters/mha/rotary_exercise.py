@@ -21,7 +21,9 @@ def my_rotary_step(module, x, cache):
         cos, sin = angles.cos(), angles.sin()  # (T, r/2) each
         x1, x2 = t[..., :half], t[..., half:rotary_dim]  # (b, H, T, r/2)
         rest = t[..., rotary_dim:]  # (b, H, T, hd - r)
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], -1)
+        first = x1 * cos - x2 * sin  # (b, H, T, r/2)
+        second = x2 * cos + x1 * sin  # (b, H, T, r/2)
+        return torch.cat([first, second, rest], dim=-1)  # (b, H, T, hd)
 
     b, L = x.shape[0], cache.length
     r, base = module.rotary_dim, module.base
@@ -31,7 +33,8 @@ def my_rotary_step(module, x, cache):
     query, key = turn(query, L, r, base), turn(key, L, r, base)
     keys, values = cache.append(key, value)  # (b, H, L + 1, hd) each
     attn_scores = query @ keys.transpose(2, 3)  # (b, H, 1, L + 1)
-    attn_weights = torch.softmax(attn_scores / module.head_dim**0.5, dim=-1)
+    scale = module.head_dim**0.5
+    attn_weights = torch.softmax(attn_scores / scale, dim=-1)
     context = attn_weights @ values  # (b, H, 1, hd)
     context = context.transpose(1, 2).reshape(b, 1, module.d_out)
     return module.out_proj(context)  # (b, 1, d_out)
