@@ -117,20 +117,23 @@ def fixed_costs(latent, d_model=D_MODEL, heads=NUM_HEADS):
 
 
 def test_absorbed_starts_below_mha_while_the_latent_is_under_two_thirds_of_d_out():
-    """Cell 44: absorbed MLA's fixed cost, ``d_in · latent_dim + 2 · d_out · latent_dim`` beside
-    the query and out_proj, is below MHA's ``2 · d_in · d_out`` whenever latent_dim < 2/3 d_out
-    (d_in = d_out); not merely when the latent is narrower than a token's keys and values."""
+    """The prose under the count table: absorbed MLA's fixed cost,
+    ``d_in · latent_dim + 2 · d_out · latent_dim`` beside the query and out_proj, is below
+    MHA's ``2 · d_in · d_out`` whenever latent_dim < 2/3 d_out (d_in = d_out);
+    not merely when the latent is narrower than a token's keys and values."""
     for latent in (LATENT, 2 * D_MODEL // 3):  # 128, the chapter's; 341, the last below
         costs = fixed_costs(latent)
         assert costs["MLA, absorbed"] < costs["MHA + KV cache"], latent
     for latent in (2 * D_MODEL // 3 + 1, D_MODEL):  # 512: narrower than keys and values (1,024)
         costs = fixed_costs(latent)
         assert costs["MLA, absorbed"] > costs["MHA + KV cache"], latent
+    assert "while `latent_dim` is under two thirds of `d_out`" in " ".join(chapter_text().split())
 
 
 def test_mha_does_one_multiply_add_per_number_it_reads_and_absorbed_mla_two_per_head():
-    """Cell 47, and cell 43's last line: per cached token MHA reads 2 · d_out numbers and does as
-    many multiply-adds; absorbed MLA reads latent_dim and does 2 · num_heads times as many."""
+    """The counted section's list and the measured section's prose: per cached token MHA reads
+    2 · d_out numbers and does as many multiply-adds; absorbed MLA reads latent_dim and does
+    2 · num_heads times as many."""
     one = step_multiply_adds(D_MODEL, D_MODEL, NUM_HEADS, LATENT, 1)  # one cached token
     per_token = {form: one[form] - fixed_costs(LATENT)[form] for form in one}
     assert per_token["MHA + KV cache"] == 2 * D_MODEL  # one per number read
