@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from ..latent import LatentAttention, LatentCache
-from .core import CheckResult, attempt, describe_error, kind_of, never_raises
+from .core import CheckResult, attempt, describe_error, never_raises
 from .latent_catalogue import MISTAKES, absorbed
 from .reference import Buggy, Catalogue, run_catalogue, same
 from .shortcuts import Watch, book_calls
@@ -66,15 +66,8 @@ def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, trai
     return m, torch.randn(2, tokens, d_in)  # x: (2, tokens, d_in)
 
 
-def where(s, output, made):
-    """What the answer's output on setup ``s`` is, or the step after the last one it got right."""
-    m, x = s
-    shape = (*x.shape[:2], m.d_out)
-    if not isinstance(output, torch.Tensor) or output.shape != shape:
-        got = tuple(output.shape) if isinstance(output, torch.Tensor) else kind_of(output)
-        per_head = got == (x.shape[0], m.num_heads, *shape[1:])
-        heads = ": sum the heads' outputs over dim=1" if per_head else ""
-        return f"Your function returned {got}; the output is {shape}{heads}."
+def where(s, made):
+    """The step after the last one the answer got right on setup ``s`` (``made``: its tensors)."""
     absorbed(s, stages=(stages := {}))
     names = list(HINTS)
     last = max((i for i, n in enumerate(names[:-1]) if among(stages[n], made)), default=-1)
@@ -115,5 +108,5 @@ def check_absorbed(answer):
         short = short and SHORT.format(error=describe_error(error))
         wrong = next((r for r in runs if not same(r[1], attempt(absorbed, r[0]))), runs[0])
         told = next((f"Your function {CALLS[n]}" for n in CALLS if n in calls), None)
-        told = START if start else told or short or found.feedback or where(*wrong)
+        told = START if start else told or short or found.feedback or where(wrong[0], wrong[2])
     return CheckResult(found.passed and told == found.feedback, told)
