@@ -61,7 +61,7 @@ GQA = Practice(
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
-    belongs=BELONGS, after=lambda r: misplaced(r, grouped, BELONGS),
+    belongs=BELONGS, trained=misplaced(BELONGS),
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on

@@ -1,5 +1,5 @@
 """Chapter 8's check: :mod:`.latent_catalogue` on the core, the tensors an answer makes watched
-(:class:`Made`) for keys or values formed and the step that first differs; book helpers named."""
+(:class:`.core.Seen`) for keys or values formed and the step that first differs; helpers named."""
 
 import contextlib
 from functools import partial
@@ -7,12 +7,11 @@ from unittest import mock
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from ..latent import LatentAttention, LatentCache
-from .core import CheckResult, attempt, describe_error, never_raises
+from .core import CheckResult, Seen, Step, attempt, describe_error, never_raises
 from .latent_catalogue import MISTAKES, absorbed
-from .reference import Buggy, Catalogue, run_catalogue, same
+from .reference import Buggy, Catalogue, run_catalogue
 from .shortcuts import Watch, book_calls
 
 PRAISE = "Your absorbed pass equals forward's output; W_up_key and W_up_value never ran as layers."
@@ -40,23 +39,23 @@ START = "The starting code: which weight turns head h's query into a latent's pa
 SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
 
-class Made(TorchFunctionMode):
-    """While on, keeps every tensor made in ``tensors`` (a watch: it changes nothing)."""
-
-    def __init__(self):
-        super().__init__()
-        self.tensors = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.tensors.append(made := func(*args, **(kwargs or {})))
-        return made
+def forms(t):
+    """``t`` (b, H, T, n) as an answer may make it: so, with tokens before heads, or one head's."""
+    return (t, t.transpose(1, 2), *t.unbind(1)) if t.dim() == 4 else (t,)
 
 
-def among(reference, made):
-    """Whether ``made`` holds ``reference``, (b, H, T, n): in that layout, with tokens before
-    heads, or one head's (b, T, n), as a loop over heads makes them."""
-    forms = (reference, reference.transpose(1, 2), *reference.unbind(1))
-    return any(same(t, form) for t in made for form in forms)
+def stage(name):
+    """A :class:`.core.Step`'s right tensors: the absorbed pass's ``name`` step, in its forms."""
+
+    def right(s):
+        absorbed(s, stages=(found := {}))
+        return forms(found[name])
+
+    return right
+
+
+STEPS = tuple(Step(f"the {name}", hint, stage(name)) for name, hint in HINTS.items())
+UNKNOWN = "Your output is not forward's, and no catalogued mistake explains it."
 
 
 def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, training):
@@ -66,26 +65,20 @@ def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, trai
     return m, torch.randn(2, tokens, d_in)  # x: (2, tokens, d_in)
 
 
-def where(s, made):
-    """The step after the last one the answer got right on setup ``s`` (``made``: its tensors)."""
-    absorbed(s, stages=(stages := {}))
-    names = list(HINTS)
-    last = max((i for i, n in enumerate(names[:-1]) if among(stages[n], made)), default=-1)
-    right = f"Your {names[last]} are right, but your" if last >= 0 else "Your"
-    step = names[last + 1]
-    return f"{right} {step} differ, and no catalogued mistake explains it: see hint({HINTS[step]})."
-
-
 @never_raises
 def check_absorbed(answer):
     """Accept ``answer(module, x)`` if it computes absorbed's output on every setup, by itself:
     no book forward or helper, no keys or values formed."""
-    runs = []
+    outputs = []
 
-    def run(s):  # the answer on setup s, the tensors it makes kept
-        with Made() as made:
-            runs.append((s, attempt(answer, *s), made.tensors))
-        return runs[-1][1]
+    def run(s):  # the answer on setup s, the keys and values it forms noted
+        m, x = s
+        latents = m.W_down_kv(x)  # (b, T, c)
+        layers = (("keys", m.W_up_key), ("values", m.W_up_value))
+        with Seen({n: forms(m.split_heads(F.linear(latents, la.weight))) for n, la in layers}) as w:
+            outputs.append(attempt(answer, m, x))
+        calls.extend(w.appeared)  # "keys", "values"
+        return outputs[-1]
 
     with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch(), book_calls() as calls:
         with contextlib.ExitStack() as noting:  # the book's helpers that do the work, noted
@@ -96,17 +89,12 @@ def check_absorbed(answer):
             setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
             start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
             mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
-            found = run_catalogue(Catalogue(setups, absorbed, mistakes, PRAISE, ""), run)
-        for (m, x), _, made in runs:  # the setup's keys and values, formed by the answer?
-            latents = m.W_down_kv(x)  # (b, T, c)
-            for name, layer in (("keys", m.W_up_key), ("values", m.W_up_value)):
-                if among(m.split_heads(F.linear(latents, layer.weight)), made):
-                    calls.append(name)
-        (m, x), error = setups[1], runs[1][1]  # the input shorter than the mask
+            catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)
+            found = run_catalogue(catalogue, run)
+        (m, x), error = setups[1], outputs[1]  # the input shorter than the mask
         full = attempt(answer, m, torch.randn(2, len(m.mask), x.shape[-1]))  # one as long
         short = isinstance(error, Exception) and not isinstance(full, Exception)
         short = short and SHORT.format(error=describe_error(error))
-        wrong = next((r for r in runs if not same(r[1], attempt(absorbed, r[0]))), runs[0])
         told = next((f"Your function {CALLS[n]}" for n in CALLS if n in calls), None)
-        told = START if start else told or short or found.feedback or where(wrong[0], wrong[2])
+        told = START if start else told or short or found.feedback
     return CheckResult(found.passed and told == found.feedback, told)
