@@ -1,14 +1,12 @@
 """Chapter 8's check: :mod:`.latent_catalogue` on the core, the tensors an answer makes watched
 (:class:`.core.Seen`) for keys or values formed and the step that first differs; helpers named."""
 
-import contextlib
 from functools import partial
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
 
-from ..latent import LatentAttention, LatentCache
+from ..latent import LatentAttention
 from .core import CheckResult, Seen, Step, attempt, describe_error, never_raises
 from .latent_catalogue import MISTAKES, absorbed
 from .reference import Buggy, Catalogue, run_catalogue
@@ -33,8 +31,6 @@ CALLS = {  # what a function that runs these, which do the work for it, is told
     "keys": "formed the keys: fold W_up_key into the queries instead.",
     "values": "formed the values: fold W_up_value into out_proj instead.",
 }
-HELPERS = ((LatentAttention, "up_key_blocks"), (LatentAttention, "value_out_blocks"),
-           (LatentCache, "append"))  # fmt: skip
 START = "The starting code: which weight turns head h's query into a latent's partner? See hint(1)."
 SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
@@ -81,16 +77,11 @@ def check_absorbed(answer):
         return outputs[-1]
 
     with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch(), book_calls() as calls:
-        with contextlib.ExitStack() as noting:  # the book's helpers that do the work, noted
-            for cls, name in HELPERS:
-                told, method = f"{cls.__name__}.{name}", getattr(cls, name)
-                noted = partial(lambda t, f, *a: calls.append(t) or f(*a), told, method)
-                noting.enter_context(mock.patch.object(cls, name, noted))
-            setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
-            start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
-            mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
-            catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)
-            found = run_catalogue(catalogue, run)
+        setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
+        start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
+        mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
+        catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)
+        found = run_catalogue(catalogue, run)
         (m, x), error = setups[1], outputs[1]  # the input shorter than the mask
         full = attempt(answer, m, torch.randn(2, len(m.mask), x.shape[-1]))  # one as long
         short = isinstance(error, Exception) and not isinstance(full, Exception)
