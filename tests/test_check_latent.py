@@ -130,9 +130,9 @@ CASES = [  # (answer, passes?, words its feedback must contain)
     (change("latents.transpose(2, 3)", "latents[:, 0].transpose(1, 2)"), False, "raised"),
     (change(RETURN, "return per_head.sum(dim=1) + 2 * module.out_proj.bias"), False, "hint(3)"),
     (change("up_key = module", "up_key = 1.1 * module"), False, "see hint(1)"),
-    (change("attn_scores / hd", "attn_scores.clamp(max=0.1) / hd"), False, "your weights differ"),
-    (change("attn_scores = absorbed", "attn_scores = 1.1 * absorbed"), False, "your scores differ"),
-    (change("= attn_weights @", "= 1.1 * attn_weights @"), False, "your combined latents differ"),
+    (change("attn_scores / hd", "attn_scores.clamp(max=0.1) / hd"), False, "differ at the weights"),
+    (change("attn_scores = absorbed", "attn_scores = 1.1 * absorbed"), False, "at the scores"),
+    (change("= attn_weights @", "= 1.1 * attn_weights @"), False, "at the combined latents"),
 ]
 # fmt: on
 

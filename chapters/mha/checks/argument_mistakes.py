@@ -4,7 +4,7 @@
 import torch
 
 from .core import Mistake
-from .joins import JOINS, NOT_X, SHARED
+from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED
 from .reference import CORRECT, Buggy, head_output
 
 #: Known mistakes, most specific first: the first one recognised is the one the reader hears.
@@ -49,7 +49,9 @@ MISTAKES = (
     ),
     SHARED,
     NOT_X,
-    *JOINS,
+    RAISED,
+    *JOINED,
+    REORDERED,
     Mistake(
         "sees later tokens",
         "Your wrapper's output for a token changes when a later token does: a head's causal mask "
@@ -85,6 +87,7 @@ MISTAKES = (
         "out_proj): every column blends heads. This wrapper has none: set d_out instead.",
         lambda a: a.mixed(),
     ),
+    NO_OUTPUT,  # not a tensor, or another shape the mistakes above do not explain
     Mistake(
         "wrong width",
         "Your context vectors are {width}-dimensional, not {t.width}: d_out is each head's "

@@ -13,8 +13,8 @@ from torch.overrides import TorchFunctionMode
 #: The book's package ("mha"); its checker and its starting classes are the reader's to use.
 PACKAGE = __package__.rpartition(".")[0]
 READERS = (__package__, f"{PACKAGE}.starting")
-#: The names of the book's functions that compute attention: a call of one is the book at work.
-WORK = ("forward", "absorbed", "attend_to_cache")
+#: The names of the book's functions that do an exercise's work: a call of one is the book at work.
+WORK = ("forward", "absorbed", "attend_to_cache", "up_key_blocks", "value_out_blocks", "append")
 
 
 @dataclass(frozen=True)

@@ -43,12 +43,10 @@ BELONGS = ("Dropout belongs inside the kernel, on its attention weights: pass dr
 
 
 def after_match(r):
-    """Once the outputs are right: the kernel did the work, its result was used, dropout is in
-    place."""
-    unused = "kernel" in r.watch.seen and torch.equal(r.again(bump=1.0), r.output)
+    """Once the outputs are right: the kernel did the work, and its result was used."""
     if "kernel" not in r.watch.seen:
         return STEPWISE
-    return UNUSED if unused else misplaced(r, fused, BELONGS)
+    return UNUSED if torch.equal(r.again(bump=1.0), r.output) else None
 
 
 FUSED = Practice(
@@ -59,7 +57,7 @@ FUSED = Practice(
     "shape? fused_attention.hint(1), just below the check, starts from there.",
     inherited="{name} has no forward of its own yet: the starting code's only raises. What are "
     "the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
-    belongs=BELONGS,
+    belongs=BELONGS, trained=misplaced(BELONGS),
     praise=f"Your forward matches the book's modules in all {len(ROWS)} configurations (one to "
     "four heads, biases, inputs shorter than context_length), comes from the fused kernel's "
     "result, and in training drops whole attention weights inside the kernel.",

@@ -8,7 +8,7 @@ from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
 from .runs import LAYERS
 from .split_mistakes import MISTAKES as CHAPTER_3
-from .split_mistakes import SCALE, SPLIT
+from .split_mistakes import SCALE
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
@@ -38,6 +38,9 @@ EARLY = (LAYERS,  # before the output, what the call that failed shows
           "the token axis."))
 CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or another group's "
           "values): its block is h // group_size. repeat_interleave(group_size, dim=1), for both.")
+KV_SPLIT = ("Your keys and values are split wrong: each group owns a block of head_dim consecutive "
+            "columns. View by token first, (b, num_tokens, num_kv_groups, head_dim), then "
+            ".transpose(1, 2).")
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Eval mode drops weights too: use self.dropout(attn_weights) instead."),
     *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
@@ -45,7 +48,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     *((dict(scale=scale), SCALE) for scale in ("kv_width", "group_size")),
     (dict(scale="after softmax"), "The weights are divided by √head_dim after the softmax, so "
      "they no longer sum to 1: divide the scores before it."),
-    *((dict(kv=how), SPLIT) for how in ("strided", "no transpose")),  # keys and values alone
+    *((dict(kv=how), KV_SPLIT) for how in ("strided", "no transpose")),  # keys and values alone
     *CHAPTER_3[1:-1],  # biases, projections, split, merge, scale, mask, softmax, out_proj
     OUT[1],
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
@@ -58,7 +61,7 @@ GQA = Practice(
     "the raise line with the pass itself. The first hint, just below the check, shows where to "
     "start.",
     inherited="{name} does not define forward: it runs GroupedQueryAttention.forward, the book's.",
-    belongs=BELONGS, after=lambda r: misplaced(r, grouped, BELONGS),
+    belongs=BELONGS, trained=misplaced(BELONGS),
     praise=f"Your forward matches the reference in all {len(ROWS)} configurations (one group, "
     "several, one per head; biases; short inputs) and in training drops whole attention weights.")
 # fmt: on

@@ -6,8 +6,7 @@ from functools import partial
 
 import torch.nn.functional as F
 
-from .core import attempt
-from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project, same
+from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project
 from .shortcuts import dropped
 
 # fmt: off
@@ -42,10 +41,10 @@ def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **cha
     return at("output", output)  # (b, T, d_out)
 
 
-def misplaced(r, reference, belongs):
-    """In training mode, no dropout or dropout at one of PLACES, said; else None."""
-    found = (w for w in PLACES if r.p and same(r.trained, attempt(reference, r, drop=w)))
-    return next((f"{NOT_WEIGHTS}: yours drops {PLACES[w]}. {belongs}" for w in found), None)
+def misplaced(belongs):
+    """:attr:`.practice.Practice.trained` rows: no dropout, or dropout at one of PLACES."""
+    return tuple((dict(drop=w), f"{NOT_WEIGHTS}: yours drops {place}. {belongs}")
+                 for w, place in PLACES.items())
 
 
 def fused(r, split="3, heads", roles=(0, 1, 2), heads="transposed", bias=True, **changes):

@@ -4,10 +4,8 @@ from functools import cached_property
 
 import torch
 
-from .core import Mistake, attempt, describe_error, evaluating, kind_of
+from .core import Mistake, attempt, describe_error, evaluating, told_result
 from .reference import PROJECTIONS, Buggy, head_output, same
-
-CAT = "torch.cat(..., dim=-1)"
 
 
 class Heads:
@@ -50,9 +48,8 @@ class Heads:
     error = property(lambda e: e.output if isinstance(e.output, Exception) else None)
     error_text = property(lambda e: describe_error(e.error))
     right = property(lambda e: torch.cat(e.refs, -1))  # (b, tokens, num_heads * d_out)
-    output_shape = property(lambda e: tuple(e.output.shape))
     num_heads = property(lambda e: len(e.heads))
-    output_kind = property(lambda e: kind_of(e.output))
+    told = property(lambda e: told_result(e.output, e.right))  # None, no tensor, wrong shape
     #: The number of the first head not given ``x``, or None.
     fed = property(lambda e: next((n for n, x in e.run[1] if not same(x, e.x)), None))
 
@@ -75,42 +72,51 @@ SHARED = Mistake(
     "one new CausalAttention per head, as the wrapper's __init__ does.",
     lambda e: e.shared(),
 )
-#: The output itself wrong, most specific first: raised, no tensor, the heads joined wrongly.
-JOINS = (
-    Mistake(
-        "forward raises",
-        "Calling your wrapper raised {error_text}.",
-        lambda e: e.error is not None,
-    ),
-    Mistake(
-        "returns no tensor",
-        "Your forward returned {output_kind}, not a tensor: did it forget to return, or to join "
-        "the heads' outputs into one context vector per token?",
-        lambda e: not isinstance(e.output, torch.Tensor),
-    ),
-    Mistake(
-        "joined on the wrong axis",
-        "Your output has shape {output_shape}: the heads were joined on the wrong axis. "
-        "torch.stack puts them on a new axis, and torch.cat on dim=0 or dim=1 makes them "
-        f"extra sequences or tokens; {CAT} joins them on the last axis, one vector per token.",
-        lambda e: e.output.numel() == e.right.numel() and e.output.shape != e.right.shape,
-    ),
-    *(
-        Buggy(
-            "heads added instead of concatenated",
-            f"You {how} the heads' outputs: every coordinate blends all heads, and no head's "
-            f"result can be read off. Place them side by side: {CAT}.",
-            lambda e, join=join: join(torch.stack(e.refs), 0),
-        )
-        for how, join in (("added", torch.sum), ("averaged", torch.mean))
-    ),
-    Mistake(
-        "heads' columns reordered",
-        "Every head's values are in your output, but the columns are not in head order (reversed "
-        "or interleaved). Go through self.heads in list order: head 1's values first, then head "
-        "2's.",
-        lambda e: (
-            not same(e.output, e.right) and same(*(t.sort(-1)[0] for t in (e.output, e.right)))
-        ),
-    ),
-)
+
+
+# fmt: off
+def joined(name, message, join):
+    """A mistake in joining the heads: ``join`` makes its output from each head's right one."""
+    return Buggy(name, message, lambda e: join(e.refs))
+
+
+CAT, ONE = "torch.cat(head_outputs, dim=-1)", "one vector per token: torch.cat(..., dim=-1)"
+JOINED = (  # each head's output right, joined wrongly: most specific first
+    joined("one head repeated", "Your output is head 1's, repeated for every head: call each head "
+           "in self.heads on x, not self.heads[0].", lambda r: torch.cat([r[0]] * len(r), -1)),
+    joined("the first head only", "Your output is head 1's alone: the wrapper returns every "
+           f"head's output, side by side: {CAT}.", lambda r: r[0]),
+    joined("the last head only", "Your output is the last head's alone (a loop that keeps only "
+           f"its last result?): keep every head's output and join them: {CAT}.", lambda r: r[-1]),
+    joined("the last head left out", "Your output has every head but the last: self.heads[:-1] "
+           "or range(num_heads - 1) leaves one out.", lambda r: torch.cat(r[:-1], -1)),
+    joined("stacked on a new last axis", "torch.stack put the heads on a new last axis, (b, "
+           f"num_tokens, d_out, num_heads): torch.cat joins them on an existing one, {ONE}.",
+           lambda r: torch.stack(r, -1)),
+    joined("stacked in front", "torch.stack put the heads on a new first axis, (num_heads, b, "
+           f"num_tokens, d_out): {ONE}.", torch.stack),
+    joined("joined as tokens", "Your heads' outputs are joined on axis 1, as extra tokens "
+           f"(torch.cat(..., dim=1) or torch.hstack): {ONE}.", lambda r: torch.cat(r, 1)),
+    joined("joined as sequences", "Your heads' outputs are joined on axis 0, as extra sequences "
+           f"(torch.cat(..., dim=0) or torch.vstack): {ONE}.", lambda r: torch.cat(r, 0)),
+    joined("heads reversed", "Your heads are in reverse order: head 1's values come first.",
+           lambda r: torch.cat(r[::-1], -1)),
+    joined("heads interleaved", "Your heads' columns are interleaved (torch.stack on the last "
+           "axis, then flatten): head 1's d_out values come first, then head 2's.",
+           lambda r: torch.stack(r, -1).flatten(-2)),
+    joined("stacked then reshaped", "Your forward stacks the heads as (b, num_heads, num_tokens, "
+           "d_out) and reshapes that, which mixes tokens and heads: torch.cat(..., dim=-1).",
+           lambda r: torch.stack(r, 1).reshape(*r[0].shape[:2], -1)),  # (b, H, T, d_out) read
+    joined("heads added", "You added the heads' outputs, so no head's result can be read off: "
+           f"place them side by side, {CAT}.", sum),
+    joined("heads averaged", "You averaged the heads' outputs, so no head's result can be read "
+           f"off: place them side by side, {CAT}.", lambda r: torch.stack(r).mean(0)))
+RAISED = Mistake("forward raises", "Calling your wrapper raised {error_text}.",
+                 lambda e: e.error is not None)
+NO_OUTPUT = Mistake("no output", "{told}", lambda e: e.told)  # the core's words
+REORDERED = Mistake("heads' columns reordered", "Every head's values are in your output, but the "
+                    "columns are not in head order (reversed or interleaved). Go through "
+                    "self.heads in list order: head 1's values first, then head 2's.",
+                    lambda e: not same(e.output, e.right)
+                    and same(*(t.sort(-1)[0] for t in (e.output, e.right))))
+# fmt: on

@@ -1,18 +1,15 @@
 """Chapter 8's check: :mod:`.latent_catalogue` on the core, the tensors an answer makes watched
-(:class:`Made`) for keys or values formed and the step that first differs; book helpers named."""
+(:class:`.core.Seen`) for keys or values formed and the step that first differs; helpers named."""
 
-import contextlib
 from functools import partial
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
-from ..latent import LatentAttention, LatentCache
-from .core import CheckResult, attempt, describe_error, kind_of, never_raises
+from ..latent import LatentAttention
+from .core import CheckResult, Seen, Step, attempt, describe_error, never_raises
 from .latent_catalogue import MISTAKES, absorbed
-from .reference import Buggy, Catalogue, run_catalogue, same
+from .reference import Buggy, Catalogue, run_catalogue
 from .shortcuts import Watch, book_calls
 
 PRAISE = "Your absorbed pass equals forward's output, and it formed no keys and no values."
@@ -34,29 +31,27 @@ CALLS = {  # what a function that runs these, which do the work for it, is told
     "keys": "formed the keys: fold W_up_key into the queries instead.",
     "values": "formed the values: fold W_up_value into out_proj instead.",
 }
-HELPERS = ((LatentAttention, "up_key_blocks"), (LatentAttention, "value_out_blocks"),
-           (LatentCache, "append"))  # fmt: skip
 START = "The starting code: what must head h's query q become to score the latents? See hint(1)."
 SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
 
-class Made(TorchFunctionMode):
-    """While on, keeps every tensor made in ``tensors`` (a watch: it changes nothing)."""
-
-    def __init__(self):
-        super().__init__()
-        self.tensors = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.tensors.append(made := func(*args, **(kwargs or {})))
-        return made
+def forms(t):
+    """``t`` (b, H, T, n) as an answer may make it: so, with tokens before heads, or one head's."""
+    return (t, t.transpose(1, 2), *t.unbind(1)) if t.dim() == 4 else (t,)
 
 
-def among(reference, made):
-    """Whether ``made`` holds ``reference``, (b, H, T, n): in that layout, with tokens before
-    heads, or one head's (b, T, n), as a loop over heads makes them."""
-    forms = (reference, reference.transpose(1, 2), *reference.unbind(1))
-    return any(same(t, form) for t in made for form in forms)
+def stage(name):
+    """A :class:`.core.Step`'s right tensors: the absorbed pass's ``name`` step, in its forms."""
+
+    def right(s):
+        absorbed(s, stages=(found := {}))
+        return forms(found[name])
+
+    return right
+
+
+STEPS = tuple(Step(f"the {name}", hint, stage(name)) for name, hint in HINTS.items())
+UNKNOWN = "Your output is not forward's, and no catalogued mistake explains it."
 
 
 def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, training):
@@ -66,54 +61,31 @@ def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, trai
     return m, torch.randn(2, tokens, d_in)  # x: (2, tokens, d_in)
 
 
-def where(s, output, made):
-    """What the answer's output on setup ``s`` is, or the step after the last one it got right."""
-    m, x = s
-    shape = (*x.shape[:2], m.d_out)
-    if not isinstance(output, torch.Tensor) or output.shape != shape:
-        got = tuple(output.shape) if isinstance(output, torch.Tensor) else kind_of(output)
-        per_head = got == (x.shape[0], m.num_heads, *shape[1:])
-        heads = ": sum the heads' outputs over dim=1" if per_head else ""
-        return f"Your function returned {got}; the output is {shape}{heads}."
-    absorbed(s, stages=(stages := {}))
-    names = list(HINTS)
-    last = max((i for i, n in enumerate(names[:-1]) if among(stages[n], made)), default=-1)
-    right = f"Your {names[last]} are right, but your" if last >= 0 else "Your"
-    step = names[last + 1]
-    return f"{right} {step} differ, and no catalogued mistake explains it: see hint({HINTS[step]})."
-
-
 @never_raises
 def check_absorbed(answer):
     """Accept ``answer(module, x)`` if it computes absorbed's output on every setup, by itself:
     no book forward or helper, no keys or values formed."""
-    runs = []
+    outputs = []
 
-    def run(s):  # the answer on setup s, the tensors it makes kept
-        with Made() as made:
-            runs.append((s, attempt(answer, *s), made.tensors))
-        return runs[-1][1]
+    def run(s):  # the answer on setup s, the keys and values it forms noted
+        m, x = s
+        latents = m.W_down_kv(x)  # (b, T, c)
+        layers = (("keys", m.W_up_key), ("values", m.W_up_value))
+        with Seen({n: forms(m.split_heads(F.linear(latents, la.weight))) for n, la in layers}) as w:
+            outputs.append(attempt(answer, m, x))
+        calls.extend(w.appeared)  # "keys", "values"
+        return outputs[-1]
 
     with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch(), book_calls() as calls:
-        with contextlib.ExitStack() as noting:  # the book's helpers that do the work, noted
-            for cls, name in HELPERS:
-                told, method = f"{cls.__name__}.{name}", getattr(cls, name)
-                noted = partial(lambda t, f, *a: calls.append(t) or f(*a), told, method)
-                noting.enter_context(mock.patch.object(cls, name, noted))
-            setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
-            start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
-            mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
-            found = run_catalogue(Catalogue(setups, absorbed, mistakes, PRAISE, ""), run)
-        for (m, x), _, made in runs:  # the setup's keys and values, formed by the answer?
-            latents = m.W_down_kv(x)  # (b, T, c)
-            for name, layer in (("keys", m.W_up_key), ("values", m.W_up_value)):
-                if among(m.split_heads(F.linear(latents, layer.weight)), made):
-                    calls.append(name)
-        (m, x), error = setups[1], runs[1][1]  # the input shorter than the mask
+        setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
+        start = isinstance(attempt(answer, *setups[0]), NotImplementedError)
+        mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
+        catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)
+        found = run_catalogue(catalogue, run)
+        (m, x), error = setups[1], outputs[1]  # the input shorter than the mask
         full = attempt(answer, m, torch.randn(2, len(m.mask), x.shape[-1]))  # one as long
         short = isinstance(error, Exception) and not isinstance(full, Exception)
         short = short and SHORT.format(error=describe_error(error))
-        wrong = next((r for r in runs if not same(r[1], attempt(absorbed, r[0]))), runs[0])
         told = next((f"Your function {CALLS[n]}" for n in CALLS if n in calls), None)
-        told = START if start else told or short or found.feedback or where(*wrong)
+        told = START if start else told or short or found.feedback
     return CheckResult(found.passed and told == found.feedback, told)

@@ -51,7 +51,10 @@ def absorbed(s, stages=None, **wrong):
     context = stages["weights"] @ latents  # (b, H, T, c)
     stages["combined latents"] = m.dropout(context) if drop == "combined latents" else context
     up = BLOCKS[values](m.W_up_value.weight, H)  # (H, hd, c)
-    merged = MERGES[merge](stages["combined latents"] @ up.mT)  # (b, T, d_out): heads' values
+    values = stages["combined latents"] @ up.mT  # (b, H, T, hd): each head's values
+    if fold == "per head":  # each head's output, not summed over the heads: (b, H, T, d_out)
+        return values @ m.out_proj.weight.unflatten(1, (H, -1)).permute(1, 2, 0)
+    merged = MERGES[merge](values)  # (b, T, d_out)
     # The fold: out_proj's column block h times W_up_value's block h, summed over heads, is
     # out_proj applied to the merged values; the wrong folds, as weights for that product.
     weight = {"rows": m.out_proj.weight.T, "mean": m.out_proj.weight / H}.get(fold)
@@ -91,6 +94,7 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(bias=0), "out_proj's bias is missing: the fold uses only its weight; add the bias."),
     (dict(bias="per head"), "Add out_proj's bias once, after summing the heads, not per head."),
     (dict(fold="mean"), "Sum the heads' outputs over dim=1; a mean divides them by num_heads."),
+    (dict(fold="per head"), "You returned each head's output: sum the heads' outputs over dim=1."),
     (dict(fold="none"), "out_proj is missing: each head's combined latents go through V @ O."),
     (dict(fold="twice"), "out_proj ran twice: the fold already applies its weight and bias."),
 )

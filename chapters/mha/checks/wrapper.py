@@ -3,10 +3,10 @@
 import torch
 
 from ..starting import WrapperSkeleton
-from .core import Exercise, Mistake, attempt, fill, first_mistake, told_result
-from .joins import JOINS, NOT_X, SHARED, Heads
+from .core import Exercise, Mistake, fill, first_mistake
+from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED, Heads
 from .practice import Practice, checker, verdict
-from .reference import Buggy, same
+from .reference import same
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
 #: (chains, order and joins all show), then d_in = d_out (a chain runs without an error) with
@@ -19,47 +19,7 @@ STARTING = (
 )
 
 
-def joined(name, message, join):
-    """A mistake in joining the heads: ``join`` makes its output from each head's right one."""
-    return Buggy(name, message, lambda e: join(e.refs))
-
-
-def stacked_then_viewed(outs):  # (b, num_heads, T, d_out) read as (b, T, num_heads * d_out)
-    return torch.stack(outs, 1).reshape(*outs[0].shape[:2], -1)
-
-
-CAT, ONE = "torch.cat(head_outputs, dim=-1)", "one vector per token: torch.cat(..., dim=-1)"
 # fmt: off
-JOINED = (  # each head's output right, joined wrongly: most specific first
-    joined("one head repeated", "Your output is head 1's, repeated for every head: call each head "
-           "in self.heads on x, not self.heads[0].", lambda r: torch.cat([r[0]] * len(r), -1)),
-    joined("the first head only", "Your output is head 1's alone: the wrapper returns every "
-           f"head's output, side by side: {CAT}.", lambda r: r[0]),
-    joined("the last head only", "Your output is the last head's alone (a loop that keeps only "
-           f"its last result?): keep every head's output and join them: {CAT}.", lambda r: r[-1]),
-    joined("the last head left out", "Your output has every head but the last: self.heads[:-1] "
-           "or range(num_heads - 1) leaves one out.", lambda r: torch.cat(r[:-1], -1)),
-    joined("stacked on a new last axis", "torch.stack put the heads on a new last axis, (b, "
-           f"num_tokens, d_out, num_heads): torch.cat joins them on an existing one, {ONE}.",
-           lambda r: torch.stack(r, -1)),
-    joined("stacked in front", "torch.stack put the heads on a new first axis, (num_heads, b, "
-           f"num_tokens, d_out): {ONE}.", torch.stack),
-    joined("joined as tokens", "Your heads' outputs are joined on axis 1, as extra tokens "
-           f"(torch.cat(..., dim=1) or torch.hstack): {ONE}.", lambda r: torch.cat(r, 1)),
-    joined("joined as sequences", "Your heads' outputs are joined on axis 0, as extra sequences "
-           f"(torch.cat(..., dim=0) or torch.vstack): {ONE}.", lambda r: torch.cat(r, 0)),
-    joined("heads reversed", "Your heads are in reverse order: head 1's values come first.",
-           lambda r: torch.cat(r[::-1], -1)),
-    joined("heads interleaved", "Your heads' columns are interleaved (torch.stack on the last "
-           "axis, then flatten): head 1's d_out values come first, then head 2's.",
-           lambda r: torch.stack(r, -1).flatten(-2)),
-    joined("stacked then reshaped", "Your forward stacks the heads as (b, num_heads, num_tokens, "
-           "d_out) and reshapes that, which mixes tokens and heads: torch.cat(..., dim=-1).",
-           stacked_then_viewed),
-    joined("heads added", "You added the heads' outputs, so no head's result can be read off: "
-           f"place them side by side, {CAT}.", sum),
-    joined("heads averaged", "You averaged the heads' outputs, so no head's result can be read "
-           f"off: place them side by side, {CAT}.", lambda r: torch.stack(r).mean(0)))
 #: Known mistakes, most specific first, on a run's :class:`.joins.Heads`.
 MISTAKES = (
     Mistake("no list of heads", "Your instance has no list of heads in self.heads: subclass "
@@ -72,13 +32,13 @@ MISTAKES = (
             "every head the whole batch x.", lambda e: any(same(x, e.x[0]) for _, x in e.run[1])),
     NOT_X,
     *JOINED,
-    JOINS[0],  # it raised
+    RAISED,
     Mistake("not every head ran once", "Not every head in self.heads ran once as head(x): call "
             "each head on x, once (not head.forward, its layers or PyTorch's attention: calling "
             "the module runs its hooks).", lambda e: len({n for n, _ in e.run[1]}) != e.num_heads),
     SHARED,
-    Mistake("no output", "{told}", lambda e: told_result(e.output, e.right)),
-    JOINS[-1],  # the columns in another order
+    NO_OUTPUT,
+    REORDERED,
     Mistake("not the heads side by side", "Each head ran once on x, but your output is not their "
             "outputs side by side, and matches no mistake this check knows: see hint(3), on "
             "joining them.", lambda e: not same(e.output, e.right)))
@@ -91,10 +51,8 @@ def judge(p, run):
     run.calls[:] = [c for c in run.calls if c != "CausalAttention.forward"]  # its heads'
     if run.stage == "constructor" or run.calls:
         return verdict(p, run)
-    heads = Heads(run.module, run.x)
-    found = first_mistake(MISTAKES, heads)
-    told = attempt(lambda: told_result(heads.output, heads.right))  # no heads: no right output
-    return found and fill(found.message, heads, told=told)
+    found = first_mistake(MISTAKES, heads := Heads(run.module, run.x))
+    return found and fill(found.message, heads)
 
 
 WRAPPER = Practice(
