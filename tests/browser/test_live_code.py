@@ -246,7 +246,7 @@ def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
         trace = live_cell(page, "for call in trace_heads")
         assert "step  head  is x" in trace.locator(".mha-live-output").inner_text()
         # The figure drawn live keeps its caption (the static one hid with the static output).
-        drawn = live_cell(page, "wrapper3 = MultiHeadAttentionWrapper(")
+        drawn = live_cell(page, "plot_concatenated_output(")
         assert drawn.locator(".mha-live-output img").is_visible()
         caption = drawn.locator(".mha-live-caption")
         assert caption.is_visible() and "concatenated on the last axis" in caption.inner_text()
@@ -259,7 +259,7 @@ def test_chapter_1_runs_in_the_page(browser, live_site, viewport):
             run(page, check, viewport)
             verdicts.append(check.locator(".mha-live-output .mha-box").inner_text())
         assert verdicts[0].startswith("✗ Not yet."), verdicts[0]
-        assert "one head did the work of all" in verdicts[0], verdicts[0]
+        assert "head 1's alone" in verdicts[0], verdicts[0]
         assert verdicts[1].startswith("✓ Correct."), verdicts[1]
         assert check.locator(".mha-live-output .mha-passed").is_visible()
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -347,7 +347,9 @@ def restart_asks_first(page, viewport):
     assert "Kernel restarted" in status.inner_text(), status.inner_text()
     page.wait_for_timeout(3000)  # the restart takes its moment; the next run waits for it
     run(page, trace, viewport)
-    trace.locator(".mha-live-output").get_by_text("NameError").wait_for(timeout=CELL_TIMEOUT_MS)
+    trace.locator(".mha-live-output").get_by_text("NameError").first.wait_for(
+        timeout=CELL_TIMEOUT_MS
+    )
 
 
 #: Reads, in the editor of the cell holding ``text`` (its line holding ``arg``): whether the
