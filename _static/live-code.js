@@ -240,8 +240,8 @@
           say(
             panel,
             "ready",
-            "Kernel restarted: it has forgotten every variable. Run the cells again from the " +
-              "top, in order.",
+            "Restarting the kernel: it forgets every variable. Once it is back, run the cells " +
+              "again from the top, in order.",
           );
         }
       },

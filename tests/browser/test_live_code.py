@@ -8,8 +8,12 @@ built a second time), and at 390 px
 with touch and at 1280 px does what a reader does: presses "Run this page", runs chapter 1's
 cells down to the practice, writes a wrong forward and then a right one into the practice cell,
 runs the check after each and reads both verdicts in the page, and commits a prediction by
-editing its ``prediction_shape = None`` cell and running its reveal cell. Every request stays on
-127.0.0.1 (thebe comes from the book's own _static), and the page logs no error.
+editing its ``prediction_shape = None`` cell and running its reveal cell. It also reads the
+figure drawn live under its caption, commits a guess in "Your guess" and finds it in the
+prediction cell and in the reveal's verdict, and presses Restart (which asks first). Chapter 2
+(served the same way) at 390 px: its practice line wraps in the editor, hung behind a mark, and
+its mistakes gallery's verdicts, run, wait behind "Show the check's feedback". Every request
+stays on 127.0.0.1 (thebe comes from the book's own _static), and the page logs no error.
 
 The last test is the fallback: the default build (Binder) with every request off this machine
 blocked, as when Binder is down, says so and offers Colab and the download.
@@ -344,7 +348,7 @@ def restart_asks_first(page, viewport):
     press(page, restart, viewport)
     assert len(asked) == 2, asked
     status = page.locator(".mha-live-status")
-    assert "Kernel restarted" in status.inner_text(), status.inner_text()
+    assert "Restarting the kernel" in status.inner_text(), status.inner_text()
     page.wait_for_timeout(3000)  # the restart takes its moment; the next run waits for it
     run(page, trace, viewport)
     trace.locator(".mha-live-output").get_by_text("NameError").first.wait_for(
@@ -413,8 +417,9 @@ def test_chapter_2_reads_live_at_390px(browser, live_site):
 
         run_until(page, "num_heads=1\n)\ncheck_two_dim_output(wrong)", PHONE)
         gallery = live_cell(page, "num_heads=1\n)\ncheck_two_dim_output(wrong)")
-        run(page, gallery, PHONE)
         toggle = gallery.locator("details.mha-live-toggle")
+        assert not toggle.is_visible(), "an empty live toggle beside the static one"
+        run(page, gallery, PHONE)
         verdict = gallery.locator(".mha-live-output .mha-box")
         verdict.wait_for(state="attached", timeout=CELL_TIMEOUT_MS)
         assert toggle.is_visible() and not verdict.is_visible(), "the verdict shows unasked"
