@@ -323,7 +323,7 @@ def guess_reaches_the_kernel(page, viewport):
 
 def restart_asks_first(page, viewport):
     """Restart asks before it forgets the variables; declined, they stay; accepted, the page says
-    the kernel restarted, and a cell that needs them says they are gone."""
+    the kernel is restarting, and a cell that needs them says they are gone."""
     trace = live_cell(page, "for call in trace_heads")
     restart = trace.locator(".thebe-restart-button")
     asked = []
