@@ -109,8 +109,6 @@
     });
   }
 
-  /* Every code cell gets a source for thebe (its code as plain text) and an empty output area;
-   * the cell's static parts stay until the cell runs (or, for hidden code, are set aside). */
   /* A toggle like the static page's (myst-nb's hide-output): its words, with "Show"/"Hide". */
   function liveToggle(cell, content) {
     const words = cell.querySelector(":scope > details > summary");
@@ -145,6 +143,8 @@
     return copy;
   }
 
+  /* Every code cell gets a source for thebe (its code as plain text) and an empty output area;
+   * the cell's static parts stay until the cell runs (or, for hidden code, are set aside). */
   function prepareCells(article) {
     const cells = [];
     article.querySelectorAll(".cell").forEach((cell) => {
