@@ -10,7 +10,15 @@
  * A cell whose code the book hides (a reveal, a solution) keeps it hidden: its Run button shows,
  * its code waits behind "Show the code", and what it prints hides its own answer in a closed
  * box, as in JupyterLab. The page's precomputed answer of that cell is not shown in live mode.
- * Any other cell keeps its precomputed output until it is run.
+ * Any other cell keeps its precomputed output until it is run; what the static page keeps behind
+ * a toggle (a mistakes gallery's feedback, tag hide-output) waits behind the same toggle once run,
+ * and a figure's caption stays under the figure the cell draws.
+ *
+ * The editors wrap a long line as the static page does (_static/code-lines.css): a continuation
+ * hangs 4 characters right of where its line's text starts, behind a "↪" drawn by CSS.
+ * A guess committed in "Your guess" (_static/guess.js) is written into its prediction cell
+ * (`prediction_x = <the guess>`), which then runs, so the reveal cell reads it. Restart asks
+ * first, and says what it did.
  *
  * When no kernel comes within the stated time, or the server refuses, the page says so and
  * offers Colab and the notebook's download instead of a spinner.
@@ -101,6 +109,40 @@
     });
   }
 
+  /* A toggle like the static page's (myst-nb's hide-output): its words, with "Show"/"Hide". */
+  function liveToggle(cell, content) {
+    const words = cell.querySelector(":scope > details > summary");
+    const show = words && words.querySelector(".collapsed");
+    const hide = words && words.querySelector(".expanded");
+    const toggle = element("details", "mha-code-toggle mha-live-toggle");
+    const summary = element("summary");
+    summary.append(
+      element("span", "collapsed", show ? show.textContent : "Show the output"),
+      element("span", "expanded", hide ? hide.textContent : "Hide the output"),
+    );
+    toggle.append(summary, content);
+    // A box that hides its own content (mha.reveal.collapsed) opens with the toggle, as
+    // _static/reveal.js opens it inside the static page's: one click shows it, not two.
+    toggle.addEventListener("toggle", () => {
+      if (!toggle.open) return;
+      toggle.querySelectorAll("details.mha-hidden").forEach((box) => {
+        box.open = true;
+        box.classList.add("mha-opened-by-page");
+      });
+    });
+    return toggle;
+  }
+
+  /* The caption of the figure a cell drew, for under its live output. */
+  function liveCaption(cell) {
+    const caption = cell.querySelector(".cell_output figure figcaption");
+    if (!caption) return null;
+    const copy = element("div", "mha-live-caption");
+    copy.append(...caption.cloneNode(true).childNodes);
+    copy.querySelectorAll(".headerlink").forEach((link) => link.remove());
+    return copy;
+  }
+
   /* Every code cell gets a source for thebe (its code as plain text) and an empty output area;
    * the cell's static parts stay until the cell runs (or, for hidden code, are set aside). */
   function prepareCells(article) {
@@ -116,6 +158,7 @@
       output.setAttribute("data-mha-live-output", "");
       const hidden = cell.matches(HIDDEN_CODE);
       const statics = Array.from(cell.children);
+      const onRun = [];
       if (hidden) {
         const code = element("details", "mha-code-toggle mha-live-code");
         const summary = element("summary");
@@ -130,13 +173,23 @@
       } else {
         const input = pre.closest(".cell_input");
         input.replaceChildren(source);
-        input.after(output);
+        const shown = cell.matches(".tag_hide-output") ? liveToggle(cell, output) : output;
+        const caption = liveCaption(cell);
+        input.after(shown);
+        if (caption) shown.after(caption);
+        [shown, caption].forEach((part) => {
+          if (part && part !== output) {
+            part.hidden = true;
+            onRun.push(part);
+          }
+        });
       }
       cell.classList.add("mha-live");
       cells.push({
         cell,
         original,
         hidden,
+        onRun,
         statics: hidden ? [] : statics.filter((part) => !part.contains(source)),
       });
     });
@@ -163,6 +216,97 @@
         button.type = "button";
       });
       if (hidden) cell.querySelector(".mha-live-cell").prepend(controls);
+      confirmRestart(controls);
+    });
+  }
+
+  /* Restart forgets every variable: it asks first (in the capture phase, before thebe's own
+   * handler), and the status box says what happened. */
+  function confirmRestart(controls) {
+    controls.addEventListener(
+      "click",
+      (event) => {
+        if (!event.target.closest(".thebe-restart-button")) return;
+        const sure = window.confirm(
+          "Restart the kernel? It forgets every variable: run the cells again from the top.",
+        );
+        const panel = document.querySelector(".mha-live-status");
+        if (!sure) {
+          event.stopPropagation();
+          event.preventDefault();
+          return;
+        }
+        if (panel) {
+          say(
+            panel,
+            "ready",
+            "Restarting the kernel: it forgets every variable. Once it is back, run the cells " +
+              "again from the top, in order.",
+          );
+        }
+      },
+      true,
+    );
+  }
+
+  /* Long lines wrap in the editor with a hanging indent: each line knows its indentation. */
+  function wrapLikeThePage(cells) {
+    cells.forEach(({ cell }) => {
+      const wrapper = cell.querySelector(".CodeMirror");
+      const editor = wrapper && wrapper.CodeMirror;
+      if (!editor) return;
+      editor.on("renderLine", (cm, line, node) => {
+        const indent = line.text.length - line.text.trimStart().length;
+        node.classList.add("mha-live-line");
+        node.style.setProperty("--mha-indent", indent);
+      });
+      editor.refresh();
+    });
+  }
+
+  /* The Python literal a verdict quotes ("Your prediction, 'B', matches the answer."): only a
+   * str, a number, True, False or None, never code. */
+  const VERDICT =
+    /^Your prediction, ([\s\S]+), (?:matches the answer|is not what the code computes)\.$/;
+  const LITERAL =
+    /^(?:True|False|None|[-+]?[0-9]+(?:\.[0-9]+)?|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")$/;
+  const ASSIGNMENT = /^(prediction\w*)\s*=.*$/m;
+
+  /* "Your guess" into the kernel: a committed guess replaces its prediction cell's value, and the
+   * cell runs, so the reveal cell below reads it (and Run all keeps it). */
+  function guessesIntoKernel(article, cells) {
+    article.querySelectorAll("fieldset.mha-guess").forEach((group) => {
+      const reveal = cells.find(({ cell }) => cell === group.nextElementSibling);
+      const before = cells.filter(
+        ({ cell }) =>
+          cell.matches(".tag_prediction") &&
+          cell.compareDocumentPosition(group) & Node.DOCUMENT_POSITION_FOLLOWING,
+      );
+      const prediction = before[before.length - 1];
+      const verdict = group.querySelector(".mha-guess-verdict");
+      if (!reveal || !prediction || !verdict) return;
+      const editor = prediction.cell.querySelector(".CodeMirror").CodeMirror;
+      const code = reveal.cell.querySelector(".CodeMirror").CodeMirror;
+      const apply = () => {
+        if (!verdict.matches(".mha-guess-right, .mha-guess-wrong")) return;
+        const quoted = VERDICT.exec(verdict.textContent.trim());
+        const source = editor.getValue();
+        const name = ASSIGNMENT.exec(source);
+        if (!quoted || !LITERAL.test(quoted[1]) || !name) return;
+        if (!new RegExp(`\\b${name[1]}\\b`).test(code.getValue())) return;
+        const line = `${name[1]} = ${quoted[1]}  # your guess, from "Your guess"`;
+        const updated = source.replace(ASSIGNMENT, line);
+        if (updated === source) return;
+        editor.setValue(updated);
+        prediction.cell.querySelector(".thebe-run-button").click();
+      };
+      new MutationObserver(apply).observe(verdict, {
+        attributes: true,
+        childList: true,
+        characterData: true,
+        subtree: true,
+      });
+      apply();
     });
   }
 
@@ -175,6 +319,7 @@
       entry.statics.forEach((part) => {
         if (!part.classList.contains("cell_input")) part.hidden = true;
       });
+      entry.onRun.forEach((part) => (part.hidden = false));
     });
   }
 
@@ -189,6 +334,8 @@
       kernelOptions: { kernelName: "python3", path: config.notebook },
       // No MathJax from a CDN: the book's outputs hold no LaTeX (it would show as its text).
       mathjaxUrl: "",
+      // Long lines wrap (with a hanging indent: wrapLikeThePage), as on the static page.
+      codeMirrorConfig: { lineWrapping: true },
     };
     if (config.server) {
       options.useBinder = false;
@@ -249,6 +396,7 @@
       });
       const running = thebe.bootstrap(thebeOptions(config));
       arrangeControls(cells);
+      wrapLikeThePage(cells);
       hideStaticOutputOnRun(thebe, cells);
       const { session } = await Promise.race([running, timeout, failed]);
       if (!session) throw new Error("The server gave no kernel.");
@@ -260,6 +408,7 @@
         "Kernel ready: the code cells are editable. Run them from the top, in order " +
           "(each cell's Run button, or Shift+Enter in its code).",
       );
+      guessesIntoKernel(article, cells);
       button.setAttribute("aria-label", "Page is live");
       button.textContent = "Live";
     } catch (error) {
