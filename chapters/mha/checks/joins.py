@@ -99,7 +99,7 @@ JOINED = (  # each head's output right, joined wrongly: most specific first
            f"(torch.cat(..., dim=1) or torch.hstack): {ONE}.", lambda r: torch.cat(r, 1)),
     joined("joined as sequences", "Your heads' outputs are joined on axis 0, as extra sequences "
            f"(torch.cat(..., dim=0) or torch.vstack): {ONE}.", lambda r: torch.cat(r, 0)),
-    joined("heads reversed", "Your heads are in reverse order: head 1's values come first.",
+    joined("heads reversed", "Your heads are in reverse order: head 1's values must come first.",
            lambda r: torch.cat(r[::-1], -1)),
     joined("heads interleaved", "Your heads' columns are interleaved (torch.stack on the last "
            "axis, then flatten): head 1's d_out values come first, then head 2's.",
