@@ -114,7 +114,8 @@ def test_the_check(case):
 
 
 def test_a_row_fails_when_the_check_loses_its_entry(monkeypatch):
-    reversed_heads = CASES[16][0]
+    (reversed_heads,) = [given for given, _, words in CASES if "reverse order" in words]
+    assert "reverse order" in check_wrapper(reversed_heads).feedback
     kept = tuple(m for m in wrapper.MISTAKES if m.name != "heads reversed")
     monkeypatch.setattr(wrapper, "MISTAKES", kept)
     assert "reverse order" not in check_wrapper(reversed_heads).feedback
