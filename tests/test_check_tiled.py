@@ -121,7 +121,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("divided by √d_out", "self.head_dim**0.5 -> self.d_out**0.5", False, "divided by √d_out"),
     ("scale multiplied", "/ self.head_dim**0.5 -> * self.head_dim**0.5", False, "multiplied"),
     ("layout", "{RET} -> return (out / row_sum).transpose(1, 2).reshape(q.shape)", False, "like q"),
-    ("values from the keys", "v = values[:, :, -> v = keys[:, :,", False, "no mistake this check"),
+    ("values from the keys", "v = values[:, :, -> v = keys[:, :,", False, "the keys' block"),
     ("no dropout", "{DROP} -> weights @ v", False, "has no dropout"),
     ("dropout in eval", "{DROP} -> F.dropout(weights, self.dropout.p, True) @ v", False, "eval"),
     ("dropout in sum", "{W} -> self.dropout({W}) ; {DROP} -> weights @ v", False, "running sum"),
@@ -131,7 +131,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("dropout on the values", "{DROP} -> weights @ self.dropout(v)", False, "single numbers of v"),
 ]
 ONE_OF_EACH = ["range to q_start", "no mask", "row_max never updated", "layout", "whole row",
-               "state sized by block_size", "dropout in sum"]  # a row of each kind
+               "state sized by block_size", "dropout in sum", "values from the keys"]
 # fmt: on
 ANSWERS = {c[0]: slip(c[1]) if isinstance(c[1], str) else c[1] for c in CASES}
 

@@ -41,6 +41,7 @@ def online(m, x, mistake="", training=False):
         for k_start in range(0, stop, size):
             k_end = min(k_start + size - (mistake == "key blocks end early"), max(stop, q_end))
             k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]  # (b, H, cols, hd)
+            v = bug(v, values_from_keys=k)
             s = drop(q @ k.mT / scale, "scores")  # (b, H, rows, cols)
             kp, qp = torch.arange(k_start, k_end), torch.arange(q_start, q_end)[:, None]
             local = kp - k_start > qp - q_start  # the diagonal block's mask, on any block
@@ -120,6 +121,7 @@ TABLE = """
 - softmax per block averaged | softmax per block added: Each key block has its own softmax:
   one softmax spans the row, so carry the running maximum and sum, and divide once at the end.
 - wrong layout: Your context is (b, rows, num_heads, head_dim) reshaped: return it like q.
+- values from keys: Your weights multiply the keys' block: v is values[:, :, k_start:k_end].
 - wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
   mistake this check knows explains it: compare each step with hint(2) and hint(3).
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
