@@ -4,7 +4,7 @@ import contextlib
 
 import torch
 
-from .facts import describe_error, name_of
+from .core import describe_error, name_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 

@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .core import kind_of
-from .facts import book_calls as book_calls  # re-exported: the shortcuts in one place
-from .facts import book_modules, name_of
+from .core import book_calls as book_calls  # re-exported: the shortcuts in one place
+from .core import book_modules, kind_of, name_of
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
 
