@@ -89,18 +89,15 @@ def evaluating(module):
             m.training = training
 
 
-def loaded():
-    """The book's modules loaded now (its checks too), as (name, module) pairs."""
-    return [(n, m) for n, m in list(sys.modules.items()) if n.startswith(PACKAGE + ".") and m]
-
-
 def book_modules():
-    """The module classes with their own forward in the book's modules (not checks nor starting)."""
+    """The module classes with their own forward in the book's modules loaded now (not its checks
+    nor its starting classes)."""
     found = set()
-    for name, module in loaded():
-        for value in list(vars(module).values()):
+    for name, module in list(sys.modules.items()):
+        book = name.startswith(PACKAGE + ".") and module and not name.startswith(READERS)
+        for value in list(vars(module).values()) if book else ():
             ours = isinstance(value, type) and value.__module__ == name and "forward" in vars(value)
-            if ours and issubclass(value, torch.nn.Module) and not name.startswith(READERS):
+            if ours and issubclass(value, torch.nn.Module):
                 found.add(value)
     return tuple(found)
 
