@@ -85,11 +85,6 @@ class Attempt(Heads):
         return next((n for n, (b, r) in enumerate(zip(blocks, self.refs), 1) if not same(b, r)), 1)
 
 
-def diagnosis(answer, target):
-    """The first catalogued mistake in ``answer`` (with its evidence), or ``None`` if right."""
-    return first_mistake(MISTAKES, attempt := Attempt(answer, target)), attempt
-
-
 PRAISE = (
     "{t.word} heads, each with W_query, W_key and W_value {t.d_out} value{t.s} wide: the context "
     "vectors are {t.width}-dimensional (num_heads × d_out = {t.heads} × {t.d_out}). Each head "
@@ -100,7 +95,7 @@ PRAISE = (
 
 def check(target, answer):
     """The verdict on ``answer`` for ``target``: :data:`PRAISE`, or what is wrong, in words."""
-    mistake, attempt = diagnosis(answer, target)
+    mistake = first_mistake(MISTAKES, attempt := Attempt(answer, target))  # the first one known
     return CheckResult(mistake is None, fill(mistake.message if mistake else PRAISE, attempt))
 
 

@@ -8,7 +8,7 @@ import torch
 from ..starting import FusedAttentionStart
 from .core import Exercise
 from .heads_reference import BIAS, OUT, fused, misplaced
-from .practice import Practice, checker
+from .practice import NOT_WRITTEN, Practice, checker
 
 # fmt: off
 ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
@@ -52,9 +52,8 @@ def after_match(r):
 FUSED = Practice(
     start=FusedAttentionStart, own=True, rows=ROWS, reference=fused, mistakes=MISTAKES,
     after=after_match, quiet=True, torch="Split the heads and call the kernel.", kernel=False,
-    starting="Your forward still raises NotImplementedError: this is the starting code, and the "
-    "forward pass is yours to write. What does the kernel need from self.qkv(x), and in which "
-    "shape? fused_attention.hint(1), just below the check, starts from there.",
+    starting=f"{NOT_WRITTEN} What does the kernel need from self.qkv(x), and in which shape? "
+    "fused_attention.hint(1), just below the check, starts from there.",
     inherited="{name} has no forward of its own yet: the starting code's only raises. What are "
     "the steps from x to the output? fused_attention.hint(1) gives a first nudge.",
     belongs=BELONGS, trained=misplaced(BELONGS),

@@ -6,6 +6,7 @@ from functools import partial
 
 import torch.nn.functional as F
 
+from .practice import NOT_WEIGHTS
 from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project
 from .shortcuts import dropped
 
@@ -13,7 +14,6 @@ from .shortcuts import dropped
 MERGES = MERGES | {"flat": lambda c: c.flatten(2)}  # and (b, T, H, hd) → (b, T, d_out)
 PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
           "context": "the context", "output": "the output"}  # dropout's wrong places
-NOT_WEIGHTS = "In training mode your output is not what dropout of whole attention weights gives"
 BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
         "Call the layers: self.{layer}(x).")
 OUT = ((dict(out=False), "Your forward never applies self.out_proj after merging the heads."),

@@ -59,22 +59,16 @@ class Heads:
         return any(all(map(torch.equal, u, v)) for u, v in zip(weights, weights[1:]))
 
 
-NOT_X = Mistake(
-    "heads not given the same x",
-    "Head {fed} was not given the wrapper's input x but something else, such as a previous "
-    "head's output (as in a pipeline). The heads work side by side: every head reads the same x.",
-    lambda e: e.fed,
-)
-SHARED = Mistake(
-    "one head object repeated",
-    "Two of your heads share one set of weights (one head object repeated, as [head] * "
-    "num_heads makes, shared layers, or a copy), so they always compute the same thing: build "
-    "one new CausalAttention per head, as the wrapper's __init__ does.",
-    lambda e: e.shared(),
-)
-
-
 # fmt: off
+NOT_X = Mistake("heads not given the same x", "Head {fed} was not given the wrapper's input x but "
+                "something else, such as a previous head's output (as in a pipeline). The heads "
+                "work side by side: every head reads the same x.", lambda e: e.fed)
+SHARED = Mistake("one head object repeated", "Two of your heads share one set of weights (one "
+                 "head object repeated, as [head] * num_heads makes, shared layers, or a copy), so "
+                 "they always compute the same thing: build one new CausalAttention per head, as "
+                 "the wrapper's __init__ does.", lambda e: e.shared())
+
+
 def joined(name, message, join):
     """A mistake in joining the heads: ``join`` makes its output from each head's right one."""
     return Buggy(name, message, lambda e: join(e.refs))

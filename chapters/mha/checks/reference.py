@@ -126,7 +126,6 @@ class Catalogue:
     unknown: str
     raised: str = "Your code raised {error} on one of the check's inputs. Fix that first."
     steps: tuple = ()  # core.Step: the unknown message says where an answer first differs
-    who: str = "Your function"  # what returned the output, in the core's words on its shape
 
 
 def run_catalogue(catalogue, answer, evidence=None):
@@ -146,5 +145,5 @@ def run_catalogue(catalogue, answer, evidence=None):
         rights = [attempt(c.right, x) for x in c.configurations]
         o, r, x = next(w for w in zip(outputs, rights, c.configurations) if not same(*w[:2]))
         where = partial(first_difference, c.steps, x, partial(answer, x))  # only when needed
-        told = told_result(o, r, c.who) or c.unknown + where()
+        told = told_result(o, r, "Your function") or c.unknown + where()
     return CheckResult(passed, fill(told, evidence, error=describe_error(error) if error else "?"))

@@ -4,7 +4,7 @@ import contextlib
 
 import torch
 
-from .facts import describe_error, name_of
+from .core import describe_error, name_of
 from .reference import PROJECTIONS
 from .shortcuts import Watch, book_calls
 
@@ -38,42 +38,25 @@ class Run:
     def facts(self):
         """What messages quote: the arguments, the call that failed, the output's right shape."""
         op, shapes = self.watch.failed or ("", [])
-        return dict(
-            self.kwargs,
-            T=self.tokens,
-            want=(2, self.tokens, self.kwargs["d_out"]),
-            raised=self.stage == "forward" and str(self.error),
-            error=self.error_text,
-            op=op,
-            shapes=shapes,
-            call=self.call,
-            run=self,
-        )
+        raised = self.stage == "forward" and str(self.error)
+        want = (2, self.tokens, self.kwargs["d_out"])
+        return dict(self.kwargs, T=self.tokens, want=want, raised=raised, error=self.error_text,
+                    op=op, shapes=shapes, call=self.call, run=self)  # fmt: skip
 
 
+# fmt: off
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
-    (
-        lambda f: f["run"].stage == "constructor",
-        "Building your class as {call} raised {error}. Keep the constructor of {start}: subclass "
-        "it and write only forward.",
-    ),
-    (  # it raised on fewer tokens than context_length, in a call sized by it
-        lambda f: (
-            f["T"] < f["context_length"] and f"({f['context_length']})" in (f["raised"] or "")
-        ),
-        "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
-        "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens].",
-    ),
-    (
-        lambda f: "view size is not compatible" in (f["raised"] or ""),
-        "Your forward raised {error}: view needs numbers in memory order, which transpose(1, 2) "
-        "and chunk break. Call .contiguous() before .view(...).",
-    ),
-    (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."),
-)
+    (lambda f: f["run"].stage == "constructor", "Building your class as {call} raised {error}. "
+     "Keep the constructor of {start}: subclass it and write only forward."),
+    (lambda f: f["T"] < f["context_length"] and f"({f['context_length']})" in (f["raised"] or ""),
+     "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
+     "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),  # sized by it
+    (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised "
+     "{error}: view needs numbers in memory order, which transpose(1, 2) and chunk break. Call "
+     ".contiguous() before .view(...)."),
+    (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."))
 LAYERS = (
-    lambda f: (
-        not all(isinstance(getattr(f["run"].module, n, None), torch.nn.Module) for n in PROJECTIONS)
-    ),
-    "The check could not use your instance's W_query, W_key or W_value: keep those layers.",
-)
+    lambda f: not all(isinstance(getattr(f["run"].module, n, None), torch.nn.Module)
+                      for n in PROJECTIONS),
+    "The check could not use your instance's W_query, W_key or W_value: keep those layers.")
+# fmt: on

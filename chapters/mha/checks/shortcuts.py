@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .core import kind_of
-from .facts import book_calls as book_calls  # re-exported: the shortcuts in one place
-from .facts import book_modules, name_of
+from .core import attempt, book_modules, kind_of, name_of
+from .core import book_calls as book_calls  # re-exported: the shortcuts in one place
 
 KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward,)
 
@@ -77,11 +76,8 @@ def torch_message(watch, here, kernel=True):
 
 
 def _code(forward):
-    """The code of ``forward`` without its layout and comments, or None."""
-    try:
-        return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(forward))))
-    except (OSError, TypeError, SyntaxError):
-        return None
+    """The code of ``forward`` without its layout and comments, or the exception (no source)."""
+    return attempt(lambda: ast.dump(ast.parse(textwrap.dedent(inspect.getsource(forward)))))
 
 
 def refusal(cls, start, own, inherited):

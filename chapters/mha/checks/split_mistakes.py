@@ -106,10 +106,9 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "first: head 1's block of head_dim columns comes first."),
     (dict(merge="interleaved"), "Every head's context is right, but the merge interleaves the "
      "heads' columns: .transpose(1, 2), then view, head 1's block of head_dim columns first."),
-    (dict(scale="sqrt d_out"), "The scores are divided by √d_out, all heads' width: a head's dot "
-     "products have head_dim terms, so divide by self.head_dim ** 0.5."),
-    (dict(scale="sqrt d_in"), "The scores are divided by √d_in, the input's width: a head's dot "
-     "products have head_dim terms, so divide by self.head_dim ** 0.5."),
+    *((dict(scale=f"sqrt {w}"), f"The scores are divided by √{w}, {whose} width: a head's dot "
+       "products have head_dim terms, so divide by self.head_dim ** 0.5.")
+      for w, whose in (("d_out", "all heads'"), ("d_in", "the input's"))),
     (dict(scale="head_dim"), "The scores are divided by head_dim: divide by its square root, "
      "self.head_dim ** 0.5."),
     (dict(scale="times"), "The scores are multiplied by √head_dim: divide them by it."),
@@ -123,16 +122,13 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "
     "order, out_proj.")
 BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(attn_weights)."
-TRAINED = (  # in training mode: where dropout went instead
+DROPS = {"scores": "scores, before the softmax", "masked": "masked scores: -inf × 0 is nan",
+         "values": "values, not weights",  # Recipe.dropout_at: where dropout went, in words
+         "context": "the context (weights @ values), not the weights", "output": "the output"}
+TRAINED = (  # in training mode: no dropout, dropout in another place, or twice
     (dict(), "In training mode no attention weight is ever dropped. " + BELONGS),
-    (dict(drop=True, dropout_at="scores"), "Your dropout drops scores, before the softmax. "
-     + BELONGS),
-    (dict(drop=True, dropout_at="masked"), "Your dropout drops masked scores: -inf × 0 is nan. "
-     + BELONGS),
-    (dict(drop=True, dropout_at="values"), "Your dropout drops values, not weights. " + BELONGS),
-    (dict(drop=True, dropout_at="context"), "Your dropout drops the context (weights @ values), "
-     "not the weights. " + BELONGS),
-    (dict(drop=True, dropout_at="output"), "Your dropout drops the output. " + BELONGS),
+    *((dict(drop=True, dropout_at=at), f"Your dropout drops {what}. {BELONGS}")
+      for at, what in DROPS.items()),
     (dict(drop="twice"), "Your dropout runs twice on the weights: once is enough."))
 STAGES = (  # where an unknown answer first differs, and the hint on that step
     Step("the scores", 2, at("scores")),

@@ -5,7 +5,7 @@ import torch
 from ..starting import WrapperSkeleton
 from .core import Exercise, Mistake, fill, first_mistake
 from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED, Heads
-from .practice import Practice, checker, verdict
+from .practice import NOT_WRITTEN, Practice, checker, verdict
 from .reference import same
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
@@ -13,9 +13,8 @@ from .reference import same
 #: dropout (off in eval mode) on a short input, then one head.
 ROWS = ((3, 2, 6, 0.0, 3, 0, 6), (4, 4, 6, 0.25, 2, 0, 5), (5, 3, 6, 0.0, 1, 0, 4))
 STARTING = (
-    "Your forward still raises NotImplementedError: this is the starting code, and the "
-    "forward pass is yours to write. What should each head be given, and what becomes of "
-    "the heads' outputs? The first hint, just below the check, starts from there."
+    f"{NOT_WRITTEN} What should each head be given, and what becomes of the heads' outputs? The "
+    "first hint, just below the check, starts from there."
 )
 
 
@@ -56,14 +55,10 @@ def judge(p, run):
 
 
 WRAPPER = Practice(
-    start=WrapperSkeleton,
-    rows=ROWS,
-    judge=judge,
-    quiet=True,
-    starting=STARTING,
+    start=WrapperSkeleton, rows=ROWS, judge=judge, quiet=True, starting=STARTING,
     praise="With 1, 2 and 3 heads, every head reads the same x once, and their outputs sit side "
     "by side on the last axis, in list order: num_heads × d_out values per token.",
-)
+)  # fmt: skip
 #: Checks chapter 1's exercise: every head run once on ``x``, joined on the last axis.
 check_wrapper = checker(WRAPPER, "check_wrapper")
 
