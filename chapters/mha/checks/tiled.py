@@ -36,12 +36,24 @@ SOLUTION = f"class MyTiledAttention(TiledAttentionStart):\n{LOOP}\n\n{CALL}"
 PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval and training mode."
 
 
+WRITE = "Subclass TiledAttentionStart and write query_block there, the loop over key blocks."
+
+
+def refused(cls):
+    """What to say when ``cls`` is no loop of the reader's own, or None."""
+    tiled = isinstance(cls, type) and issubclass(cls, TiledAttention)
+    if tiled and cls.query_block is TiledAttention.query_block:  # nothing of the reader's yet
+        yet = "it is the book's own class" if cls is TiledAttention else "yours is not written yet"
+        return f"{cls.__name__} runs the book's query_block: {yet}. {WRITE}"
+    if tiled and not issubclass(cls, TiledAttentionStart):
+        return f"{cls.__name__} is built on the book's TiledAttention. {WRITE}"
+    return refusal(cls, TiledAttentionStart, own=True, inherited="")  # forward inherited
+
+
 @never_raises
 def check_online_softmax(cls):
     """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows."""
-    problem = refusal(cls, TiledAttentionStart, own=True, inherited="")  # forward inherited
-    if not problem and cls.query_block is TiledAttention.query_block:
-        problem = f"{cls.__name__} is one of the book's own modules: write your own query_block."
+    problem = refused(cls)
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         for run in (Run(cls, c) for c in CONFIGS if not problem):
             mistake = first_mistake(CATALOGUE, run)

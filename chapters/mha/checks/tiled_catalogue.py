@@ -15,9 +15,11 @@ PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no runn
 
 
 # fmt: off
-def online(m, x, mistake="", training=False):
+def online(m, x, mistake="", training=False, stages=None):
     """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a name in
-    :data:`TABLE`) made; in ``training``, with the check's dropout."""
+    :data:`TABLE`) made; in ``training``, with the check's dropout. ``stages``, a dict, gets
+    the last query block's steps: its first key block's scores, the last's weights, ..."""
+    stages = {} if stages is None else stages
     p = m.dropout.p if training or mistake == "dropout in eval" else 0.0
     place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
 
@@ -51,6 +53,7 @@ def online(m, x, mistake="", training=False):
                          mask_without_the_column_offset=kp - k_start > qp,
                          future_blocks_unmasked=(kp > qp) & (k_start <= q_start))
             masked = s.masked_fill(hidden, bug(-torch.inf, mask_fills_zero=0.0))
+            stages["scores"] = stages["scores"] if k_start else (s, masked)  # unmasked or not
             s = drop(bug(masked, mask_after_exp=s), "masked scores")
             own = s.amax(-1, keepdim=True)
             new_max = bug(torch.maximum(row_max, own), own_block_maximum=own)
@@ -67,8 +70,10 @@ def online(m, x, mistake="", training=False):
             out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
             out = out / row_sum if mistake.startswith("divided in the loop") else out
             row_max = bug(new_max, row_max_never_updated=row_max)
+            stages.update(weights=(w,), sum=(row_sum,), out=(out,))
         undivided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
         context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)
+        stages["context"] = (context,)
         laid_out = context.transpose(1, 2).reshape(context.shape)  # (b, rows, H, hd) as q's
         contexts.append(bug(context, wrong_layout=laid_out))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
@@ -123,7 +128,7 @@ TABLE = """
 - wrong layout: Your context is (b, rows, num_heads, head_dim) reshaped: return it like q.
 - values from keys: Your weights multiply the keys' block: v is values[:, :, k_start:k_end].
 - wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
-  mistake this check knows explains it: compare each step with hint(2) and hint(3).
+  mistake this check knows explains it.{where}
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
 - drop none: In training mode your output has no dropout: self.dropout(weights) @ v.

@@ -6,13 +6,26 @@ from unittest import mock
 import torch
 
 from ..tiled import TiledAttention, causal_block_pairs
-from .core import attempt, describe_error
+from .core import Step, attempt, describe_error, first_difference
 from .reference import same
 from .shortcuts import Watch, book_calls
 from .tiled_catalogue import online
 
 PRODUCTS, BOOKS_LOOP = {"matmul", "__matmul__", "bmm", "mm", "einsum"}, TiledAttention.query_block
 WHEN = ("when built", "when called in eval mode", "when called in training mode")
+#: The last query block's steps, in order (:func:`.core.first_difference`): the right tensor,
+#: or a 2-D loop's (batch 0, head 0); the output, when only another query block differs.
+STEPS = tuple(
+    Step(name, hint, lambda run, key=key: (*run.stages[key], *(t[0, 0] for t in run.stages[key])))
+    for key, name, hint in (
+        ("scores", "the scores of a key block (q @ k.mT, scaled)", 2),
+        ("weights", "the weights exp(scores - new_max) (mask, running maximum)", 2),
+        ("sum", "the running sum row_sum", 3),
+        ("out", "the running output out", 3),
+        ("context", "the query block's context out / row_sum", 3),
+    )
+) + (Step("the contexts of the other query blocks", 1, lambda run: run.right[:2]),)
+UNTOLD = " Compare each step with hint(2) and hint(3)."
 
 
 class Run(Watch):
@@ -77,6 +90,9 @@ class Run(Watch):
     output = property(lambda s: s.error or attempt(torch.cat, s.outputs))  # (4, T, d_out)
     out = property(lambda s: s.outputs[0] if s.outputs else None)  # in eval mode
     right = cached_property(lambda s: s.reference())
+    stages = cached_property(lambda s: (online(s.m, s.x, stages=(found := {})), found)[1])
+    #: Where the eval output first leaves the online softmax, when the check can tell.
+    where = property(lambda s: first_difference(STEPS, s, lambda: s.m.eval()(s.x)) or UNTOLD)
     wrong = property(lambda s: not same(s.out, s.right[:2]))
     starting = property(lambda s: isinstance(s.error, NotImplementedError))
     book = property(lambda s: [c for c in s.calls if c != "TiledAttention.forward"])
