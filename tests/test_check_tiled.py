@@ -128,7 +128,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("keys of the query block", "keys[:, :, {K} -> keys[:, :, {Q}", False, "already at the scores"),
     ("mask one key late", "{MASK} -> {OWN}.triu(2).bool()", False, "first differ at the weights"),
     ("values of the query block", "values[:, :, {K} -> values[:, :, {Q}", False,
-     "up to the running sum row_sum and first differ at the running output out: see hint(3)"),
+     "up to the running sum and first differ at the running output: see hint(3)"),
 ]
 ONE_OF_EACH = ["range to q_start", "no mask", "row_max never updated", "layout", "whole row",
                "state sized by block_size", "dropout in sum", "values from the keys"]

@@ -13,10 +13,7 @@ from .shortcuts import refusal
 from .tiled_catalogue import CATALOGUE
 from .tiled_recorder import Run
 
-Config = namedtuple(
-    "Config",
-    "d_in d_out context_length dropout num_heads block_size qkv_bias num_tokens query_gain seed",
-)
+Config = namedtuple("Config", "d_in d_out context dropout heads block bias num_tokens gain seed")
 #: Batches of 2; lengths a block divides (first) and not, below context_length, shorter than a
 #: block, one token; biases; dropout (in eval mode too); scores in the hundreds (W_query × 250),
 #: where exp overflows and a row's scores all lie below -100. head_dim is no block size nor d_in.
@@ -34,8 +31,6 @@ LOOP = textwrap.indent(textwrap.dedent(inspect.getsource(TiledAttention.query_bl
 CALL = "online_softmax.check(MyTiledAttention)"
 SOLUTION = f"class MyTiledAttention(TiledAttentionStart):\n{LOOP}\n\n{CALL}"
 PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval and training mode."
-
-
 WRITE = "Subclass TiledAttentionStart and write query_block there, the loop over key blocks."
 
 

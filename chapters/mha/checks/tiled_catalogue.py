@@ -17,8 +17,8 @@ PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no runn
 # fmt: off
 def online(m, x, mistake="", training=False, stages=None):
     """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a name in
-    :data:`TABLE`) made; in ``training``, with the check's dropout. ``stages``, a dict, gets
-    the last query block's steps: its first key block's scores, the last's weights, ..."""
+    :data:`TABLE`) made; in ``training``, with the check's dropout. ``stages`` (a dict) gets
+    the last query block's steps, named as :data:`.tiled_recorder.STEPS` names them."""
     stages = {} if stages is None else stages
     p = m.dropout.p if training or mistake == "dropout in eval" else 0.0
     place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
@@ -53,7 +53,7 @@ def online(m, x, mistake="", training=False, stages=None):
                          mask_without_the_column_offset=kp - k_start > qp,
                          future_blocks_unmasked=(kp > qp) & (k_start <= q_start))
             masked = s.masked_fill(hidden, bug(-torch.inf, mask_fills_zero=0.0))
-            stages["scores"] = stages["scores"] if k_start else (s, masked)  # unmasked or not
+            stages["scores"] = stages["scores"] if k_start else (s, masked)  # the first block's
             s = drop(bug(masked, mask_after_exp=s), "masked scores")
             own = s.amax(-1, keepdim=True)
             new_max = bug(torch.maximum(row_max, own), own_block_maximum=own)
@@ -70,10 +70,11 @@ def online(m, x, mistake="", training=False, stages=None):
             out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
             out = out / row_sum if mistake.startswith("divided in the loop") else out
             row_max = bug(new_max, row_max_never_updated=row_max)
-            stages.update(weights=(w,), sum=(row_sum,), out=(out,))
+            stages |= {"weights (mask, maximum)": [w], "running sum": [row_sum]}
+            stages["running output"] = [out]
         undivided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
         context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)
-        stages["context"] = (context,)
+        stages["context out / row_sum"] = [context]
         laid_out = context.transpose(1, 2).reshape(context.shape)  # (b, rows, H, hd) as q's
         contexts.append(bug(context, wrong_layout=laid_out))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
