@@ -13,8 +13,6 @@ BLOCKS = {  # a (d_out, c) up-projection as head blocks (H, hd, c), right or wro
     "strided": lambda w, H: w.unflatten(0, (-1, H)).transpose(0, 1),  # rows h, h + H, ...
     "transposed": lambda w, H: w.T.reshape(H, -1, w.shape[1]),  # W.T.reshape: rows scrambled
 }
-
-
 #: Every step done right; a buggy reference changes one (its keyword names the step).
 RIGHT = dict(keys="blocks", values="blocks", split=True, unbiased=(), scale="hd", mask="future",
              dim=-1, drop="weights", merge="blocks", fold="columns", bias=1)  # fmt: skip
@@ -24,9 +22,8 @@ def absorbed(s, stages=None, **wrong):
     """The absorbed output of setup ``s`` (a module, its input), or with one step wrong (each
     keyword names the step); ``stages`` (a dict), if given, gets the steps' tensors."""
     (m, x), H, hd, (b, T, _) = s, s[0].num_heads, s[0].head_dim, s[1].shape
-    keys, values, split, unbiased, scale, mask, dim, drop, merge, fold, bias = (
-        RIGHT | wrong
-    ).values()
+    steps = RIGHT | wrong  # in RIGHT's order
+    keys, values, split, unbiased, scale, mask, dim, drop, merge, fold, bias = steps.values()
 
     def project(name):  # x through the layer, its bias left out if ``unbiased`` names it
         layer = getattr(m, name)
@@ -64,15 +61,15 @@ def absorbed(s, stages=None, **wrong):
     return merged if fold == "none" else m.out_proj(output) if fold == "twice" else output
 
 
-BLOCK = "{w}.weight is (d_out, latent_dim): head h's {m}.T is its rows h * hd onwards, view(H, hd, "
+SIDES = {"keys": ("W_up_key", "B"), "values": ("W_up_value", "V")}  # the layer, its head block
+BLOCK = "{0}.weight is (d_out, latent_dim): head h's {1}.T is its rows h * hd onwards, view(H, hd, "
 BIAS = "x @ weight.T leaves out the layer's bias: call module.W_query(x) and module.W_down_kv(x)."
 PLACE = "Apply module.dropout to the attention weights, after the softmax, "
 # fmt: off
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
-    *((dict(**{s: "strided"}), BLOCK.format(w=w, m=m) + "-1)[h], not every H-th row.")
-      for s, w, m in (("keys", "W_up_key", "B"), ("values", "W_up_value", "V"))),
-    *((dict(**{s: "transposed"}), BLOCK.format(w=w, m=m) + "-1)[h]: .T.reshape scrambles it.")
-      for s, w, m in (("keys", "W_up_key", "B"), ("values", "W_up_value", "V"))),
+    *(({s: "strided"}, BLOCK.format(*SIDES[s]) + "-1)[h], not every H-th row.") for s in SIDES),
+    *(({s: "transposed"}, BLOCK.format(*SIDES[s]) + "-1)[h]: .T.reshape scrambles it.")
+      for s in SIDES),
     (dict(split=False), "view(b, H, T, hd) mixes tokens and heads: split with module.split_heads."),
     *((dict(unbiased=n), BIAS) for n in (("W_query",), ("W_down_kv",), ("W_query", "W_down_kv"))),
     (dict(scale="c"), "Scale by head_dim ** 0.5, the keys' width, not latent_dim ** 0.5."),

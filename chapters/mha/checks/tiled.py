@@ -35,14 +35,13 @@ WRITE = "Subclass TiledAttentionStart and write query_block there, the loop over
 
 
 def refused(cls):
-    """What to say when ``cls`` is no loop of the reader's own, or None."""
+    """What to say when ``cls`` is no loop of the reader's own, or None: its own query_block runs,
+    on TiledAttentionStart or on the book's TiledAttention (whose forward is the same)."""
     tiled = isinstance(cls, type) and issubclass(cls, TiledAttention)
     if tiled and cls.query_block is TiledAttention.query_block:  # nothing of the reader's yet
         yet = "it is the book's own class" if cls is TiledAttention else "yours is not written yet"
         return f"{cls.__name__} runs the book's query_block: {yet}. {WRITE}"
-    if tiled and not issubclass(cls, TiledAttentionStart):
-        return f"{cls.__name__} is built on the book's TiledAttention. {WRITE}"
-    return refusal(cls, TiledAttentionStart, own=True, inherited="")  # forward inherited
+    return refusal(cls, TiledAttention if tiled else TiledAttentionStart, own=True, inherited="")
 
 
 @never_raises

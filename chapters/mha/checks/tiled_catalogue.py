@@ -1,6 +1,5 @@
 """Chapter 7's catalogue, :data:`TABLE`: ``- names: message``, each name a fact of the run or a
-mistake :func:`online` makes. A training output that matches none passes (a right loop may drop
-other weights than the check's)."""
+mistake :func:`online` makes. A training output matching none passes (it may drop other weights)."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -113,14 +112,12 @@ TABLE = """
 - no mask: Your diagonal block is not masked: a query sees the later keys of its block.
 - mask fills zero: Your mask fills hidden scores with 0, which exp makes a weight: fill -torch.inf.
 - diagonal hidden: Your mask hides each query's own key too: it hides only later keys.
-- inverted mask | inverted on every block: Your mask is inverted: masked_fill hides where it is
-  True, and self.mask is True for later keys.
-- mask at the origin: Your mask is sliced at the origin on every key block: slice it at the
-  block's position, self.mask[q_start:q_end, k_start:k_end].
+- inverted mask | inverted on every block: Your mask is inverted: hide where self.mask is True.
+- mask at the origin: Your mask is sliced at the origin: self.mask[q_start:q_end, k_start:k_end].
 - mask without the column offset: Your mask slice has no column offset: [..., k_start:k_end].
 - future blocks unmasked: Your loop visits key blocks after the diagonal, unmasked: stop at q_end.
-- diagonal skipped | range one short: Your key blocks stop before the diagonal block, which
-  holds each query's own key: range(0, q_end, self.block_size).
+- diagonal skipped | range one short: Your key blocks stop before the diagonal, which holds each
+  query's own key: range(0, q_end, self.block_size).
 - key blocks end early: Your key blocks end one key early: min(k_start + block_size, q_end).
 - never divided | divided in the loop | divided in the loop and at the end: Divide by the running
   sum once, after the last key block: yours is never divided, or divided inside the loop.

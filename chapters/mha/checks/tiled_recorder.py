@@ -78,15 +78,13 @@ class Run(Watch):
         self.calls.append("TiledAttention.query_block")
         return BOOKS_LOOP(*args)
 
-    def reference(self, mistake=""):
-        """:func:`.online` with ``mistake``, in eval mode, then in training mode."""
+    def reference(self, mistake=""):  # (4, T, d_out): eval mode, then training mode
         return torch.cat([online(self.m, self.x, mistake, training) for training in (0, 1)])
 
     output = property(lambda s: s.error or attempt(torch.cat, s.outputs))  # (4, T, d_out)
     out = property(lambda s: s.outputs[0] if s.outputs else None)  # in eval mode
     right = cached_property(lambda s: s.reference())
     stages = cached_property(lambda s: (online(s.m, s.x, stages=(found := {})), found)[1])
-    #: Where the eval output first leaves the online softmax, when the check can tell.
     where = property(lambda s: first_difference(STEPS, s, lambda: s.m.eval()(s.x)) or UNTOLD)
     wrong = property(lambda s: not same(s.out, s.right[:2]))
     starting = property(lambda s: isinstance(s.error, NotImplementedError))
