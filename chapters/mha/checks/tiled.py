@@ -34,20 +34,15 @@ PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval 
 WRITE = "Subclass TiledAttentionStart and write query_block there, the loop over key blocks."
 
 
-def refused(cls):
-    """What to say when ``cls`` is no loop of the reader's own, or None: its own query_block runs,
-    on TiledAttentionStart or on the book's TiledAttention (whose forward is the same)."""
-    tiled = isinstance(cls, type) and issubclass(cls, TiledAttention)
-    if tiled and cls.query_block is TiledAttention.query_block:  # nothing of the reader's yet
-        yet = "it is the book's own class" if cls is TiledAttention else "yours is not written yet"
-        return f"{cls.__name__} runs the book's query_block: {yet}. {WRITE}"
-    return refusal(cls, TiledAttention if tiled else TiledAttentionStart, own=True, inherited="")
-
-
 @never_raises
 def check_online_softmax(cls):
-    """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows."""
-    problem = refused(cls)
+    """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows. A
+    query_block of its own runs on the book's TiledAttention too: its forward is the start's."""
+    tiled = isinstance(cls, type) and issubclass(cls, TiledAttention)
+    problem = refusal(cls, TiledAttention if tiled else TiledAttentionStart, own=True, inherited="")
+    if tiled and cls.query_block is TiledAttention.query_block:  # nothing of the reader's yet
+        yet = "it is the book's own class" if cls is TiledAttention else "yours is not written yet"
+        problem = f"{cls.__name__} runs the book's query_block: {yet}. {WRITE}"
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         for run in (Run(cls, c) for c in CONFIGS if not problem):
             mistake = first_mistake(CATALOGUE, run)
