@@ -19,8 +19,8 @@ def slip(slips):
     return namespace["MyTiledAttention"]
 
 
-def mine(query_block, **methods):
-    return type("Mine", (TiledAttentionStart,), {"query_block": query_block, **methods})
+def mine(query_block, base=TiledAttentionStart, **methods):
+    return type("Mine", (base,), {"query_block": query_block, **methods})
 
 
 def list_and_stack(self, q, keys, values, q_start):
@@ -67,7 +67,7 @@ RIGHT, EVERY = "matches MultiHeadAttention in all 6 configurations", "{DIAG} -> 
 ALL_KEYS = "{RANGE} -> range(0, keys.shape[2], self.block_size) ; q_end) -> keys.shape[2])"
 CASES = [  # (id, answer, passes, words the feedback must contain)
     ("solution", "", True, RIGHT), ("list and stack", mine(list_and_stack), True, RIGHT),
-    ("loop over heads, 2-D", mine(per_head), True, RIGHT),
+    ("loop over heads, 2-D, on TiledAttention", mine(per_head, TiledAttention), True, RIGHT),
     ("einsum, F.dropout, own mask", "q @ k.transpose(2, 3) -> torch.einsum('bhqd,bhkd->bhqk', q, k)"
      " ; {MASK} -> {OWN}.triu(1).bool() ; "
      "{DROP} -> F.dropout(weights, self.dropout.p, self.training) @ v", True, RIGHT),
