@@ -41,9 +41,9 @@ def forms(t):
 
 
 def stage(name, s):
-    """Step ``name`` of the absorbed pass on setup ``s``, in its :func:`forms`."""
+    """Step ``name`` of the absorbed pass on setup ``s``, each of its tensors in :func:`forms`."""
     absorbed(s, stages=(found := {}))
-    return forms(found[name])
+    return [f for t in (found[name] if name == "scores" else [found[name]]) for f in forms(t)]
 
 
 STEPS = tuple(Step(f"the {name}", hint, partial(stage, name)) for name, hint in HINTS.items())
