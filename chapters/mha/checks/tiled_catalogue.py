@@ -69,7 +69,7 @@ def online(m, x, mistake="", training=False, stages=None):
             out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
             out = out / row_sum if mistake.startswith("divided in the loop") else out
             row_max = bug(new_max, row_max_never_updated=row_max)
-            stages |= {"weights (mask, maximum)": [w], "running sum": [row_sum]}
+            stages |= {"weights (mask, running maximum)": [w], "running sum": [row_sum]}
             stages["running output"] = [out]
         undivided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
         context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)

@@ -15,7 +15,7 @@ PRODUCTS, BOOKS_LOOP = {"matmul", "__matmul__", "bmm", "mm", "einsum"}, TiledAtt
 WHEN = ("when built", "when called in eval mode", "when called in training mode")
 #: The last query block's steps (:func:`.core.first_difference`), each whole or as a 2-D loop has
 #: it (batch 0, head 0); then the output, when only another query block differs.
-HINTS = {"scores": 2, "weights (mask, maximum)": 2, "running sum": 3, "running output": 3}
+HINTS = {"scores": 2, "weights (mask, running maximum)": 2, "running sum": 3, "running output": 3}
 STEPS = tuple(
     Step(f"the {n}", hint, lambda run, n=n: [f for t in run.stages[n] for f in (t, t[0, 0])])
     for n, hint in (HINTS | {"context out / row_sum": 3}).items()
