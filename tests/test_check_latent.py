@@ -145,6 +145,6 @@ def test_the_check(answer, passes, words):
     assert result.passed is passes and words in result.feedback, result.feedback
 
 
-def test_a_row_can_fail():  # a wrong answer held to another mistake's words
-    with pytest.raises(AssertionError):
+def test_a_row_can_fail():  # a wrong answer held to another mistake's words: its own are told
+    with pytest.raises(AssertionError, match="Softmax over dim=-1, the keys"):
         test_the_check(change("dim=-1", "dim=-2"), False, "mask the scores")

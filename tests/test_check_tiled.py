@@ -6,7 +6,6 @@ import torch.nn.functional as F
 
 import mha.checks.tiled as tiled
 from mha import MultiHeadAttention, TiledAttention
-from mha.checks.tiled import online_softmax
 from mha.starting import TiledAttentionStart
 
 
@@ -20,8 +19,8 @@ def slip(slips):
     return namespace["MyTiledAttention"]
 
 
-def mine(query_block, **methods):
-    return type("Mine", (TiledAttentionStart,), {"query_block": query_block, **methods})
+def mine(query_block, base=TiledAttentionStart, **methods):
+    return type("Mine", (base,), {"query_block": query_block, **methods})
 
 
 def list_and_stack(self, q, keys, values, q_start):
@@ -55,34 +54,34 @@ def per_head(self, q, keys, values, q_start, size=None):
 
 
 # fmt: off
-LOOP = online_softmax.solution_text.removesuffix(tiled.CALL)  # the book's loop, as the reader's
+LOOP = tiled.online_softmax.solution_text.removesuffix(tiled.CALL)  # the book's loop
 CODE = dict(  # lines of the solution
     DIAG="if k_end > q_start + 1:", RANGE="range(0, q_end, self.block_size)", NL="\n" + " " * 12,
     MASK="self.mask[q_start:q_end, k_start:k_end]", FILL="masked_fill(future, -torch.inf)",
     W="torch.exp(scores - new_max)", DROP="self.dropout(weights) @ v", RET="return out / row_sum",
     F="torch.exp(row_max - new_max)", MAX="torch.maximum(row_max, scores.amax(-1, keepdim=True))",
+    OWN="torch.ones(rows, k_end - k_start)", END="min(k_start + self.block_size, q_end)",
+    SUM="weights.sum(-1, keepdim=True)", K="k_start:k_end]", Q="q_start:q_end]",
 )
-RIGHT, BOOKS = "matches MultiHeadAttention in all 6 configurations", "the book's own modules"
+RIGHT, EVERY = "matches MultiHeadAttention in all 6 configurations", "{DIAG} -> if True: ; "
 ALL_KEYS = "{RANGE} -> range(0, keys.shape[2], self.block_size) ; q_end) -> keys.shape[2])"
-SOFTMAX, EVERY = "{W} -> torch.softmax(scores, -1) ; {F} -> 1.0", "{DIAG} -> if True: ; "
-SDPA = ("q_end = q_start + rows -> q_end = q_start + rows; return F.scaled_dot_product_"
-        "attention(q, keys[:, :, :q_end], values[:, :, :q_end], ~self.mask[q_start:q_end, :q_end])")
 CASES = [  # (id, answer, passes, words the feedback must contain)
     ("solution", "", True, RIGHT), ("list and stack", mine(list_and_stack), True, RIGHT),
-    ("loop over heads, 2-D", mine(per_head), True, RIGHT),
+    ("loop over heads, 2-D, on TiledAttention", mine(per_head, TiledAttention), True, RIGHT),
     ("einsum, F.dropout, own mask", "q @ k.transpose(2, 3) -> torch.einsum('bhqd,bhkd->bhqk', q, k)"
-     " ; {MASK} -> torch.ones(rows, k_end - k_start).triu(1).bool() ; "
+     " ; {MASK} -> {OWN}.triu(1).bool() ; "
      "{DROP} -> F.dropout(weights, self.dropout.p, self.training) @ v", True, RIGHT),
     ("every block masked, -1e9", EVERY + "{FILL} -> masked_fill(future, -1e9)", True, RIGHT),
-    ("None", None, False, "got None"), ("the book's class", TiledAttention, False, BOOKS),
+    ("None", None, False, "got None"), ("the book's class", TiledAttention, False, "own class"),
+    ("nothing written", type("Mine", (TiledAttention,), {}), False, "yours is not written yet"),
     ("starting code", TiledAttentionStart, False, "online_softmax.hint(1)"),
     ("raises", mine(lambda *a: {}[0]), False, "Your class raised KeyError"),
     ("calls the book's forward", mine(slip("").query_block, forward=lambda s, x:
      MultiHeadAttention.forward(s, x)), False, "hands the work to the book's MultiHeadAttention"),
-    ("PyTorch's attention", SDPA, False, "scaled_dot_product_attention"),
+    ("PyTorch's attention", "{RET} -> return F.scaled_dot_product_attention(q, keys[:, :, :q_end], "
+     "values[:, :, :q_end], ~self.mask[q_start:q_end, :q_end])", False, "scaled_dot_product"),
     ("whole row per head, 2-D", mine(lambda *a: per_head(*a, size=99)), False, "wider than a"),
-    ("whole row", "{RANGE} -> (0,) ; min(k_start + self.block_size, q_end) -> q_end", False,
-     "wider than a block"),
+    ("whole row", "{RANGE} -> (0,) ; {END} -> q_end", False, "wider than a block"),
     ("every key block", ALL_KEYS + " ; " + EVERY, False, "computed 9 blocks of scores"),
     ("future blocks unmasked", ALL_KEYS + " ; {DIAG} -> if k_start == q_start:", False, "after"),
     ("range to q_start", "{RANGE} -> range(0, q_start, self.block_size)", False, "stop before"),
@@ -92,8 +91,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("mask filled with 0", "{FILL} -> masked_fill(future, 0)", False, "fills hidden scores with 0"),
     ("mask after exp", EVERY + "scores = scores.{FILL} -> pass ; {W} -> {W}.masked_fill(future, 0)",
      False, "zeroes weights after exp"),
-    ("mask hides the diagonal", "{MASK} -> torch.ones(rows, k_end - k_start).triu().bool()",
-     False, "own key too"),
+    ("mask hides the diagonal", "{MASK} -> {OWN}.triu().bool()", False, "own key too"),
     ("inverted mask", "{FILL} -> masked_fill(~future, -torch.inf)", False, "inverted"),
     ("at the origin", EVERY + "{MASK} -> self.mask[:rows, : k_end - k_start]", False, "origin"),
     ("column offset", EVERY + "q_end, k_start:k_end -> q_end, :k_end - k_start", False, "offset"),
@@ -107,15 +105,13 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("sum not rescaled", "row_sum * rescale -> row_sum", False, "running sum is not rescaled"),
     ("out not rescaled", "out * rescale -> out", False, "running output is not rescaled"),
     ("nothing rescaled", "row_sum * rescale -> row_sum ; out * rescale -> out", False, "never"),
-    ("rescaled after adding", "row_sum * rescale + weights.sum(-1, keepdim=True) -> (row_sum + "
-     "weights.sum(-1, True)) * rescale ; out * rescale + {DROP} -> (out + {DROP}) * rescale",
-     False, "new block too"),
-    ("sum without keepdim", "weights.sum(-1, keepdim=True) -> weights.sum(-1)", False, "keepdim"),
+    ("rescaled after adding", "row_sum * rescale + {SUM} -> (row_sum + {SUM}) * rescale ; "
+     "out * rescale + {DROP} -> (out + {DROP}) * rescale", False, "new block too"),
+    ("sum without keepdim", "{SUM} -> weights.sum(-1)", False, "keepdim"),
     ("max over the rows", "scores.amax(-1 -> scores.amax(-2", False, "dimension -2"),
     ("never divided", "{RET} -> return out", False, "never divided"),
-    ("divided in the loop too", "row_max = new_max -> row_max = new_max{NL}out = out / row_sum",
-     False, "divided inside the loop"),
-    ("softmax per block, averaged", SOFTMAX, False, "its own softmax"),
+    ("divided in loop too", "{DROP} -> {DROP}{NL}out = out / row_sum", False, "inside the loop"),
+    ("block softmax", "{W} -> torch.softmax(scores, -1) ; {F} -> 1.0", False, "its own softmax"),
     ("not scaled", " / self.head_dim**0.5 -> ", False, "not divided by √head_dim"),
     ("divided by head_dim", "self.head_dim**0.5 -> self.head_dim", False, "not by its square"),
     ("divided by √d_out", "self.head_dim**0.5 -> self.d_out**0.5", False, "divided by √d_out"),
@@ -129,6 +125,10 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("dropout on the scores", "new_max = -> scores = self.dropout(scores){NL}new_max = ; "
      "{DROP} -> weights @ v", False, "on the scores"),
     ("dropout on the values", "{DROP} -> weights @ self.dropout(v)", False, "single numbers of v"),
+    ("keys of the query block", "keys[:, :, {K} -> keys[:, :, {Q}", False, "already at the scores"),
+    ("mask one key late", "{MASK} -> {OWN}.triu(2).bool()", False, "first differ at the weights"),
+    ("values of the query block", "values[:, :, {K} -> values[:, :, {Q}", False,
+     "up to the running sum and first differ at the running output: see hint(3)"),
 ]
 ONE_OF_EACH = ["range to q_start", "no mask", "row_max never updated", "layout", "whole row",
                "state sized by block_size", "dropout in sum", "values from the keys"]
@@ -138,7 +138,7 @@ ANSWERS = {c[0]: slip(c[1]) if isinstance(c[1], str) else c[1] for c in CASES}
 
 @pytest.mark.parametrize("name, answer, passes, words", CASES, ids=[c[0] for c in CASES])
 def test_the_check(name, answer, passes, words):
-    result = online_softmax.check(ANSWERS[name])
+    result = tiled.online_softmax.check(ANSWERS[name])
     assert result.passed is passes and words in result.feedback, result.feedback
 
 
@@ -146,5 +146,5 @@ def test_the_check(name, answer, passes, words):
 def test_a_row_fails_on_a_check_without_its_entry(name, monkeypatch):
     _, _, passes, words = next(c for c in CASES if c[0] == name)
     monkeypatch.setattr(tiled, "CATALOGUE", [m for m in tiled.CATALOGUE if words not in m.message])
-    result = online_softmax.check(ANSWERS[name])
+    result = tiled.online_softmax.check(ANSWERS[name])
     assert not (result.passed is passes and words in result.feedback), result.feedback

@@ -3,53 +3,43 @@ what each wrong step is told (:data:`MISTAKES`), for :mod:`.latent`'s check."""
 
 from functools import partial
 
-import torch
 import torch.nn.functional as F
 
-from .reference import MERGES
+from .reference import MERGES, SPLITS, Recipe, attend
 
 BLOCKS = {  # a (d_out, c) up-projection as head blocks (H, hd, c), right or wrong
     "blocks": lambda w, H: w.unflatten(0, (H, -1)),  # head h: rows h * hd onwards
     "strided": lambda w, H: w.unflatten(0, (-1, H)).transpose(0, 1),  # rows h, h + H, ...
     "transposed": lambda w, H: w.T.reshape(H, -1, w.shape[1]),  # W.T.reshape: rows scrambled
 }
-
-
 #: Every step done right; a buggy reference changes one (its keyword names the step).
-RIGHT = dict(keys="blocks", values="blocks", split=True, unbiased=(), scale="hd", mask="future",
-             dim=-1, drop="weights", merge="blocks", fold="columns", bias=1)  # fmt: skip
+RIGHT = dict(keys="blocks", values="blocks", split=True, unbiased=(), scale="hd",
+             mask="-inf before softmax", dim=-1, drop="weights", merge="blocks", fold="columns",
+             bias=1)  # fmt: skip
 
 
 def absorbed(s, stages=None, **wrong):
     """The absorbed output of setup ``s`` (a module, its input), or with one step wrong (each
     keyword names the step); ``stages`` (a dict), if given, gets the steps' tensors."""
-    (m, x), H, hd, (b, T, _) = s, s[0].num_heads, s[0].head_dim, s[1].shape
-    keys, values, split, unbiased, scale, mask, dim, drop, merge, fold, bias = (
-        RIGHT | wrong
-    ).values()
+    (m, x), H, hd = s, s[0].num_heads, s[0].head_dim
+    steps = RIGHT | wrong  # in RIGHT's order
+    keys, values, split, unbiased, scale, mask, dim, drop, merge, fold, bias = steps.values()
 
     def project(name):  # x through the layer, its bias left out if ``unbiased`` names it
         layer = getattr(m, name)
         return F.linear(x, layer.weight, None if name in unbiased else layer.bias)
 
     latents = project("W_down_kv").unsqueeze(1)  # (b, 1, T, c)
-    q = project("W_query")  # (b, T, d_out)
-    q = q.unflatten(-1, (H, hd)).transpose(1, 2) if split else q.reshape(b, H, T, hd)
+    q = SPLITS["blocks" if split else "no transpose"](project("W_query"), H)  # (b, H, T, hd)
     stages = {} if stages is None else stages
     stages["absorbed queries"] = q @ BLOCKS[keys](m.W_up_key.weight, H)  # (b, H, T, c)
-    scores = stages["absorbed queries"] @ latents.mT  # (b, H, T, T)
-    scores = m.dropout(scores) if drop == "scores" else scores
-    hidden = torch.ones(T, T, dtype=torch.bool).triu(0 if mask == "diagonal too" else 1)
-    hidden = ~hidden if mask == "allowed" else hidden  # tril: the token and earlier ones
-    fill = {"future": -torch.inf, "diagonal too": -torch.inf, "allowed": -torch.inf, "0": 0.0}
-    stages["scores"] = scores.masked_fill(hidden, fill[mask]) if mask in fill else scores
-    root = {"hd": hd, "c": m.latent_dim, "d_out": m.d_out, "none": 1, "times": hd**-1}.get(scale)
-    weights = torch.softmax(stages["scores"] / (root or 1) ** 0.5, dim) / (1 if root else hd**0.5)
-    weights = weights.masked_fill(hidden, 0.0) if mask == "after softmax" else weights
-    dropout = {"weights": m.dropout, "eval": partial(F.dropout, p=m.dropout.p)}.get(drop)
-    stages["weights"] = dropout(weights) if dropout else weights  # (b, H, T, T)
-    context = stages["weights"] @ latents  # (b, H, T, c)
-    stages["combined latents"] = m.dropout(context) if drop == "combined latents" else context
+    root = {"hd": hd, "c": m.latent_dim, "d_out": m.d_out, "times": hd**-1}.get(scale, 1)
+    dropout = {"eval": partial(F.dropout, p=m.dropout.p), "none": None}.get(drop, m.dropout)
+    at = {"eval": "weights", "combined latents": "context"}.get(drop, drop)
+    how = Recipe(scale=root**0.5, mask=mask, softmax_dim=dim, dropout=dropout, dropout_at=at)
+    # attend fills stages: scores (raw, masked, scaled), weights, context; "after" scales it last
+    context = attend(stages["absorbed queries"], latents, latents, how, stages)  # (b, H, T, c)
+    stages["combined latents"] = context / (hd**0.5 if scale == "after" else 1)
     up = BLOCKS[values](m.W_up_value.weight, H)  # (H, hd, c)
     values = stages["combined latents"] @ up.mT  # (b, H, T, hd): each head's values
     if fold == "per head":  # each head's output, not summed over the heads: (b, H, T, d_out)
@@ -64,15 +54,15 @@ def absorbed(s, stages=None, **wrong):
     return merged if fold == "none" else m.out_proj(output) if fold == "twice" else output
 
 
-BLOCK = "{w}.weight is (d_out, latent_dim): head h's {m}.T is its rows h * hd onwards, view(H, hd, "
+SIDES = {"keys": ("W_up_key", "B"), "values": ("W_up_value", "V")}  # the layer, its head block
+BLOCK = "{0}.weight is (d_out, latent_dim): head h's {1}.T is its rows h * hd onwards, view(H, hd, "
 BIAS = "x @ weight.T leaves out the layer's bias: call module.W_query(x) and module.W_down_kv(x)."
 PLACE = "Apply module.dropout to the attention weights, after the softmax, "
 # fmt: off
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
-    *((dict(**{s: "strided"}), BLOCK.format(w=w, m=m) + "-1)[h], not every H-th row.")
-      for s, w, m in (("keys", "W_up_key", "B"), ("values", "W_up_value", "V"))),
-    *((dict(**{s: "transposed"}), BLOCK.format(w=w, m=m) + "-1)[h]: .T.reshape scrambles it.")
-      for s, w, m in (("keys", "W_up_key", "B"), ("values", "W_up_value", "V"))),
+    *(({s: "strided"}, BLOCK.format(*SIDES[s]) + "-1)[h], not every H-th row.") for s in SIDES),
+    *(({s: "transposed"}, BLOCK.format(*SIDES[s]) + "-1)[h]: .T.reshape scrambles it.")
+      for s in SIDES),
     (dict(split=False), "view(b, H, T, hd) mixes tokens and heads: split with module.split_heads."),
     *((dict(unbiased=n), BIAS) for n in (("W_query",), ("W_down_kv",), ("W_query", "W_down_kv"))),
     (dict(scale="c"), "Scale by head_dim ** 0.5, the keys' width, not latent_dim ** 0.5."),
@@ -83,9 +73,9 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(dim=-2), "Softmax over dim=-1, the keys: each query's weights must sum to 1."),
     (dict(mask="none"), "Tokens attend to later tokens: mask the scores before the softmax."),
     (dict(mask="diagonal too"), "Your mask hides each token from itself: triu(..., diagonal=1)."),
-    (dict(mask="allowed"), "Your mask hides each token and earlier ones: hide later ones, triu."),
-    (dict(mask="0"), "Masked scores of 0 still get weight: fill them with -torch.inf."),
-    (dict(mask="after softmax"), "Mask the scores before the softmax: after, rows don't sum to 1."),
+    (dict(mask="inverted"), "Your mask hides each token and earlier ones: hide later ones, triu."),
+    (dict(mask="0 before softmax"), "Masked scores of 0 still get weight: fill with -torch.inf."),
+    (dict(mask="0 after softmax"), "Mask scores before the softmax: after, rows don't sum to 1."),
     (dict(drop="none"), PLACE + "as forward does (the check runs one module in training)."),
     (dict(drop="eval"), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
     *((dict(drop=d), f"{PLACE}not to the {d}.") for d in ("scores", "combined latents", "output")),

@@ -26,9 +26,8 @@ def setup(d_in, d_out, heads, rotary_dim, cached, base, seed):
 
 
 def turn(t, start, m, width="rotary", layout="half", swap=False, sign=1):
-    """``t`` (..., T, n) turned from ``start`` by the formula, or one ingredient wrong: the
-    angles' ``width`` ("rotary", "head", "whole head", "d_out", "all"), ``layout``, sin and cos
-    swapped, ``sign`` -1 (the wrong way)."""
+    """``t`` (..., T, n) turned from ``start``, or one ingredient wrong: the angles' ``width``
+    ("head", "whole head", "d_out", "all"), ``layout``, sin and cos ``swap``-ped, ``sign`` -1."""
     r = {"whole head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
     over = {"head": m.head_dim, "d_out": m.d_out}.get(width, r)  # the angles' denominator
     i = torch.arange(r // 2)  # (r / 2,)
@@ -45,14 +44,10 @@ def step(config, at=0, split_first=True, values=False, turning=True, **how):
     """The step on a fresh ``setup(*config)``: the new query and key turned at position L + ``at``,
     after the head split or before it, the value too, or nothing turned."""
     m, x, cache = setup(*config)
-    position = cache.length + at
-    project = [m.W_query(x), m.W_key(x), m.W_value(x)]  # (b, 1, d_out) each
-    n = (3 if values else 2) if turning and not split_first else 0  # turned before the split
-    project = [turn(p, position, m, **how) if j < n else p for j, p in enumerate(project)]
-    q, k, v = (m.split_heads(p) for p in project)  # (b, H, 1, hd) each
-    if turning and split_first:
-        q, k = turn(q, position, m, **how), turn(k, position, m, **how)
-        v = turn(v, position, m, **how) if values else v
+    turned, n = partial(turn, start=cache.length + at, m=m, **how), (2 + values) * turning
+    p = [m.W_query(x), m.W_key(x), m.W_value(x)]  # (b, 1, d_out) each; the first n turn
+    p = [m.split_heads(turned(t) if j < n and not split_first else t) for j, t in enumerate(p)]
+    q, k, v = [turned(t) if j < n and split_first else t for j, t in enumerate(p)]  # (b, H, 1, hd)
     keys, all_values = cache.append(k, v)  # (b, H, L + 1, hd) each
     weights = torch.softmax(q @ keys.mT / m.head_dim**0.5, dim=-1)  # (b, H, 1, L + 1)
     return m.out_proj((weights @ all_values).transpose(1, 2).flatten(2))  # (b, 1, d_out)
@@ -60,8 +55,12 @@ def step(config, at=0, split_first=True, values=False, turning=True, **how):
 
 SPLIT = "You turn before the head split: turn each head's (b, H, 1, head_dim) query and key."
 WIDTH = "The angles are computed over {w}: pair i turns by p * base ** (-2i / rotary_dim)."
+START = (  # turning at position 0 turns nothing: the starting code's output
+    "Nothing turns: the starting code, or a turn at position 0 (positions counted from 0 in a"
+    " cached step turn the new token by angle 0). Which vectors turn, at which position? hint(1)"
+)
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
-    (dict(turning=False), "START"),
+    (dict(turning=False), START),
     (dict(width="d_out"), WIDTH.format(w="d_out, all heads' width")),
     (dict(width="head"), WIDTH.format(w="head_dim; only rotary_dim entries turn, so use that")),
     (dict(width="whole head"), "Only each head's first rotary_dim entries turn; the rest pass."),
@@ -72,10 +71,6 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(at=1), "Position L + 1: read cache.length before the append, not after."),
     (dict(at=-1), "Position L − 1: the new token's position is L, cache.length itself."),
     *((dict(split_first=False, width=w), SPLIT) for w in ("rotary", "all")),
-)
-START = (  # turning at position 0 turns nothing: the starting code's output
-    "Nothing turns: the starting code, or a turn at position 0 (positions counted from 0 in a"
-    " cached step turn the new token by angle 0). Which vectors turn, at which position? hint(1)"
 )
 PRAISE = "Your step equals RotaryAttention's forward at position L on every setup."
 UNKNOWN = "Not RotaryAttention's output, and no catalogued mistake explains it: see hint(2)."
@@ -96,5 +91,4 @@ def check_rotary_step(answer):
         mistakes = tuple(Buggy(told, told, partial(step, **kw)) for kw, told in MISTAKES)
         found = Catalogue(CONFIGS, step, mistakes, PRAISE, UNKNOWN)
         result = run_catalogue(found, watched)
-    told = START if result.feedback == "START" else BOOK if calls else None
-    return CheckResult(False, told) if told else result
+    return CheckResult(False, BOOK) if calls and result.feedback != START else result

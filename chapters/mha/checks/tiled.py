@@ -13,10 +13,7 @@ from .shortcuts import refusal
 from .tiled_catalogue import CATALOGUE
 from .tiled_recorder import Run
 
-Config = namedtuple(
-    "Config",
-    "d_in d_out context_length dropout num_heads block_size qkv_bias num_tokens query_gain seed",
-)
+Config = namedtuple("Config", "d_in d_out context dropout heads block bias num_tokens gain seed")
 #: Batches of 2; lengths a block divides (first) and not, below context_length, shorter than a
 #: block, one token; biases; dropout (in eval mode too); scores in the hundreds (W_query × 250),
 #: where exp overflows and a row's scores all lie below -100. head_dim is no block size nor d_in.
@@ -34,14 +31,18 @@ LOOP = textwrap.indent(textwrap.dedent(inspect.getsource(TiledAttention.query_bl
 CALL = "online_softmax.check(MyTiledAttention)"
 SOLUTION = f"class MyTiledAttention(TiledAttentionStart):\n{LOOP}\n\n{CALL}"
 PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval and training mode."
+WRITE = "Subclass TiledAttentionStart and write query_block there, the loop over key blocks."
 
 
 @never_raises
 def check_online_softmax(cls):
-    """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows."""
-    problem = refusal(cls, TiledAttentionStart, own=True, inherited="")  # forward inherited
-    if not problem and cls.query_block is TiledAttention.query_block:
-        problem = f"{cls.__name__} is one of the book's own modules: write your own query_block."
+    """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows. A
+    query_block of its own runs on the book's TiledAttention too: its forward is the start's."""
+    tiled = isinstance(cls, type) and issubclass(cls, TiledAttention)
+    problem = refusal(cls, TiledAttention if tiled else TiledAttentionStart, own=True, inherited="")
+    if tiled and cls.query_block is TiledAttention.query_block:  # nothing of the reader's yet
+        yet = "it is the book's own class" if cls is TiledAttention else "yours is not written yet"
+        problem = f"{cls.__name__} runs the book's query_block: {yet}. {WRITE}"
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         for run in (Run(cls, c) for c in CONFIGS if not problem):
             mistake = first_mistake(CATALOGUE, run)

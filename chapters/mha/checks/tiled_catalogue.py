@@ -1,6 +1,5 @@
 """Chapter 7's catalogue, :data:`TABLE`: ``- names: message``, each name a fact of the run or a
-mistake :func:`online` makes. A training output that matches none passes (a right loop may drop
-other weights than the check's)."""
+mistake :func:`online` makes. A training output matching none passes (it may drop other weights)."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -15,9 +14,11 @@ PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no runn
 
 
 # fmt: off
-def online(m, x, mistake="", training=False):
+def online(m, x, mistake="", training=False, stages=None):
     """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a name in
-    :data:`TABLE`) made; in ``training``, with the check's dropout."""
+    :data:`TABLE`) made; in ``training``, with the check's dropout. ``stages`` (a dict) gets
+    the last query block's steps, named as :data:`.tiled_recorder.STEPS` names them."""
+    stages = {} if stages is None else stages
     p = m.dropout.p if training or mistake == "dropout in eval" else 0.0
     place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
 
@@ -51,6 +52,7 @@ def online(m, x, mistake="", training=False):
                          mask_without_the_column_offset=kp - k_start > qp,
                          future_blocks_unmasked=(kp > qp) & (k_start <= q_start))
             masked = s.masked_fill(hidden, bug(-torch.inf, mask_fills_zero=0.0))
+            stages["scores"] = stages["scores"] if k_start else (s, masked)  # the first block's
             s = drop(bug(masked, mask_after_exp=s), "masked scores")
             own = s.amax(-1, keepdim=True)
             new_max = bug(torch.maximum(row_max, own), own_block_maximum=own)
@@ -67,8 +69,11 @@ def online(m, x, mistake="", training=False):
             out = drop((out * bug(old, output_not_rescaled=1, no_rescale=1) + block) * new, "out")
             out = out / row_sum if mistake.startswith("divided in the loop") else out
             row_max = bug(new_max, row_max_never_updated=row_max)
+            stages |= {"weights (mask, running maximum)": [w], "running sum": [row_sum]}
+            stages["running output"] = [out]
         undivided = mistake in ("never divided", "divided in the loop", PER_BLOCK[1])
         context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)
+        stages["context out / row_sum"] = [context]
         laid_out = context.transpose(1, 2).reshape(context.shape)  # (b, rows, H, hd) as q's
         contexts.append(bug(context, wrong_layout=laid_out))
     return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
@@ -107,14 +112,12 @@ TABLE = """
 - no mask: Your diagonal block is not masked: a query sees the later keys of its block.
 - mask fills zero: Your mask fills hidden scores with 0, which exp makes a weight: fill -torch.inf.
 - diagonal hidden: Your mask hides each query's own key too: it hides only later keys.
-- inverted mask | inverted on every block: Your mask is inverted: masked_fill hides where it is
-  True, and self.mask is True for later keys.
-- mask at the origin: Your mask is sliced at the origin on every key block: slice it at the
-  block's position, self.mask[q_start:q_end, k_start:k_end].
+- inverted mask | inverted on every block: Your mask is inverted: hide where self.mask is True.
+- mask at the origin: Your mask is sliced at the origin: self.mask[q_start:q_end, k_start:k_end].
 - mask without the column offset: Your mask slice has no column offset: [..., k_start:k_end].
 - future blocks unmasked: Your loop visits key blocks after the diagonal, unmasked: stop at q_end.
-- diagonal skipped | range one short: Your key blocks stop before the diagonal block, which
-  holds each query's own key: range(0, q_end, self.block_size).
+- diagonal skipped | range one short: Your key blocks stop before the diagonal, which holds each
+  query's own key: range(0, q_end, self.block_size).
 - key blocks end early: Your key blocks end one key early: min(k_start + block_size, q_end).
 - never divided | divided in the loop | divided in the loop and at the end: Divide by the running
   sum once, after the last key block: yours is never divided, or divided inside the loop.
@@ -123,7 +126,7 @@ TABLE = """
 - wrong layout: Your context is (b, rows, num_heads, head_dim) reshaped: return it like q.
 - values from keys: Your weights multiply the keys' block: v is values[:, :, k_start:k_end].
 - wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
-  mistake this check knows explains it: compare each step with hint(2) and hint(3).
+  mistake this check knows explains it.{where}
 - extra: Your output is right, but your code computed {computed} blocks of scores where a
   causal pass needs {causal}: compute each once, and skip key blocks all future.
 - drop none: In training mode your output has no dropout: self.dropout(weights) @ v.

@@ -6,13 +6,21 @@ from unittest import mock
 import torch
 
 from ..tiled import TiledAttention, causal_block_pairs
-from .core import attempt, describe_error
+from .core import Step, attempt, describe_error, first_difference
 from .reference import same
 from .shortcuts import Watch, book_calls
 from .tiled_catalogue import online
 
 PRODUCTS, BOOKS_LOOP = {"matmul", "__matmul__", "bmm", "mm", "einsum"}, TiledAttention.query_block
 WHEN = ("when built", "when called in eval mode", "when called in training mode")
+#: The last query block's steps (:func:`.core.first_difference`), each whole or as a 2-D loop has
+#: it (batch 0, head 0); then the output, when only another query block differs.
+HINTS = {"scores": 2, "weights (mask, running maximum)": 2, "running sum": 3, "running output": 3}
+STEPS = tuple(
+    Step(f"the {n}", hint, lambda run, n=n: [f for t in run.stages[n] for f in (t, t[0, 0])])
+    for n, hint in (HINTS | {"context out / row_sum": 3}).items()
+) + (Step("the output, another query block's context", 1, lambda run: run.right[:2]),)
+UNTOLD = " Compare each step with hint(2) and hint(3)."
 
 
 class Run(Watch):
@@ -21,7 +29,7 @@ class Run(Watch):
 
     def __init__(self, cls, c):
         super().__init__()
-        self.c, self.bs, self.hd = c, c.block_size, c.d_out // c.num_heads
+        self.c, self.bs, self.hd = c, c.block, c.d_out // c.heads
         self.widths = {self.hd, c.d_in, c.d_out}  # a product ending in one mixes values
         self.scores, self.maxima, self.outputs, self.widest = [], [], [], 0
         self.derived = {}  # id: a tensor of scores, or made from them (kept, so ids stay)
@@ -31,7 +39,7 @@ class Run(Watch):
         torch.manual_seed(c.seed)
         try:
             self.m = cls(*c[:7])  # the constructor's arguments
-            self.m.W_query.weight.mul_(c.query_gain)  # under no_grad
+            self.m.W_query.weight.mul_(c.gain)  # under no_grad
             borrowed = mock.patch.object(TiledAttention, "query_block", self.borrowed)
             with book_calls() as self.calls, borrowed, self:
                 for training in (False, True):
@@ -70,13 +78,14 @@ class Run(Watch):
         self.calls.append("TiledAttention.query_block")
         return BOOKS_LOOP(*args)
 
-    def reference(self, mistake=""):
-        """:func:`.online` with ``mistake``, in eval mode, then in training mode."""
+    def reference(self, mistake=""):  # (4, T, d_out): eval mode, then training mode
         return torch.cat([online(self.m, self.x, mistake, training) for training in (0, 1)])
 
     output = property(lambda s: s.error or attempt(torch.cat, s.outputs))  # (4, T, d_out)
     out = property(lambda s: s.outputs[0] if s.outputs else None)  # in eval mode
     right = cached_property(lambda s: s.reference())
+    stages = cached_property(lambda s: (online(s.m, s.x, stages=(found := {})), found)[1])
+    where = property(lambda s: first_difference(STEPS, s, lambda: s.m.eval()(s.x)) or UNTOLD)
     wrong = property(lambda s: not same(s.out, s.right[:2]))
     starting = property(lambda s: isinstance(s.error, NotImplementedError))
     book = property(lambda s: [c for c in s.calls if c != "TiledAttention.forward"])
@@ -88,9 +97,9 @@ class Run(Watch):
     partial = property(lambda s: bool(s.m and s.error and not s.outputs and s.c.num_tokens % s.bs))
     keepdim = property(lambda s: bool(s.error and s.failed and min(map(len, s.failed[1])) == 3))
     wide = property(lambda s: s.widest > s.bs)
-    overflows = property(lambda s: s.c.query_gain > 1 and not bool(s.out.isfinite().all()))
+    overflows = property(lambda s: s.c.gain > 1 and not bool(s.out.isfinite().all()))
     all_nan = property(lambda s: bool(s.out.isnan().all()))
     causal = property(lambda s: len(causal_block_pairs(s.c.num_tokens, s.bs)))
     extra = property(lambda s: s.computed > s.causal)
     #: Scores computed, in block_size × block_size blocks of one mode, one input, one head.
-    computed = property(lambda s: round(sum(s.scores) / (4 * s.c.num_heads * s.bs**2)))
+    computed = property(lambda s: round(sum(s.scores) / (4 * s.c.heads * s.bs**2)))
