@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import mha.checks.tiled as tiled
 from mha import MultiHeadAttention, TiledAttention
@@ -11,7 +10,7 @@ from mha.starting import TiledAttentionStart
 
 def slip(slips):
     """The solution (the book's loop) with slips "text -> written instead ; ...", {NAME}: CODE's."""
-    code, namespace = LOOP, {"TiledAttentionStart": TiledAttentionStart, "torch": torch, "F": F}
+    code, namespace = LOOP, {**globals(), "F": torch.nn.functional}  # as a chapter has them
     for text, wrong in (s.format(**CODE).split(" -> ") for s in slips.split(" ; ") if s):
         assert text in code, text
         code = code.replace(text, wrong, 1)
@@ -75,6 +74,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("None", None, False, "got None"), ("the book's class", TiledAttention, False, "own class"),
     ("nothing written", type("Mine", (TiledAttention,), {}), False, "yours is not written yet"),
     ("starting code", TiledAttentionStart, False, "online_softmax.hint(1)"),
+    ("chapter 3's class", MultiHeadAttention, False, "write the query_block yourself"),
     ("raises", mine(lambda *a: {}[0]), False, "Your class raised KeyError"),
     ("calls the book's forward", mine(slip("").query_block, forward=lambda s, x:
      MultiHeadAttention.forward(s, x)), False, "hands the work to the book's MultiHeadAttention"),

@@ -80,10 +80,11 @@ def _code(forward):
     return attempt(lambda: ast.dump(ast.parse(textwrap.dedent(inspect.getsource(forward)))))
 
 
-def refusal(cls, start, own, inherited):
+def refusal(cls, start, own, inherited, method="forward"):
     """What to say when ``cls`` is no class of the reader's own, or None. ``own`` True: it must
     be built on ``start``; None: any module class but the book's is run as it is; False: none
-    built on another book class. ``inherited`` is said of the starting code ("" accepts it)."""
+    built on another book class. ``inherited`` is said of the starting code ("" accepts it);
+    ``method`` is the one the reader writes."""
     book, name, strict = book_modules(), name_of(cls), own is not None
     if not isinstance(cls, type):
         kind = f"the function {name}" if callable(cls) else kind_of(cls)
@@ -95,7 +96,7 @@ def refusal(cls, start, own, inherited):
     if cls in book or strict and issubclass(cls, book) and not issubclass(cls, start):
         return (
             f"{name} is one of the book's own modules: the book's own class, or built on one. "
-            f"Subclass {start.__name__} and write the forward yourself."
+            f"Subclass {start.__name__} and write the {method} yourself."
         )
     if own and not issubclass(cls, start):
         return f"{name} does not start from {start.__name__}, so the check cannot know its layers."

@@ -39,7 +39,8 @@ def check_online_softmax(cls):
     """The first mistake of :data:`.tiled_catalogue.CATALOGUE` that a run of ``cls`` shows. A
     query_block of its own runs on the book's TiledAttention too: its forward is the start's."""
     tiled = isinstance(cls, type) and issubclass(cls, TiledAttention)
-    problem = refusal(cls, TiledAttention if tiled else TiledAttentionStart, own=True, inherited="")
+    start = TiledAttention if tiled else TiledAttentionStart
+    problem = refusal(cls, start, own=True, inherited="", method="query_block")
     if tiled and cls.query_block is TiledAttention.query_block:  # nothing of the reader's yet
         yet = "it is the book's own class" if cls is TiledAttention else "yours is not written yet"
         problem = f"{cls.__name__} runs the book's query_block: {yet}. {WRITE}"
