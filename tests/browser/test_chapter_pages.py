@@ -19,6 +19,7 @@ from .book_site import (
     open_every_toggle,
     wait_for_transitions,
 )
+from .test_route_and_contents import route_and_contents_problems
 from .test_screenshots import desktop_problems
 from .test_solutions import solution_problems
 
@@ -44,10 +45,13 @@ def test_reveals_and_solutions_wait_for_one_click_binder_opens_the_chapter_and_n
     click on its toggle (``hidden_cell_problems``, on the page as it loaded); the Binder button
     opens this chapter from the main branch; and reading the page, opening every toggle and
     scrolling to the end logs no JavaScript error. First, before any click, the page's desktop
-    screenshot and its fit at 1280 px (``desktop_problems``, test_screenshots.py)."""
+    screenshot and its fit at 1280 px (``desktop_problems``, test_screenshots.py), and its route
+    paragraphs and "On this page" entries (``route_and_contents_problems``,
+    test_route_and_contents.py)."""
     visited = visit(f"{book_url}/{chapter.url_path}", wait_until="networkidle")
     page = visited.page
     problems = desktop_problems(page, chapter.url_path)  # test_screenshots.py's, as loaded
+    problems += route_and_contents_problems(page, chapter.name)  # test_route_and_contents.py's
     problems += hidden_cell_problems(page, chapter) + launch_link_problems(page, chapter)
     page.get_by_role("button", name="Launch interactive content").click()
     if not page.locator(f"a[href='{expected_binder_url(chapter)}']").is_visible():

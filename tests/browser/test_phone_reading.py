@@ -16,6 +16,7 @@ from .book_site import (
     box_overflow_problems,
     broken_token_problems,
     chapters,
+    clear_site_data,
     code_in_padding_problems,
     code_line_problems,
     code_lines,
@@ -30,6 +31,7 @@ from .book_site import (
     wait_for_transitions,
 )
 from .test_hidden_boxes import hidden_output_problems
+from .test_screenshots import phone_closed_problems, phone_open_problems
 
 CHAPTERS = chapters()
 BUDGETS = [(PHONE, PHONE_WIDE_LINES), (TABLET, 0), (DESKTOP, 0)]
@@ -52,6 +54,9 @@ class Reading:
     hidden: list  # test_hidden_boxes.hidden_output_problems at 390 px, toggles still closed
     marks: list  # continuation_mark_problems of its code, solutions and printed output, at 390 px
     printed_wrapped: object  # book_site.CodeLines of its printed output, at 390 px
+    #: test_screenshots' phone_closed_problems and phone_open_problems (axe, fit, figures), at
+    #: 390 px
+    phone: list
 
 
 #: Where code wraps on a phone, each checked for its continuation marks: a code cell's input and
@@ -66,8 +71,13 @@ WRAPPING_CODE = [
 def read_chapter(page, chapter, viewport):
     wait_for_transitions(page)
     # On the page as it loaded, toggles closed; at 390 px only (test_hidden_boxes.py checks
-    # the wider widths on fewer chapters: every chapter at every width cost 45 s more).
-    hidden = hidden_output_problems(page, chapter) if viewport is PHONE else []
+    # the wider widths on fewer chapters: every chapter at every width cost 45 s more). Around
+    # it, test_screenshots.py's checks of the phone's page, closed and then open.
+    hidden, phone = [], []
+    if viewport is PHONE:
+        phone = phone_closed_problems(page, chapter.name)
+        hidden = hidden_output_problems(page, chapter)
+        phone += phone_open_problems(page, chapter.name)
     open_every_toggle(page)
     wait_for_transitions(page)
     code = code_lines(page)
@@ -109,6 +119,7 @@ def read_chapter(page, chapter, viewport):
         hidden,
         marks,
         printed_wrapped,
+        phone,
     )
 
 
@@ -125,13 +136,22 @@ def readings(reading_contexts, book_url):
             for chapter in CHAPTERS:
                 page = reading_contexts(viewport, "light").new_page()
                 try:
-                    page.goto(f"{book_url}/{chapter.url_path}")
+                    url = f"{book_url}/{chapter.url_path}"
+                    clear_site_data(page, url)  # as test_screenshots.py's `visit` did
+                    page.goto(url, wait_until="networkidle" if viewport is PHONE else "load")
                     done[width][chapter.name] = read_chapter(page, chapter, viewport)
                 finally:
                     page.close()
         return done[width]
 
     return at
+
+
+def test_every_chapter_fits_a_phone_passes_axe_there_and_screenshots_are_saved(readings):
+    """test_screenshots.py's phone checks of a chapter, on the page read here at 390 px: axe
+    finds no violations with the toggles closed, then open; the page and its figures fit."""
+    problems = [f"{name}: {p}" for name, reading in readings(PHONE).items() for p in reading.phone]
+    assert not problems, "\n".join(problems)
 
 
 def test_on_a_phone_one_click_on_the_pages_toggle_shows_the_box(readings):

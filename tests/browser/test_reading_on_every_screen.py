@@ -178,7 +178,8 @@ def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, c
 
 
 # Every figure sharp on a high-density screen: at 1280 px, test_chapter_pages.py, on the page it
-# opens with every toggle open; at 390 px, test_screenshots.py, on the open page it has there.
+# opens with every toggle open; at 390 px, test_screenshots.phone_open_problems, on the open page
+# test_phone_reading.py reads there.
 
 
 # ---------------------------------------------------------------------------------------------
