@@ -8,7 +8,7 @@ The fit to the width is measured on the whole page at both widths, open and clos
 
 The open page at 390 px is also where every figure's smallest text is measured (at 9 CSS px or
 more: test_figure_legibility.py, which measures 360 px on a load of its own) and every figure's
-sharpness at that width (test_chapter_pages.py measures 1280 px): each had a load of
+sharpness at that width (test_phone_reading.py measures 1280 px): each had a load of
 the same page at the same width, with every toggle open, of its own. So had axe's runs at that
 width in the light scheme (test_accessibility.py), closed and then open: they run here too.
 
