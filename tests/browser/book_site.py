@@ -160,6 +160,19 @@ def serve(directory, replaced=None):
         thread.join()
 
 
+#: Everything a page can leave behind for the next test at its origin (the HTTP cache stays).
+SITE_DATA = "cookies,local_storage,indexeddb,cache_storage,service_workers"
+
+
+def clear_site_data(page, url):
+    """Forget what earlier pages stored at ``url``'s origin (the theme choice, guesses), so that
+    ``page`` opens there as a first visit does."""
+    origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
+    session = page.context.new_cdp_session(page)
+    session.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_DATA})
+    session.detach()
+
+
 def is_local(url):
     return (
         urlparse(url).scheme in ("data", "blob", "about") or urlparse(url).hostname in LOCAL_HOSTS

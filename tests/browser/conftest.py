@@ -14,7 +14,7 @@ from playwright.sync_api import Page, sync_playwright
 
 from chromium import CHROMIUM_ARGS, MISSING, find_chromium  # .ci/chromium.py (pytest pythonpath)
 
-from .book_site import BUILD, DESKTOP, is_local, serve
+from .book_site import BUILD, DESKTOP, clear_site_data, is_local, serve
 
 HERE = Path(__file__).parent
 
@@ -90,10 +90,6 @@ def reading_contexts(browser):
         context.close()
 
 
-#: Everything a page can leave behind for the next test at its origin (the HTTP cache stays).
-SITE_DATA = "cookies,local_storage,indexeddb,cache_storage,service_workers"
-
-
 @pytest.fixture
 def visit(reading_contexts):
     """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a new
@@ -120,11 +116,7 @@ def visit(reading_contexts):
         opened.append(page)
         origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
         if origin.startswith("http"):
-            session = context.new_cdp_session(page)
-            session.send(
-                "Storage.clearDataForOrigin", {"origin": origin, "storageTypes": SITE_DATA}
-            )
-            session.detach()
+            clear_site_data(page, url)
         if permissions:
             context.grant_permissions(list(permissions), origin=origin)
         if init_script:

@@ -8,8 +8,9 @@ then open (hidden content is content too), and each with every rule. So every ru
 page at both widths (the layout rules see the phone's and the desktop's layout) and the colour
 rules in both schemes. Running each scheme at the other width too repeated verdicts the
 scheme or the width alone decides, for about 50 s of CPU a run of this file (Chromium counted).
-The phone's light runs are made by test_screenshots.py on the page it opens for its phone
-screenshots (``axe_problems``), for every page but the bibliography; the dark desktop runs here
+The phone's light runs are made by test_screenshots.py's phone checks (``axe_problems``), on the
+page it opens for its phone screenshots or, for a chapter, on the one test_phone_reading.py reads
+at 390 px, for every page but the bibliography; the dark desktop runs here
 check the chapters' colours in the dark theme too (``dark_theme_problems``, test_solutions.py).
 
 With the toggles open, axe's colour rules run apart from the others, on everything but the

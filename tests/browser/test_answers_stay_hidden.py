@@ -83,7 +83,12 @@ VISIBLE_TEXT = r"""([index, reach]) => {
         Boolean(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
     const headings = [...article.querySelectorAll('h1, h2, h3, h4, h5, h6')];
     const heading = headings.filter(h => after(h, cell)).pop() || article;
+    const seen = new Map();  // element -> shown: a text node asks again for its element
     const shown = element => {
+        if (!seen.has(element)) seen.set(element, shownNow(element));
+        return seen.get(element);
+    };
+    const shownNow = element => {
         for (let e = element; e; e = e.parentElement) {
             const closed = e.closest('details:not([open])');
             if (!closed) break;
@@ -216,13 +221,11 @@ def leaks(page_texts, answer):
 
 
 def reveal_answers(page):
-    """The answer line of every reveal on the page, in order."""
-    cells = page.locator(REVEALS)
-    answers = []
-    for i in range(cells.count()):
-        answer = cells.nth(i).locator(ANSWER)
-        answers.append(answer.first.text_content().strip() if answer.count() else None)
-    return answers
+    """The answer line of every reveal on the page, in order (one call for the page)."""
+    answers = page.eval_on_selector_all(
+        REVEALS, f"cells => cells.map(c => c.querySelector({ANSWER!r})?.textContent ?? null)"
+    )
+    return [None if answer is None else answer.strip() for answer in answers]
 
 
 def question_texts(page, index):
@@ -234,15 +237,28 @@ def question_texts(page, index):
     return [question.replace("\u2019", "'"), elsewhere]
 
 
+def as_loaded(page):
+    """``[(answer, [question, elsewhere]), ...]`` of every reveal of a page of this file's
+    ``chapter_pages`` as it loaded (each test that writes into one takes it out again), read
+    once a page: every test here reads them, and a read of a long chapter at 390 px walks all
+    of its text for each reveal."""
+    if not hasattr(page, "mha_as_loaded"):
+        answers = reveal_answers(page)
+        page.mha_as_loaded = list(
+            zip(answers, [question_texts(page, i) for i in range(len(answers))], strict=True)
+        )
+    return page.mha_as_loaded
+
+
 def leak_problems(page, chapter_name):
     """Every reveal whose answer shows before its toggle is opened, with what shows."""
     problems = []
-    for i, answer in enumerate(reveal_answers(page)):
+    for i, (answer, texts) in enumerate(as_loaded(page)):
         where = f"{chapter_name}, reveal {i + 1}"
         if answer is None:
             problems.append(f"{where}: no 'The answer:' line in its box")
             continue
-        found = leaks(question_texts(page, i), answer)
+        found = leaks(texts, answer)
         if found:
             problems.append(f"{where} (answer {answer!r}) shows before its toggle: {found}")
     return problems
@@ -293,8 +309,7 @@ def test_neither_the_landing_page_nor_an_earlier_takeaway_gives_an_answer(
     problems = []
     for chapter in CHAPTERS:
         page = chapter_pages(chapter, DESKTOP)
-        for i, answer in enumerate(reveal_answers(page)):
-            question, _ = question_texts(page, i)
+        for i, (answer, (question, _)) in enumerate(as_loaded(page)):
             for source, text in seen.items():
                 found = leaks([question, text], answer)
                 if found:
@@ -310,8 +325,7 @@ def test_most_reveals_have_words_to_look_for(chapter_pages):
     total, checkable = 0, 0
     for chapter in CHAPTERS:
         page = chapter_pages(chapter, DESKTOP)
-        for i, answer in enumerate(reveal_answers(page)):
-            question, _ = question_texts(page, i)
+        for answer, (question, _) in as_loaded(page):
             patterns, _ = answer_patterns(answer, question, offered_options(question))
             total += 1
             checkable += bool(patterns)
@@ -364,8 +378,7 @@ def test_an_answer_put_on_the_page_is_caught(chapter_pages, viewport, where):
     missed = []
     for chapter in CHAPTERS:
         page = chapter_pages(chapter, viewport)
-        for i, answer in enumerate(reveal_answers(page)):
-            question, _ = question_texts(page, i)
+        for i, (answer, (question, _)) in enumerate(as_loaded(page)):
             options = offered_options(question)
             patterns, _ = answer_patterns(answer, question, options)
             if not patterns:
@@ -423,8 +436,8 @@ def test_an_answer_beyond_the_phone_reach_is_not_counted(chapter_pages):
     in plain view (checked on the first reveal with a tuple answer that shows nothing of it)."""
     for chapter in CHAPTERS:
         page = chapter_pages(chapter, PHONE)
-        for i, answer in enumerate(reveal_answers(page)):
-            if answer and answer.startswith("(") and not leaks(question_texts(page, i), answer):
+        for i, (answer, texts) in enumerate(as_loaded(page)):
+            if answer and answer.startswith("(") and not leaks(texts, answer):
                 try:
                     page.evaluate(INJECT, [i, f"In short: {answer}.", False, PHONE_REACH + 100])
                     assert not leaks(question_texts(page, i), answer)

@@ -1,9 +1,9 @@
 """Every chapter page as a reader meets it in a browser.
 
-Checked: toggles, figures, the launch button, errors, and reading offline; on the offline page
-with every toggle open (a desktop, the light theme), also the solutions' highlighted code and
-copy buttons (``solution_problems``, test_solutions.py) and every figure's sharpness
-(``figure_sharpness_problems``), which each loaded every chapter so once more.
+Checked: toggles, the launch button, errors, routes and "On this page". Reading offline, figures,
+the solutions' highlighted code and copy buttons (``solution_problems``, test_solutions.py) and
+every figure's sharpness (``figure_sharpness_problems``), on the page with every toggle open at
+1280 px in the light theme: test_phone_reading.py, on the page it reads there.
 """
 
 import pytest
@@ -12,15 +12,11 @@ from .book_site import (
     BUILD,
     chapters,
     expected_binder_url,
-    figure_sharpness_problems,
     hidden_cell_problems,
     launch_link_problems,
-    offline_rendering_problems,
-    open_every_toggle,
-    wait_for_transitions,
 )
+from .test_route_and_contents import route_and_contents_problems
 from .test_screenshots import desktop_problems
-from .test_solutions import solution_problems
 
 CHAPTERS = chapters()
 
@@ -44,10 +40,13 @@ def test_reveals_and_solutions_wait_for_one_click_binder_opens_the_chapter_and_n
     click on its toggle (``hidden_cell_problems``, on the page as it loaded); the Binder button
     opens this chapter from the main branch; and reading the page, opening every toggle and
     scrolling to the end logs no JavaScript error. First, before any click, the page's desktop
-    screenshot and its fit at 1280 px (``desktop_problems``, test_screenshots.py)."""
+    screenshot and its fit at 1280 px (``desktop_problems``, test_screenshots.py), and its route
+    paragraphs and "On this page" entries (``route_and_contents_problems``,
+    test_route_and_contents.py)."""
     visited = visit(f"{book_url}/{chapter.url_path}", wait_until="networkidle")
     page = visited.page
     problems = desktop_problems(page, chapter.url_path)  # test_screenshots.py's, as loaded
+    problems += route_and_contents_problems(page, chapter.name)  # test_route_and_contents.py's
     problems += hidden_cell_problems(page, chapter) + launch_link_problems(page, chapter)
     page.get_by_role("button", name="Launch interactive content").click()
     if not page.locator(f"a[href='{expected_binder_url(chapter)}']").is_visible():
@@ -65,24 +64,6 @@ def test_reveals_and_solutions_wait_for_one_click_binder_opens_the_chapter_and_n
     assert not problems, "\n".join(problems)
 
 
-def test_text_code_and_figures_render_with_every_outside_request_blocked_and_read_well(
-    visit, book_url, chapter
-):
-    """And every figure the notebook outputs has loaded, with alt text that says what it shows
-    (``figure_problems``: it had a test and a page load of its own, for the same verdict; every
-    figure is on this machine, so blocking the others changes nothing for it).
-
-    On the same page (the offline check finds nothing the page needs from elsewhere, so it is the
-    page every reader sees), each in turn: every solution is highlighted code with a copy button
-    in colours that read (``solution_problems``; test_solutions.py checks the dark theme), and
-    every figure is sharp on a high-density screen (``figure_sharpness_problems``; at 390 px:
-    test_screenshots.py). Each had a load of every chapter of its own (about 2 s of Chromium's
-    CPU a chapter with every toggle open)."""
-    visited = visit(f"{book_url}/{chapter.url_path}", offline=True, wait_until="networkidle")
-    page = visited.page
-    open_every_toggle(page)
-    problems = offline_rendering_problems(page, visited.blocked, chapter)
-    wait_for_transitions(page)
-    problems += [f"solutions: {p}" for p in solution_problems(page, chapter)]
-    problems += [f"sharpness: {p}" for p in figure_sharpness_problems(page)]
-    assert not problems, "\n".join(problems)
+# Every chapter read offline, with every toggle open (``offline_rendering_problems``,
+# ``solution_problems``, ``figure_sharpness_problems``): test_phone_reading.py, on the page it
+# reads at 1280 px (a load of every chapter fewer).

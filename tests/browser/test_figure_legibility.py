@@ -2,8 +2,9 @@
 common phone) and at 360 px (narrower phones, where ``_static/figures.css`` lets a figure scroll
 sideways inside its output box rather than shrink), and the page never scrolls sideways.
 
-At 390 px this is measured in test_screenshots.py, on the page it already opens at that width with
-every toggle open (a second load here cost about 2 s of Chromium's CPU a chapter)."""
+At 390 px this is measured by test_screenshots.phone_open_problems, on the page
+test_phone_reading.py already opens at that width with every toggle open (a second load here cost
+about 2 s of Chromium's CPU a chapter)."""
 
 import re
 

@@ -132,32 +132,75 @@ def test_on_a_bare_page_only_the_summary_shows_until_it_is_clicked(bare_page, ki
     assert drawn(page, content), f"the {kind} does not show after a click on {summary!r}"
 
 
+#: Is ``e`` visible, as Playwright's ``is_visible`` decides: a box of some size, not
+#: ``visibility: hidden``.
+VISIBLE = """e => { const r = e.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; }"""
+#: Each cell that hides its output, before any toggle of the page is clicked: its kind, its box's
+#: title ("The answer", ...; null when it shows no box), whether it has a visible toggle of the
+#: page, and whether the title is drawn. One call for the page: each cell hit-tested in turn,
+#: scrolled to inside the script (no frame is drawn in between), rather than two round trips
+#: and a screen drawn for each.
+CELLS_BEFORE = (
+    """([selector, toggleSelector]) => {
+    const drawn = """
+    + TEXT_DRAWN
+    + """, visible = """
+    + VISIBLE
+    + """;
+    return [...document.querySelectorAll(selector)].map(cell => {
+        const kind = [...cell.classList].find(c => c.startsWith('tag_'));
+        const title = cell.querySelector('.mha-box strong');
+        if (!title) return [kind, null, false, false];
+        const toggle = cell.querySelector(toggleSelector);
+        const shown = Boolean(toggle) && visible(toggle);
+        return [kind, title.textContent, shown, shown && drawn([cell, title.textContent])];
+    });
+}"""
+)
+#: The same cells once their toggles were clicked (those of ``indices``): whether the title is
+#: drawn, and the label of the box's own summary when one of them still shows (a second click).
+CELLS_AFTER = (
+    """([selector, indices]) => {
+    const drawn = """
+    + TEXT_DRAWN
+    + """, visible = """
+    + VISIBLE
+    + """;
+    const cells = [...document.querySelectorAll(selector)];
+    return indices.map(i => {
+        const own = [...cells[i].querySelectorAll('.mha-box summary')];
+        const content = cells[i].querySelector('.mha-box strong').textContent;
+        return [drawn([cells[i], content]), own.some(visible) ? own[0].innerText : null];
+    });
+}"""
+)
+
+
 def hidden_output_problems(page, chapter):
     """Each box the page hides behind its own toggle is hidden before one click on that toggle,
-    and fully shown after it."""
-    problems = []
+    and fully shown after it (each toggle clicked as a reader clicks it)."""
+    problems, clicked = [], []
     cells = page.locator(HIDDEN_OUTPUTS)
-    for i in range(cells.count()):
-        cell = cells.nth(i)
-        kind = next(c for c in cell.get_attribute("class").split() if c.startswith("tag_"))
+    for i, (kind, content, has_toggle, shown) in enumerate(
+        page.evaluate(CELLS_BEFORE, [HIDDEN_OUTPUTS, PAGE_TOGGLE])
+    ):
         where = f"{chapter.name}: {kind[4:]} cell {i + 1}"
-        title = cell.locator(".mha-box strong")
-        if not title.count():
+        if content is None:
             problems.append(f"{where} shows no box")
-            continue
-        content = title.first.text_content()
-        toggle = cell.locator(PAGE_TOGGLE).first
-        if not toggle.count() or not toggle.is_visible():
+        elif not has_toggle:
             problems.append(f"{where} has no toggle of the page")
-            continue
-        if drawn(cell, content):
-            problems.append(f"{where}: {content!r} shows before a click")
-        toggle.click()
-        if not drawn(cell, content):
+        else:
+            if shown:
+                problems.append(f"{where}: {content!r} shows before a click")
+            cells.nth(i).locator(PAGE_TOGGLE).first.click()
+            clicked.append((i, where, content))
+    after = page.evaluate(CELLS_AFTER, [HIDDEN_OUTPUTS, [i for i, _, _ in clicked]])
+    for (_, where, content), (shown, second) in zip(clicked, after, strict=True):
+        if not shown:
             problems.append(f"{where}: {content!r} is still hidden after one click")
-        own = cell.locator(".mha-box summary")
-        if any(own.nth(j).is_visible() for j in range(own.count())):
-            problems.append(f"{where} asks for a second click ({own.first.inner_text()!r})")
+        if second is not None:
+            problems.append(f"{where} asks for a second click ({second!r})")
     if not cells.count():
         problems.append(f"{chapter.name}: no reveal, hint, solution or feedback cell")
     return problems

@@ -16,13 +16,17 @@ from .book_site import (
     box_overflow_problems,
     broken_token_problems,
     chapters,
+    clear_site_data,
     code_in_padding_problems,
     code_line_problems,
     code_lines,
     continuation_mark_problems,
     cut_off_text_problems,
+    figure_sharpness_problems,
+    is_local,
     line_budget_problems,
     no_cue_problems,
+    offline_rendering_problems,
     open_every_toggle,
     printed_line_count,
     scroll_cue_problems,
@@ -30,6 +34,8 @@ from .book_site import (
     wait_for_transitions,
 )
 from .test_hidden_boxes import hidden_output_problems
+from .test_screenshots import phone_closed_problems, phone_open_problems
+from .test_solutions import solution_problems
 
 CHAPTERS = chapters()
 BUDGETS = [(PHONE, PHONE_WIDE_LINES), (TABLET, 0), (DESKTOP, 0)]
@@ -52,6 +58,11 @@ class Reading:
     hidden: list  # test_hidden_boxes.hidden_output_problems at 390 px, toggles still closed
     marks: list  # continuation_mark_problems of its code, solutions and printed output, at 390 px
     printed_wrapped: object  # book_site.CodeLines of its printed output, at 390 px
+    #: test_screenshots' phone_closed_problems and phone_open_problems (axe, fit, figures), at
+    #: 390 px
+    phone: list
+    #: test_chapter_pages' offline, solution and sharpness checks, at 1280 px
+    offline: list
 
 
 #: Where code wraps on a phone, each checked for its continuation marks: a code cell's input and
@@ -63,13 +74,26 @@ WRAPPING_CODE = [
 ]
 
 
-def read_chapter(page, chapter, viewport):
+def read_chapter(page, chapter, viewport, blocked):
+    """What ``chapter``'s ``page`` shows at ``viewport``: ``blocked`` lists the requests off this
+    machine it made, each blocked (``offline_rendering_problems``)."""
     wait_for_transitions(page)
     # On the page as it loaded, toggles closed; at 390 px only (test_hidden_boxes.py checks
-    # the wider widths on fewer chapters: every chapter at every width cost 45 s more).
-    hidden = hidden_output_problems(page, chapter) if viewport is PHONE else []
+    # the wider widths on fewer chapters: every chapter at every width cost 45 s more). Around
+    # it, test_screenshots.py's checks of the phone's page, closed and then open.
+    hidden, phone = [], []
+    if viewport is PHONE:
+        phone = phone_closed_problems(page, chapter.name)
+        hidden = hidden_output_problems(page, chapter)
+        phone += phone_open_problems(page, chapter.name)
     open_every_toggle(page)
+    offline = []
+    if viewport is DESKTOP:  # test_chapter_pages.py's checks of the page offline, toggles open
+        offline = offline_rendering_problems(page, blocked, chapter)
     wait_for_transitions(page)
+    if viewport is DESKTOP:
+        offline += [f"solutions: {p}" for p in solution_problems(page, chapter)]
+        offline += [f"sharpness: {p}" for p in figure_sharpness_problems(page)]
     code = code_lines(page)
     marks = []
     if viewport is PHONE:
@@ -109,13 +133,16 @@ def read_chapter(page, chapter, viewport):
         hidden,
         marks,
         printed_wrapped,
+        phone,
+        offline,
     )
 
 
 @pytest.fixture(scope="module")
 def readings(reading_contexts, book_url):
     """``readings(viewport)``: {chapter name: Reading} at that width, each chapter loaded once
-    per width for every test of this file that reads the whole book."""
+    per width for every test of this file that reads the whole book (and the checks of other
+    files that read the same page); at 1280 px every request off this machine is blocked."""
     done = {}
 
     def at(viewport):
@@ -124,14 +151,50 @@ def readings(reading_contexts, book_url):
             done[width] = {}
             for chapter in CHAPTERS:
                 page = reading_contexts(viewport, "light").new_page()
+                blocked = []  # (resource type, url) of each request off this machine
+
+                def stay_local(route, request, blocked=blocked):
+                    if is_local(request.url):
+                        route.continue_()
+                    else:
+                        blocked.append((request.resource_type, request.url))
+                        route.abort()
+
                 try:
-                    page.goto(f"{book_url}/{chapter.url_path}")
-                    done[width][chapter.name] = read_chapter(page, chapter, viewport)
+                    url = f"{book_url}/{chapter.url_path}"
+                    clear_site_data(page, url)  # as the `visit` of the checks moved here did
+                    if viewport is DESKTOP:  # for the offline checks
+                        page.route("**/*", stay_local)
+                    settled = "load" if viewport is TABLET else "networkidle"
+                    page.goto(url, wait_until=settled)
+                    done[width][chapter.name] = read_chapter(page, chapter, viewport, blocked)
                 finally:
                     page.close()
         return done[width]
 
     return at
+
+
+def test_every_chapter_fits_a_phone_passes_axe_there_and_screenshots_are_saved(readings):
+    """test_screenshots.py's phone checks of a chapter, on the page read here at 390 px: axe
+    finds no violations with the toggles closed, then open; the page and its figures fit."""
+    problems = [f"{name}: {p}" for name, reading in readings(PHONE).items() for p in reading.phone]
+    assert not problems, "\n".join(problems)
+
+
+def test_text_code_and_figures_render_with_every_outside_request_blocked_and_read_well(
+    readings,
+):
+    """test_chapter_pages.py's check of every chapter read offline, on the page read here at
+    1280 px with every toggle open: its text, code and figures render with every request off
+    this machine blocked, each figure has loaded with alt text that says what it shows
+    (``offline_rendering_problems``); every solution is highlighted code with a copy button in
+    colours that read (``solution_problems``); every figure is sharp on a high-density screen
+    (``figure_sharpness_problems``). A load of its own cost about 2 s of CPU a chapter."""
+    problems = [
+        f"{name}: {p}" for name, reading in readings(DESKTOP).items() for p in reading.offline
+    ]
+    assert not problems, "\n".join(problems)
 
 
 def test_on_a_phone_one_click_on_the_pages_toggle_shows_the_box(readings):

@@ -6,7 +6,7 @@
 - every kind of coloured box keeps WCAG AA contrast in both themes (``_static/boxes.css``), and
   figures keep their colours in the dark theme;
 - no code or printed line is cut off, and every box wraps its text (test_phone_reading.py);
-- every figure is sharp on a high-density screen (test_chapter_pages.py, test_screenshots.py);
+- every figure is sharp on a high-density screen (test_phone_reading.py, test_screenshots.py);
 - revealed answers lead with the answer, and no page speaks to notebook users only;
 - a locally built copy says its launch links need the published repository; no placeholder author.
 """
@@ -177,8 +177,9 @@ def test_every_kind_of_box_has_aa_contrast_in_the_books_theme(visit, book_url, c
 # Nothing cut off, on a desktop and on a phone: test_phone_reading.py, on its pages.
 
 
-# Every figure sharp on a high-density screen: at 1280 px, test_chapter_pages.py, on the page it
-# opens with every toggle open; at 390 px, test_screenshots.py, on the open page it has there.
+# Every figure sharp on a high-density screen: at 1280 px, test_phone_reading.py, on the page it
+# reads with every toggle open; at 390 px, test_screenshots.phone_open_problems, on the open page
+# test_phone_reading.py reads there.
 
 
 # ---------------------------------------------------------------------------------------------

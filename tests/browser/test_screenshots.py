@@ -8,13 +8,15 @@ The fit to the width is measured on the whole page at both widths, open and clos
 
 The open page at 390 px is also where every figure's smallest text is measured (at 9 CSS px or
 more: test_figure_legibility.py, which measures 360 px on a load of its own) and every figure's
-sharpness at that width (test_chapter_pages.py measures 1280 px): each had a load of
+sharpness at that width (test_phone_reading.py measures 1280 px): each had a load of
 the same page at the same width, with every toggle open, of its own. So had axe's runs at that
 width in the light scheme (test_accessibility.py), closed and then open: they run here too.
 
 A chapter's desktop screenshot and its fit at 1280 px are taken on the page test_chapter_pages.py
-opens at that width (``desktop_problems``), before it clicks anything: a load of every chapter
-fewer.
+opens at that width (``desktop_problems``), before it clicks anything; its phone screenshots, fit,
+axe runs and figures on the page test_phone_reading.py reads at 390 px (``phone_closed_problems``,
+then its one-click check of every hidden box, then ``phone_open_problems``): a load of every
+chapter fewer at each width.
 """
 
 from pathlib import PurePosixPath
@@ -45,28 +47,44 @@ def desktop_problems(page, path):
     return [f"desktop: {p}" for p in horizontal_overflow_problems(page)]
 
 
-@pytest.mark.parametrize("path", SCREENSHOT_PAGES)
-def test_the_page_fits_a_phone_screen_passes_axe_there_and_screenshots_are_saved(
-    visit, book_url, path
-):
-    """On the phone's page, axe finds no violations with the toggles closed, then open."""
+def phone_closed_problems(page, name):
+    """On a page at 390 px as it loaded (``networkidle``), every toggle closed: saves its first
+    screen as ``NAME-phone.png``; where it is wider than the screen, and what axe finds."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    name = PurePosixPath(path).stem
-    problems = []
-    if path not in CHAPTER_PAGES:  # a chapter's: test_chapter_pages.py
-        page = visit(f"{book_url}/{path}", viewport=DESKTOP, wait_until="networkidle").page
-        problems += desktop_problems(page, path)
-    page = visit(f"{book_url}/{path}", viewport=PHONE, wait_until="networkidle").page
     wait_for_transitions(page)
     page.screenshot(path=SCREENSHOTS / f"{name}-phone.png")
-    problems += [f"phone: {p}" for p in horizontal_overflow_problems(page)]
-    problems += [f"phone, axe: {p}" for p in axe_problems(page, "closed")]
-    problems += [f"phone, axe: {p}" for p in axe_problems(page, "open")]  # opens every toggle
+    return [f"phone: {p}" for p in horizontal_overflow_problems(page)] + [
+        f"phone, axe: {p}" for p in axe_problems(page, "closed")
+    ]
+
+
+def phone_open_problems(page, name):
+    """Then with every toggle open (``axe_problems`` opens them): what axe finds, the whole page
+    saved as ``NAME-phone-open.png``, its fit to the screen, and every figure's smallest text and
+    sharpness."""
+    problems = [f"phone, axe: {p}" for p in axe_problems(page, "open")]
     page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
-    problems += [
+    return problems + [
         f"phone, answers open: {p}"
         for p in horizontal_overflow_problems(page)
         + figure_text_size_problems(page)
         + figure_sharpness_problems(page)
     ]
+
+
+#: A chapter's phone page is checked in test_phone_reading.py, on the page it reads at 390 px
+#: (``phone_closed_problems`` and ``phone_open_problems``): a load of every chapter fewer.
+OTHER_PAGES = [path for path in SCREENSHOT_PAGES if path not in CHAPTER_PAGES]
+
+
+@pytest.mark.parametrize("path", OTHER_PAGES)
+def test_the_page_fits_a_phone_screen_passes_axe_there_and_screenshots_are_saved(
+    visit, book_url, path
+):
+    """On the phone's page, axe finds no violations with the toggles closed, then open."""
+    name = PurePosixPath(path).stem
+    page = visit(f"{book_url}/{path}", viewport=DESKTOP, wait_until="networkidle").page
+    problems = desktop_problems(page, path)
+    page = visit(f"{book_url}/{path}", viewport=PHONE, wait_until="networkidle").page
+    problems += phone_closed_problems(page, name) + phone_open_problems(page, name)
     assert not problems, "\n".join(problems)

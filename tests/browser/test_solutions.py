@@ -124,9 +124,10 @@ def solution_problems(page, chapter):
     return problems
 
 
-# Every solution of the book in the light theme: test_chapter_pages.py, on the page it opens
-# with every toggle open (``solution_problems``); in the dark theme: ``dark_theme_problems``
-# below, which test_accessibility.py runs on the dark page it opens for axe.
+# Every solution of the book in the light theme: test_phone_reading.py, on the page it reads
+# at 1280 px with every toggle open (``solution_problems``); in the dark theme:
+# ``dark_theme_problems`` below, which test_accessibility.py runs on the dark page it opens for
+# axe.
 
 
 FIGURE_STYLES = (
@@ -137,7 +138,7 @@ FIGURE_STYLES = (
 def dark_theme_problems(page, chapter):
     """A chapter in the dark theme, every toggle open: the boxes take the theme's colours with AA
     contrast, the solutions are highlighted code with a copy button in colours that read
-    (``solution_problems``, which test_chapter_pages.py runs in the light theme), and the theme
+    (``solution_problems``, which test_phone_reading.py runs in the light theme), and the theme
     neither dims nor recolours a figure. Each check once loaded every chapter for itself (about
     2 s of Chromium's CPU a chapter), then the three shared a load; now they run on the page
     test_accessibility.py opens for axe at 1280 px in the dark scheme."""
