@@ -16,6 +16,13 @@
 #   make lock      re-pin every package in requirements-lock.txt from a fresh environment
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Python keeps the bytecode it compiles (in __pycache__, which git ignores). Every environment
+# here is installed --no-compile, so a module is compiled when first imported and its bytecode
+# written then, once. Where PYTHONDONTWRITEBYTECODE is set (some CI images set it), nothing would
+# be written, and every process would compile again all it imports: importing torch and mha took
+# 4.0 CPU-s instead of 1.8, in each unit test worker, each fresh process a test starts, and each
+# chapter's kernel (nbval, the Binder rehearsal, the standalone check).
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 PY := $(VENV)/bin/python
 BOOK_STAMP := $(VENV)/.installed-for-the-book

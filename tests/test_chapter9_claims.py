@@ -94,7 +94,10 @@ def test_the_decoupled_key_absorbs_exactly_and_caches_latent_plus_rope(seed):
 
 
 def test_the_claims_hold_on_the_portable_code_path():
-    env = {**os.environ, **PORTABLE}
+    """This file's other tests, in a fresh pytest on the portable code path. They use no pytest
+    plugin, so none is loaded (nbval's import alone, with nbformat's schema checks, costs 2.5
+    CPU-s), nor pyproject.toml's ``addopts``, which name nbval's options."""
+    env = {**os.environ, **PORTABLE, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     here = os.path.dirname(__file__)
     run = [
         sys.executable,
@@ -103,6 +106,8 @@ def test_the_claims_hold_on_the_portable_code_path():
         "-q",
         "-p",
         "no:cacheprovider",
+        "-o",
+        "addopts=",
         __file__,
         "-k",
         "not portable",

@@ -1,5 +1,6 @@
 """The instruments chapter 1 uses to watch the wrapper run."""
 
+import json
 import subprocess
 import sys
 
@@ -60,53 +61,75 @@ def test_every_head_receives_the_same_input_and_heads_run_in_list_order():
     assert all(c.same_object for c in calls)
 
 
-#: Run in a fresh process: watch a forward the ways the book does (counting operators, measuring
-#: the score tensors' memory, the checks' detector of torch's attention, the tiled check on its
-#: starting code), then print whether torch._dynamo was imported. Then, in the same process,
-#: undo the opt-out of the book's dispatch modes (``QuietDispatchMode._should_skip_dynamo``),
-#: make a mode of that class and run one operator under it, and print the same again: True shows
-#: that the probe can tell. torch wraps a mode's handler when its class is made, so the probe's
-#: class is made after the patch. One process for both (each fresh process imports torch again).
+#: Run in a fresh process: import torch and mha, and say which of sympy and torch._dynamo are
+#: imported; build Llama-sized modules on meta weights (chapter 6's ``weights_on_meta``), and
+#: say again; watch a forward the ways the book does (counting operators, measuring the score
+#: tensors' memory, the checks' detector of torch's attention, the tiled check on its starting
+#: code), and say again. Then, in the same process, undo the opt-out of the book's dispatch
+#: modes (``QuietDispatchMode._should_skip_dynamo``), make a mode of that class and run one
+#: operator under it, and say again: torch._dynamo among them shows that the probe can tell.
+#: torch wraps a mode's handler when its class is made, so the probe's class is made after the
+#: patch. One process for all (each fresh process imports torch again).
 WATCHING = """
-import sys, torch
-from mha import MultiHeadAttention, TiledAttention, example_batch
+import json, sys, torch
+from torch import nn
+from mha import GroupedQueryAttention, MultiHeadAttention, TiledAttention, example_batch
 from mha.counting import QuietDispatchMode, count_ops
+from mha.gqa import weights_on_meta
 from mha.measure_tiled import score_memory
 from mha.checks.shortcuts import Watch
 from mha.checks.tiled import online_softmax
 from mha.starting import TiledAttentionStart
+found = {}
+def imported(after):
+    found[after] = [m for m in ("sympy", "torch._dynamo") if m in sys.modules]
+imported("import")
+with weights_on_meta():
+    GroupedQueryAttention(4096, 4096, 8, 0.0, 32, num_kv_groups=8)
+    MultiHeadAttention(4096, 4096, 8, 0.0, num_heads=32)
+    nn.Linear(4096, 14336, bias=False), nn.RMSNorm(4096)
+imported("meta")
 module = MultiHeadAttention(3, 4, 6, 0.0, num_heads=2)
 count_ops(module, example_batch())
 score_memory(TiledAttention(3, 4, 6, 0.0, num_heads=2, block_size=2), example_batch())
 with torch.no_grad(), Watch():
     module.W_query.weight.mul_(2.0)
 online_softmax.check(TiledAttentionStart)
-print("torch._dynamo" in sys.modules)
+imported("watching")
 QuietDispatchMode._should_skip_dynamo = classmethod(lambda cls: True)
 class Probe(QuietDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
 with Probe():
     torch.ones(2).add(1)
-print("torch._dynamo" in sys.modules)
+imported("probe")
+print(json.dumps(found))
 """
 
 
 @pytest.fixture(scope="module")
-def imports_dynamo():
-    """``[after the book's watching, after a mode without the opt-out]``: was torch._dynamo
-    imported?"""
+def imported_after():
+    """``{step: [the modules of sympy and torch._dynamo imported after it]}`` in one fresh
+    process, for the steps ``import``, ``meta``, ``watching`` and ``probe``."""
     found = subprocess.run([sys.executable, "-c", WATCHING], capture_output=True, text=True)
     assert found.returncode == 0, found.stderr[-2000:]
-    return [line == "True" for line in found.stdout.split()[-2:]]
+    return json.loads(found.stdout.splitlines()[-1])
 
 
-def test_watching_a_forward_never_imports_torch_compile_machinery(imports_dynamo):
+def test_watching_a_forward_never_imports_torch_compile_machinery(imported_after):
     """torch wraps a plain TorchDispatchMode's handler for torch.compile, and the wrapper imports
     torch._dynamo on its first call: about 3 s of CPU in every process (a chapter's first
     check) for nothing the book compiles. The book's modes derive from QuietDispatchMode."""
-    assert not imports_dynamo[0]
+    assert "torch._dynamo" not in imported_after["watching"]
 
 
-def test_the_dynamo_test_can_fail(imports_dynamo):
-    assert imports_dynamo[1]
+def test_the_dynamo_test_can_fail(imported_after):
+    assert "torch._dynamo" in imported_after["probe"]
+
+
+def test_llama_sized_modules_on_meta_weights_import_neither_sympy_nor_dynamo(imported_after):
+    """The point of weights_on_meta (tests/test_gqa.py): chapter 6 counts Llama-sized layers
+    without the seconds of CPU that an operation on a meta tensor costs the first time (sympy,
+    torch._dynamo). Checked in a fresh process, after checking that importing torch and mha
+    alone imports neither (the probe above shows that the check can see an import)."""
+    assert imported_after["import"] == [] and imported_after["meta"] == [], imported_after
