@@ -60,15 +60,14 @@ CODE = dict(  # lines of the solution
     W="torch.exp(scores - new_max)", DROP="self.dropout(weights) @ v", RET="return out / row_sum",
     F="torch.exp(row_max - new_max)", MAX="torch.maximum(row_max, scores.amax(-1, keepdim=True))",
     OWN="torch.ones(rows, k_end - k_start)", END="min(k_start + self.block_size, q_end)",
-    SUM="weights.sum(-1, keepdim=True)", K="k_start:k_end]", Q="q_start:q_end]",
-)
+    SUM="weights.sum(-1, keepdim=True)", K="k_start:k_end]", Q="q_start:q_end]")
 RIGHT, EVERY = "matches MultiHeadAttention in all 6 configurations", "{DIAG} -> if True: ; "
 ALL_KEYS = "{RANGE} -> range(0, keys.shape[2], self.block_size) ; q_end) -> keys.shape[2])"
 CASES = [  # (id, answer, passes, words the feedback must contain)
     ("solution", "", True, RIGHT), ("list and stack", mine(list_and_stack), True, RIGHT),
     ("loop over heads, 2-D, on TiledAttention", mine(per_head, TiledAttention), True, RIGHT),
-    ("einsum, F.dropout, own mask", "q @ k.transpose(2, 3) -> torch.einsum('bhqd,bhkd->bhqk', q, k)"
-     " ; {MASK} -> {OWN}.triu(1).bool() ; "
+    ("broadcast, F.dropout, own mask", "q @ k.transpose(2, 3) -> (q[..., None, :] * k[:, :, None])"
+     ".sum(-1) ; {MASK} -> {OWN}.triu(1).bool() ; "
      "{DROP} -> F.dropout(weights, self.dropout.p, self.training) @ v", True, RIGHT),
     ("every block masked, -1e9", EVERY + "{FILL} -> masked_fill(future, -1e9)", True, RIGHT),
     ("None", None, False, "got None"), ("the book's class", TiledAttention, False, "own class"),
@@ -76,6 +75,8 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("starting code", TiledAttentionStart, False, "online_softmax.hint(1)"),
     ("chapter 3's class", MultiHeadAttention, False, "write the query_block yourself"),
     ("raises", mine(lambda *a: {}[0]), False, "Your class raised KeyError"),
+    ("calls the book's query_block", mine(lambda s, *a: TiledAttention.query_block(s, *a)), False,
+     "hands the work to the book's TiledAttention.query_block"),
     ("calls the book's forward", mine(slip("").query_block, forward=lambda s, x:
      MultiHeadAttention.forward(s, x)), False, "hands the work to the book's MultiHeadAttention"),
     ("PyTorch's attention", "{RET} -> return F.scaled_dot_product_attention(q, keys[:, :, :q_end], "
@@ -127,8 +128,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("dropout on the values", "{DROP} -> weights @ self.dropout(v)", False, "single numbers of v"),
     ("keys of the query block", "keys[:, :, {K} -> keys[:, :, {Q}", False, "already at the scores"),
     ("mask one key late", "{MASK} -> {OWN}.triu(2).bool()", False, "first differ at the weights"),
-    ("values of the query block", "values[:, :, {K} -> values[:, :, {Q}", False,
-     "up to the running sum and first differ at the running output: see hint(3)"),
+    ("q block's values", "values[:, :, {K} -> values[:, :, {Q}", False, "at the running output"),
 ]
 ONE_OF_EACH = ["range to q_start", "no mask", "row_max never updated", "layout", "whole row",
                "state sized by block_size", "dropout in sum", "values from the keys"]
