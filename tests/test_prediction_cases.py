@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mha import predictions
 from mha.gqa import block_lists_match
-from mha.predictions import _leaves
+from mha.prediction_sequences import _leaves
 from mha.reveal import _verdict
 
 ROOT = Path(__file__).parents[1]
@@ -89,21 +88,37 @@ def test_the_page_reads_each_text_case_as_the_table_says_in_pythons_words():
 
 @pytest.mark.parametrize(
     "rule, undone, row",
-    [  # a rule of the reader undone, and a row of the table that then fails
-        ("_BEFORE", r"^", {"prediction": "(B)", "choices": "second_head"}),
-        ("_AFTER", r"$()", {"prediction": "B (the same x)", "choices": "second_head"}),
-        ("_spellings", lambda label: [str(label)], {"prediction": "no", "choices": "true_false"}),
-        ("_own_text", lambda *_: False, {"prediction": "the same output", "answer": True}),
-        ("_UNIT", re.compile("(?!)"), {"prediction": "136 blocks"}),
-        ("_NOT_A_UNIT", re.compile("(?!)"), {"prediction": "8 million values"}),
-        ("_HEDGE", re.compile("(?!)"), {"prediction": "B (or C)"}),
+    [  # a rule of the reader undone (where the reader looks it up), and a row that then fails
+        ("mha.prediction_labels._BEFORE", r"^", {"prediction": "(B)", "choices": "second_head"}),
+        (
+            "mha.prediction_labels._AFTER",
+            r"$()",
+            {"prediction": "B (the same x)", "choices": "second_head"},
+        ),
+        (
+            "mha.prediction_labels._spellings",
+            lambda label: [str(label)],
+            {"prediction": "no", "choices": "true_false"},
+        ),
+        (
+            "mha.prediction_labels._own_text",
+            lambda *_: False,
+            {"prediction": "the same output", "answer": True},
+        ),
+        ("mha.prediction_numbers._UNIT", re.compile("(?!)"), {"prediction": "136 blocks"}),
+        (
+            "mha.prediction_numbers._NOT_A_UNIT",
+            re.compile("(?!)"),
+            {"prediction": "8 million values"},
+        ),
+        ("mha.prediction_labels._HEDGE", re.compile("(?!)"), {"prediction": "B (or C)"}),
     ],
 )
 def test_a_row_fails_on_a_reader_without_its_rule(rule, undone, row, monkeypatch):
     case = next(c for c in TABLE["cases"] if c.items() >= row.items())
     case = CASES[TABLE["cases"].index(case)]
     assert reading(case) == case["read"]
-    monkeypatch.setattr(predictions, rule, undone)
+    monkeypatch.setattr(rule, undone)
     assert reading(case) != case["read"]
 
 
