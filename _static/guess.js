@@ -18,13 +18,13 @@
 
   class Unreadable extends Error {}
 
-  /* mha.predictions._NUMERAL, _FACTOR, _TOKEN */
+  /* mha.prediction_numbers._NUMERAL, _FACTOR; mha.prediction_sequences._TOKEN */
   const NUMERAL = String.raw`(?:[0-9]{1,3}(?:[,_' \u00a0\u202f][0-9]{3})+|[0-9]+)(?:\.[0-9]*)?`;
   const FACTOR = new RegExp(String.raw`^([+-]?)(${NUMERAL})(?:\s*\^\s*(${NUMERAL}))?$`);
   const TOKEN =
     /\s*(?:([0-9]+(?:\.[0-9]+)?)|([()[\]])|(,|;|\/|×|\*|x|by|and|(?:torch\.)?size))\s*/y;
   const LARGEST = 2 ** 53;
-  /* mha.predictions._UNIT, _NOT_A_UNIT: a number, then up to three words naming its unit */
+  /* mha.prediction_numbers._UNIT, _NOT_A_UNIT: a number, then up to three words, its unit */
   const UNIT = /^(.*?[0-9])\s+([a-z][a-z'-]*(?:\s+[a-z][a-z'-]*){0,2})$/i;
   const NOT_A_UNIT = new RegExp(
     "^(?:hundred|thousand|million|billion|trillion|dozen|lakh|crore|k|m|g|t|bn|mn|mil|" +
@@ -34,7 +34,7 @@
       "maybe|perhaps)s?$",
     "i",
   );
-  /* mha.predictions._BEFORE, _AFTER, _HEDGE: what may stand around a choice's label */
+  /* mha.prediction_labels._BEFORE, _AFTER, _HEDGE: what may stand around a choice's label */
   const BEFORE = String.raw`^(?:(?:option|choice|answer)\s*:?\s*)?[(\[]?\s*`;
   const AFTER =
     String.raw`\s*[)\]]?\s*[.:!?]?` +
@@ -43,18 +43,18 @@
   /* mha.gqa._LIST_BREAK: what separates two lists written without brackets */
   const LIST_BREAK = /\s*(?:\/|;|\||\n|\band\b|\bvs\.?)\s*/;
 
-  /* mha.predictions._tidy: no spaces, quotes or backticks around, no final full stop */
+  /* mha.prediction_values._tidy: no spaces, quotes or backticks around, no final full stop */
   const tidy = (text) => text.replace(/^[\s`'"]+|[\s`'".]+$/g, "");
   const numeral = (text) => Number(text.replace(/[,_' \u00a0\u202f]/g, ""));
 
-  /* mha.predictions._without_unit: the text without the words naming its number's unit */
+  /* mha.prediction_numbers._without_unit: the text without the words naming its number's unit */
   function withoutUnit(text) {
     const found = UNIT.exec(text);
     if (!found || found[2].split(/\s+/).some((word) => NOT_A_UNIT.test(word))) return text;
     return found[1];
   }
 
-  /* mha.predictions._number_text: the number typed, or Unreadable */
+  /* mha.prediction_numbers._number_text: the number typed, or Unreadable */
   function numberText(text) {
     const named = tidy(text).replace(/^[A-Za-z_][A-Za-z0-9_]*\s*=\s*/, "");
     const said = withoutUnit(named).replace(/\*\*/g, "^");
@@ -74,7 +74,7 @@
     return value;
   }
 
-  /* mha.predictions._sequence_text: the numerals typed, as nested arrays of text */
+  /* mha.prediction_sequences._sequence_text: the numerals typed, as nested arrays of text */
   function sequenceText(text) {
     const said = tidy(text).toLowerCase();
     const stack = [[]];
@@ -102,7 +102,7 @@
   const nested = (typed) => (Array.isArray(typed) ? typed.map(nested) : sequenceText(typed));
   const leaves = (value) => (Array.isArray(value) ? value.flatMap(leaves) : [value]);
 
-  /* mha.predictions._judge */
+  /* mha.prediction_sequences._judge */
   function judge(said, answer) {
     if (!Array.isArray(answer)) {
       if (Array.isArray(said)) throw new Unreadable();
@@ -126,15 +126,15 @@
     return said.every((item, i) => judge(item, answer[i]));
   }
 
-  /* --- A choice's label (mha.predictions._label) ---------------------------------------- */
+  /* --- A choice's label (mha.prediction_labels._label) ---------------------------------- */
 
   const isNumber = (value) => typeof value === "number";
   const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  /* mha.predictions._spellings: Python's str() of a label; yes or no for True or False */
+  /* mha.prediction_labels._spellings: Python's str() of a label; yes or no for True or False */
   const spellings = (label) =>
     typeof label === "boolean" ? (label ? ["True", "yes"] : ["False", "no"]) : [String(label)];
 
-  /* mha.predictions._names_another */
+  /* mha.prediction_labels._names_another */
   function namesAnother(text, label, pairs) {
     const rest = tidy(text).replace(/^[()[\] ]+|[()[\] ]+$/g, "");
     const first = rest.split(/[\s,;:.)\]]+/)[0];
@@ -148,7 +148,7 @@
     );
   }
 
-  /* mha.predictions._own_text */
+  /* mha.prediction_labels._own_text */
   const ownText = (text, label, pairs) =>
     pairs.some(
       ([other, words]) =>
@@ -157,7 +157,8 @@
         tidy(text).toLowerCase() === tidy(words).toLowerCase(),
     );
 
-  /* mha.predictions._label: the label typed, or Unreadable. ``pairs``: [label, text or null] */
+  /* mha.prediction_labels._label: the label typed, or Unreadable.
+   * ``pairs``: [label, text or null] */
   function labelOf(typed, pairs) {
     const said = tidy(typed);
     const named = pairs.filter(([label]) => ownText(said, label, pairs)).map(([label]) => label);
