@@ -13,7 +13,8 @@ from how this PyTorch version (torch 2.13.0, pinned) decomposes its operators, n
 or timing. Another PyTorch version may change them, and this test says so by failing.
 
 Page faults are measured, not predicted: the chapter says what takes them away (keeping freed
-memory), tested with the chapter's own experiment in fresh processes on both code paths, with a
+memory, in most processes, not every one), tested with the chapter's own experiment in three
+fresh processes on each code path, with a
 bound in pages of this machine's size (``os.sysconf``: 4 KiB on most x86-64 Linux systems, 16 KiB
 on arm64 ones such as Apple's, where every count is a quarter). How many faults a default
 process takes is not claimed: two fresh processes built alike measured 4,040 and 49,348 faults
@@ -121,18 +122,14 @@ def facts():
     }
 
 
-@functools.cache
-def in_fresh_processes():
-    """What two fresh processes started side by side measured, one on this CPU's code path and
-    one on the portable path: ``{where: {"facts": facts(), "kept": kept_probe()}}``.
+#: Fresh processes a code path runs the allocator experiment in: under its settings the split
+#: still faulted in about one fresh process in ten (``honours_and_mostly_reuses``).
+KEPT_PROCESSES = 3
 
-    One process per path serves both the counts and the allocator claim: each fresh process
-    costs a start of Python and torch, and the two read independent things (the counts follow
-    from the code; the kept side of the experiment runs in copies under glibc's settings).
-    """
-    code = "import json, sys; sys.path.insert(0, sys.argv[1]);"
-    code += "import test_chapter5_claims as t;"
-    code += 'print(json.dumps({"facts": t.facts(), "kept": t.kept_probe()}))'
+
+def fresh_pair(code):
+    """Start ``code`` in two fresh processes side by side, one on this CPU's code path and one on
+    the portable path; ``{where: the JSON its last line printed}``."""
     native = {k: v for k, v in os.environ.items() if k not in PORTABLE}
     native.update(OMP_NUM_THREADS="1")
     running = {
@@ -151,6 +148,21 @@ def in_fresh_processes():
         assert process.returncode == 0, f"the {where} failed"
         found[where] = json.loads(out.splitlines()[-1])
     return found
+
+
+@functools.cache
+def in_fresh_processes():
+    """What two fresh processes started side by side measured, one on this CPU's code path and
+    one on the portable path: ``{where: {"facts": facts(), "kept": kept_probe()}}``.
+
+    One process per path serves both the counts and the allocator claim: each fresh process
+    costs a start of Python and torch, and the two read independent things (the counts follow
+    from the code; the kept side of the experiment runs in copies under glibc's settings).
+    """
+    code = "import json, sys; sys.path.insert(0, sys.argv[1]);"
+    code += "import test_chapter5_claims as t;"
+    code += 'print(json.dumps({"facts": t.facts(), "kept": t.kept_probe()}))'
+    return fresh_pair(code)
 
 
 def facts_in(where):
@@ -280,54 +292,79 @@ def kept_probe():
     return [found.large_block[kept], found.probes[kept]["split", EXPERIMENT_TOKENS].minor_faults]
 
 
-def kept_memory_takes_the_faults_away(
+def kept_memory_reuses(
     large_block_faults, split_faults, num_tokens=EXPERIMENT_TOKENS, heads=EXPERIMENT_HEADS
 ):
-    """Cell 47: with the settings, a freed score tensor's memory stays in the heap and the next
-    forward reuses it. So the C library honours them (the large block stops faulting: under 1 %
-    of its pages per allocation) and no score tensor of the split's warmed-up calls comes from
-    fresh memory: the median of its timed calls faults fewer pages than half of one score tensor
-    holds (a single fresh score tensor would fault on every one of its pages).
+    """Cell 46: with the settings, a freed score tensor's memory stays in the heap, and the next
+    forward can reuse it. So the C library honours them (the large block stops faulting: under
+    1 % of its pages per allocation) and no score tensor of the split's warmed-up calls comes
+    from fresh memory: the median of its timed calls faults fewer pages than half of one score
+    tensor holds (a single fresh score tensor would fault on every one of its pages).
 
     Not 0, and not 1 % of a tensor: the experiment runs in a copy of its process (``os.fork``),
     whose first write to a page it shares with the original faults once (copy on write; 2 such
     faults per allocation of the large block were measured), and a call touches memory besides
-    the score tensors. Measured after the warm-up: 0 in most calls; 145 per call in one fresh
-    process on the native path, run beside three other test suites on 2 cores (where those
-    came from was not traced); 1,856 in one call whose heap grew, when what else
-    the process allocated in between left no free chunk large enough (a median of 1,024 over
-    2 calls). One score tensor at the experiment's size is 9,216 pages. How much the split
-    faults *without* the settings depends on the process's history (4,040 and 49,348 faults per
-    call were measured in two fresh processes), so that side is not a claim."""
+    the score tensors. Measured after the warm-up: 0 to 2 in most calls; 65 and 146 per call in
+    fresh processes on the native path; 1,856 in one call whose heap grew, when what else the
+    process allocated in between left no free chunk large enough (a median of 1,024 over 2
+    calls). One score tensor at the experiment's size is 9,216 pages. How much the split faults
+    *without* the settings depends on the process's history (4,040 and 49,348 faults per call
+    were measured in two fresh processes), so that side is not a claim."""
     block_pages = LARGE_BLOCK_MIB * 2**20 // PAGE
     pages = heads * num_tokens * num_tokens * 4 // PAGE
     return large_block_faults < block_pages / 100 and split_faults < pages / 2
 
 
+def honours_and_mostly_reuses(runs):
+    """Cell 46 on one code path's fresh processes, ``[(large block's faults, the split's faults
+    per call)]``: the C library honours the settings in every one (under 1 % of the large
+    block's pages), and the split's freed memory is reused (``kept_memory_reuses``) in at least
+    one. Not in every one: in some fresh processes the split still faulted one score tensor's
+    pages on every warmed-up call under the settings (a median of 9,216 or 9,218 over 3 calls).
+    Measured on the portable path, on 2 cores with one kept busy: in 1 of 12 processes, 1 of 10
+    with address randomisation off, and once in a fresh clone's ``make test``; natively in none
+    of 22 (65 and 146 at most). Why was not traced; the chapter says that it happens. With
+    ``KEPT_PROCESSES`` = 3, at about 1 in 10 per process, a path misses every one about once in
+    a thousand runs."""
+    block_pages = LARGE_BLOCK_MIB * 2**20 // PAGE
+    honoured = all(large < block_pages / 100 for large, _ in runs)
+    return honoured and any(kept_memory_reuses(*run) for run in runs)
+
+
+@functools.cache
 def kept_faults_on_both_code_paths():
-    """``{path: (large block's faults, the split's faults per call)}`` under the settings, from
-    the fresh processes of ``in_fresh_processes``, one per CPU code path."""
+    """``{path: [(large block's faults, the split's faults per call)]}`` under the settings, from
+    ``KEPT_PROCESSES`` fresh processes a path: those of ``in_fresh_processes``, then pairs that
+    run the experiment alone."""
+    code = "import json, sys; sys.path.insert(0, sys.argv[1]);"
+    code += "import test_chapter5_claims as t; print(json.dumps(t.kept_probe()))"
+    rounds = [{w: f["kept"] for w, f in in_fresh_processes().items()}]
+    rounds += [fresh_pair(code) for _ in range(KEPT_PROCESSES - 1)]
     paths = dict(zip(WHERE[1:], ("native", "portable"), strict=True))
-    return {path: tuple(in_fresh_processes()[where]["kept"]) for where, path in paths.items()}
+    return {path: [tuple(r[where]) for r in rounds] for where, path in paths.items()}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator on Linux")
-def test_keeping_freed_memory_takes_the_faults_away_on_both_code_paths():
+def test_keeping_freed_memory_is_honoured_and_reused_on_both_code_paths():
     found = kept_faults_on_both_code_paths()
     print(f"under the settings, pages of {PAGE} B, (large block's faults, split's): {found}")
-    missed = {path: f for path, f in found.items() if not kept_memory_takes_the_faults_away(*f)}
+    missed = {path: f for path, f in found.items() if not honours_and_mostly_reuses(f)}
     assert not missed, f"under the settings, (large block's faults, split's per call): {missed}"
 
 
 def test_the_fault_claims_can_fail():
     pages = EXPERIMENT_HEADS * EXPERIMENT_TOKENS**2 * 4 // PAGE
-    assert kept_memory_takes_the_faults_away(0, 0)
-    assert not kept_memory_takes_the_faults_away(0, pages)  # faulting when kept
-    assert not kept_memory_takes_the_faults_away(0, pages // 2)  # half a score tensor fresh
-    assert kept_memory_takes_the_faults_away(0, 145)  # measured once under load, native path
-    assert not kept_memory_takes_the_faults_away(16_385, 0)  # a C library that ignores them
+    assert kept_memory_reuses(0, 0)
+    assert not kept_memory_reuses(0, pages)  # faulting when kept
+    assert not kept_memory_reuses(0, pages // 2)  # half a score tensor fresh
+    assert kept_memory_reuses(0, 146)  # measured in a fresh process, native path
+    assert not kept_memory_reuses(16_385, 0)  # a C library that ignores them
     two_percent = LARGE_BLOCK_MIB * 2**20 // PAGE // 50
-    assert not kept_memory_takes_the_faults_away(two_percent, 0)  # 2 % of the block's pages
+    assert not kept_memory_reuses(two_percent, 0)  # 2 % of the block's pages
+    reused, fresh = (2.0, 1.0), (2.0, 9216.0)  # measured, the portable path
+    assert honours_and_mostly_reuses([fresh, reused, fresh])
+    assert not honours_and_mostly_reuses([fresh, fresh, fresh])  # never reused
+    assert not honours_and_mostly_reuses([reused, (two_percent, 1.0), reused])  # once ignored
 
 
 # --- the prose: no sentence in its wrong form ----------------------------------------------
