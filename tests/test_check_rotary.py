@@ -5,12 +5,13 @@ own functions are named."""
 import pytest
 import torch
 
+import mha.checks.rotary as rotary
 from mha.checks.rotary import MISTAKES, START
 from mha.rotary_cache import rotary_step
 from mha.rotary_exercise import my_rotary_step, rotary_step_practice
 
 
-def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1):
+def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1, base=None):
     """A reader's turn of t (..., T, n), written with a loop over pairs."""
     r = {"head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
     over = {"head": m.head_dim, "d_out": m.d_out}.get(over, r)
@@ -18,14 +19,14 @@ def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1
     for i in range(r // 2):
         a, b = (i, i + r // 2) if layout == "half" else (2 * i, 2 * i + 1)
         for j in range(t.shape[-2]):
-            angle = torch.tensor(sign * (start + j) * m.base ** (-2 * i / over))
+            angle = torch.tensor(sign * (start + j) * (base or m.base) ** (-2 * i / over))
             cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
             x1, x2 = t[..., j, a], t[..., j, b]
             out[..., j, a], out[..., j, b] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
     return out
 
 
-def step(at=0, before=False, values=False, turn=True, **how):
+def step(at=0, before=False, values=False, turn=True, key=True, scale=1, dim=-1, out=True, **how):
     """A reader's step, right or with one mistake, as a function to check."""
 
     def answer(m, x, cache):
@@ -35,11 +36,12 @@ def step(at=0, before=False, values=False, turn=True, **how):
             q, k = turned(q, position, m, **how), turned(k, position, m, **how)
         q, k, v = m.split_heads(q), m.split_heads(k), m.split_heads(v)
         if turn and not before:
-            q, k = turned(q, position, m, **how), turned(k, position, m, **how)
+            q, k = turned(q, position, m, **how), turned(k, position, m, **how) if key else k
             v = turned(v, position, m, **how) if values else v
         keys, vals = cache.append(k, v)
-        w = torch.einsum("bhqd,bhkd->bhqk", q, keys).div(m.head_dim**0.5).softmax(-1)
-        return m.out_proj((w @ vals).transpose(1, 2).flatten(2))
+        w = torch.einsum("bhqd,bhkd->bhqk", q, keys).div(m.head_dim**0.5 if scale else 1)
+        context = (w.softmax(dim) @ vals).transpose(1, 2).flatten(2)  # (b, 1, d_out)
+        return m.out_proj(context) if out else context
 
     return answer
 
@@ -79,6 +81,11 @@ CASES = [
     (step(swap=True), False, "sin and cos are swapped"),
     (step(sign=-1), False, "wrong way"),
     (step(values=True), False, "Values never turn"),
+    (step(key=False), False, "turn the new key too"),
+    (step(base=10_000.0), False, "use module.base"),
+    (step(scale=0), False, "not divided by √head_dim"),
+    (step(dim=-2), False, "Softmax over dim=-2"),
+    (step(out=False), False, "No out_proj"),
     (step(at=None), False, "positions counted from 0 in a cached step"),
     (step(at=1), False, "Position L + 1"),
     (step(at=-1), False, "Position L − 1"),
@@ -97,10 +104,12 @@ def test_the_check(answer, passes, words):
     assert result.passed == passes and words in str(result).replace("\n", " "), str(result)
 
 
-def test_a_row_can_fail():
-    """The table's test is not vacuous: a wrong answer's row, marked passing, fails."""
-    with pytest.raises(AssertionError):
-        test_the_check(step(sign=-1), True, "equals")
+def test_a_row_fails_on_a_check_without_its_entry(monkeypatch):
+    """The table's rows can fail: without its entry, the unturned key is no longer named."""
+    words = "turn the new key too"
+    monkeypatch.setattr(rotary, "MISTAKES", tuple(m for m in MISTAKES if words not in m[1]))
+    result = rotary_step_practice.check(step(key=False))
+    assert not result.passed and words not in str(result), str(result)
 
 
 def test_every_catalogued_mistake_has_a_row():
