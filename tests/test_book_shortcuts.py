@@ -5,7 +5,6 @@ Issue 18: chapter 3's check accepted a forward that builds ``mha.gqa.GroupedQuer
 with ``num_kv_groups=num_heads``, loads its own state dict into it and returns its output.
 """
 
-import importlib
 import inspect
 import sys
 import textwrap
@@ -21,10 +20,7 @@ from mha.checks.gqa import check_gqa_forward
 from mha.checks.weight_split import check_weight_split
 from mha.gqa import GroupedQueryAttention
 from mha.starting import FusedAttentionStart, WeightSplitSkeleton
-
-# The modules themselves (``mha.checks.weight_split`` is also the name of an exercise).
-fused_check = importlib.import_module("mha.checks.fused")
-weight_split_check = importlib.import_module("mha.checks.weight_split")
+from mha.weight_split_exercise import weight_split
 
 
 class ThroughGroupedQueryAttention(WeightSplitSkeleton):
@@ -172,7 +168,7 @@ def test_a_forward_taken_from_any_book_module_is_named_before_anything_runs(futu
 
 
 def test_the_solutions_the_checker_shows_are_the_readers_to_use():
-    assert check_weight_split(weight_split_check.weight_split.solution_code).passed
+    assert check_weight_split(weight_split.solution_code).passed
 
 
 def sdpa_forward(self, x):
@@ -189,4 +185,4 @@ def test_correct_answers_still_pass_under_the_watcher():
     assert check_fused_attention(
         type("Mine", (FusedAttentionStart,), {"forward": sdpa_forward})
     ).passed
-    assert check_weight_split(weight_split_check.weight_split.solution_code).passed
+    assert check_weight_split(weight_split.solution_code).passed

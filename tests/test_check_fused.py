@@ -10,8 +10,9 @@ from torch import nn
 
 from mha import FusedMultiHeadAttention as BOOK
 from mha import GroupedQueryAttention, MultiHeadAttention
-from mha.checks.fused import FUSED, check_fused_attention, fused_attention
+from mha.checks.fused import FUSED, check_fused_attention
 from mha.checks.practice import check_practice
+from mha.fused_exercise import fused_attention
 from mha.starting import FusedAttentionStart as START
 from mha.starting import Skeleton
 

@@ -9,7 +9,8 @@ import torch
 
 from mha.attention import MultiHeadAttention
 from mha.checks import lookback as lookback_check
-from mha.checks.lookback import VARIANT, check_lookback_model, lookback_heads
+from mha.checks.lookback import VARIANT, check_lookback_model
+from mha.lookback_exercise import lookback_heads
 from mha.tasks import LookbackModel, LookbackTask
 
 CHAPTER_TASK = LookbackTask()  # the chapter's task, looking back (1, 2, 3, 4)

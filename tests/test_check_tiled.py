@@ -6,6 +6,7 @@ import torch
 import mha.checks.tiled as tiled
 from mha import MultiHeadAttention, TiledAttention
 from mha.starting import TiledAttentionStart
+from mha.tiled_exercise import CALL, online_softmax
 
 
 def slip(slips):
@@ -53,7 +54,7 @@ def per_head(self, q, keys, values, q_start, size=None):
 
 
 # fmt: off
-LOOP = tiled.online_softmax.solution_text.removesuffix(tiled.CALL)  # the book's loop
+LOOP = online_softmax.solution_text.removesuffix(CALL)  # the book's loop
 CODE = dict(  # lines of the solution
     DIAG="if k_end > q_start + 1:", RANGE="range(0, q_end, self.block_size)", NL="\n" + " " * 12,
     MASK="self.mask[q_start:q_end, k_start:k_end]", FILL="masked_fill(future, -torch.inf)",
@@ -138,7 +139,7 @@ ANSWERS = {c[0]: slip(c[1]) if isinstance(c[1], str) else c[1] for c in CASES}
 
 @pytest.mark.parametrize("name, answer, passes, words", CASES, ids=[c[0] for c in CASES])
 def test_the_check(name, answer, passes, words):
-    result = tiled.online_softmax.check(ANSWERS[name])
+    result = online_softmax.check(ANSWERS[name])
     assert result.passed is passes and words in result.feedback, result.feedback
 
 
@@ -146,5 +147,5 @@ def test_the_check(name, answer, passes, words):
 def test_a_row_fails_on_a_check_without_its_entry(name, monkeypatch):
     _, _, passes, words = next(c for c in CASES if c[0] == name)
     monkeypatch.setattr(tiled, "CATALOGUE", [m for m in tiled.CATALOGUE if words not in m.message])
-    result = tiled.online_softmax.check(ANSWERS[name])
+    result = online_softmax.check(ANSWERS[name])
     assert not (result.passed is passes and words in result.feedback), result.feedback

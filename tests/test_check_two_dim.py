@@ -9,7 +9,7 @@ from torch import nn
 
 import mha
 from mha import CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, example_batch
-from mha.checks.two_dim import twelve_wide_output, two_dim_output
+from mha.two_dim_exercise import twelve_wide_output, two_dim_output
 
 TWO, TWELVE, CAT = two_dim_output.check, twelve_wide_output.check, torch.cat
 W = MultiHeadAttentionWrapper

@@ -78,7 +78,7 @@ from mha.counting import QuietDispatchMode, count_ops
 from mha.gqa import weights_on_meta
 from mha.measure_tiled import score_memory
 from mha.checks.shortcuts import Watch
-from mha.checks.tiled import online_softmax
+from mha.tiled_exercise import online_softmax
 from mha.starting import TiledAttentionStart
 found = {}
 def imported(after):

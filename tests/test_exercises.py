@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import mha
 import mha.checks
 from conftest import CHAPTERS
 from mha.checks import Exercise
@@ -16,8 +17,13 @@ MAX_LINE = 79
 
 
 def all_exercises():
+    """Every exercise in the package's modules and in ``mha.checks``."""
     found = {}
-    for info in pkgutil.iter_modules(mha.checks.__path__, "mha.checks."):
+    modules = [*pkgutil.iter_modules(mha.__path__, "mha."),
+               *pkgutil.iter_modules(mha.checks.__path__, "mha.checks.")]  # fmt: skip
+    for info in modules:
+        if info.ispkg:
+            continue
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, Exercise):
@@ -29,7 +35,10 @@ EXERCISES = all_exercises()
 
 
 def test_every_chapter_module_with_practice_is_found():
-    assert len(EXERCISES) >= 6, sorted(EXERCISES)
+    """Ten exercises, each in its chapter's ``mha.<topic>_exercise`` and none in ``mha.checks``,
+    which holds what judges them."""
+    assert len(EXERCISES) == 10, sorted(EXERCISES)
+    assert all(name.rsplit(".", 2)[-2].endswith("_exercise") for name in EXERCISES), EXERCISES
 
 
 @pytest.mark.parametrize("name", sorted(EXERCISES))

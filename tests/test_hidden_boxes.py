@@ -17,8 +17,8 @@ import pytest
 
 from conftest import CHAPTERS, ROOT
 from mha.checks import CheckResult, Note
-from mha.checks.two_dim import two_dim_output
 from mha.reveal import Finding, Revealed, box_html, collapsed, reveal
+from mha.two_dim_exercise import two_dim_output
 
 ANSWER = "(2, 6, 4)"
 EXPLANATION = "Batch and tokens pass through; the heads sit side by side."

@@ -73,8 +73,8 @@ TELLS_INSTEAD_OF_ASKING = {
 
 
 def exercise_named(name, all_cells):
-    """The exercise a chapter calls ``name``, found through its imports from ``mha`` (most
-    from ``mha.checks``; chapter 8's from ``mha.latent_exercise``)."""
+    """The exercise a chapter calls ``name``, found through its imports from ``mha`` (each
+    from its ``mha.<topic>_exercise``)."""
     for cell in all_cells:
         if cell["cell_type"] != "code":
             continue

@@ -17,8 +17,8 @@ import json
 import pytest
 
 from mha.checks import CheckResult
-from mha.checks.two_dim import two_dim_output
 from mha.reveal import Revealed, collapsed
+from mha.two_dim_exercise import two_dim_output
 
 from .book_site import DESKTOP, PHONE, TABLET, chapters, wait_for_transitions
 from .test_reading_on_every_screen import WCAG_AA, contrast, parse_rgb

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from mha.checks.fused import fused_attention
+from mha.fused_exercise import fused_attention
 
 from .book_site import DESKTOP, PHONE, TABLET, chapters, wait_for_transitions
 from .test_reading_on_every_screen import BOX_COLOURS, WCAG_AA, contrast, parse_rgb

@@ -15,9 +15,18 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-#: The book's package ("mha"); its checker and its starting classes are the reader's to use.
+#: The book's package ("mha"); its checks, starting classes and exercises (whose solutions are
+#: the reader's answers) are the reader's to use: none is the book at work.
 PACKAGE = __package__.rpartition(".")[0]
 READERS = (__package__, f"{PACKAGE}.starting")
+
+
+def is_book_code(name):
+    """Whether the module called ``name`` is the book's own code, not one of :data:`READERS`'."""
+    theirs = name.startswith(READERS) or name.endswith("_exercise")
+    return name.startswith(PACKAGE + ".") and not theirs
+
+
 #: The names of the book's functions that do an exercise's work: a call of one is the book at work.
 WORK = ("forward", "absorbed", "attend_to_cache", "up_key_blocks", "value_out_blocks", "append")
 
@@ -94,7 +103,7 @@ def book_modules():
     nor its starting classes)."""
     found = set()
     for name, module in list(sys.modules.items()):
-        book = name.startswith(PACKAGE + ".") and module and not name.startswith(READERS)
+        book = module and is_book_code(name)
         for value in list(vars(module).values()) if book else ():
             ours = isinstance(value, type) and value.__module__ == name and "forward" in vars(value)
             if ours and issubclass(value, torch.nn.Module):
@@ -121,8 +130,7 @@ class BookCalls(TorchFunctionMode):
         frame = sys._getframe(1)
         for _ in range(5):
             module, code = frame.f_globals.get("__name__", ""), frame.f_code
-            book = module.startswith(PACKAGE + ".") and not module.startswith(READERS)
-            if book and code.co_name in WORK and code.co_qualname not in self.calls:
+            if is_book_code(module) and code.co_name in WORK and code.co_qualname not in self.calls:
                 self.calls.append(code.co_qualname)
             frame = frame.f_back or frame
         return func(*args, **(kwargs or {}))

@@ -1,13 +1,12 @@
 """Chapter 4's exercise: split a model of width 24 into one head per offset, trained to check."""
 
-import textwrap
 from dataclasses import replace
 
 import torch
 
 from ..tasks import LookbackModel, LookbackTask, read_heads
 from ..train import train
-from .core import CheckResult, Exercise, never_raises
+from .core import CheckResult, never_raises
 
 #: The exercise's task and width, and how the check trains its copy of the answer.
 VARIANT, WIDTH = LookbackTask(offsets=(1, 3, 6)), 24
@@ -77,22 +76,3 @@ def check_lookback_model(my_model):
         f"{heads} heads of width {width}, one per offset. Trained for {STEPS} steps from seed "
         f"{SEED}, it got at least {LEARNED * 100:.0f} % right at every offset: {', '.join(looks)}.",
     )
-
-
-lookback_heads = Exercise(
-    checker=check_lookback_model,
-    hints=(
-        "Count the offsets the variant looks back: each one needs an attention pattern of its own.",
-        "A head has one attention pattern. With d_model fixed at 24, "
-        "num_heads decides how many patterns there are and how wide each "
-        "head is: head_dim = 24 // num_heads.",
-    ),
-    solution_code=textwrap.dedent(
-        """\
-        variant = LookbackTask(offsets=(1, 3, 6))
-        torch.manual_seed(0)
-        my_model = LookbackModel(variant, d_model=24, num_heads=3)
-        lookback_heads.check(my_model)
-        """
-    ),
-)
