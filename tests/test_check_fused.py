@@ -68,8 +68,7 @@ CASES = [  # right answers in several styles
     (F_("bool mask", **masked(lambda s, T: ~s.mask[:T, :T])), True, PRAISE),
     (F_("float mask", **masked(lambda s, T: torch.zeros(T, T).masked_fill(s.mask[:T, :T], -1e9))),
      True, PRAISE),
-    # what a mistake computes
-    (F_("no mask", **K(is_causal=False)), False, "no causal mask"),
+    (F_("no mask", **K(is_causal=False)), False, "no causal mask"),  # what a mistake computes
     (F_("inverted", **masked(lambda s, T: s.mask[:T, :T])), False, "the wrong way round"),
     (F_("diagonal", **masked(lambda s, T: s.mask[:T, :T].T)), False, "hides each token from it"),
     (F_("tokens first", split=lambda s, x: [t.transpose(1, 2) for t in split(s, x)], **FLAT), False,

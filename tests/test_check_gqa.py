@@ -58,8 +58,7 @@ def by(index):  # keys and values alike: head h reads block index(s)[h]
     return dict(keys=lambda s, t: t[:, index(s)], values=lambda s, t: t[:, index(s)])
 def solution():
     namespace = dict(GroupedQueryAttention=GQA, torch=torch, check_gqa_forward=check_gqa_forward)
-    exec(gqa_forward.solution_code, namespace)
-    return namespace["MyGroupedQueryAttention"]
+    return exec(gqa_forward.solution_code, namespace) or namespace["MyGroupedQueryAttention"]
 RIGHT, HEADS = "matches the reference in all 5", lambda s: torch.arange(s.num_heads)
 STRIDED = lambda s, t: t.unflatten(-1, (s.head_dim, -1)).mT  # noqa: E731  every G-th column
 VIEWED = lambda s, t: t.reshape(t.shape[0], -1, *t.shape[1:2], s.head_dim).transpose(1, 2)  # noqa: E731

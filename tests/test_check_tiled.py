@@ -76,14 +76,11 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("starting code", TiledAttentionStart, False, "online_softmax.hint(1)"),
     ("chapter 3's class", MultiHeadAttention, False, "write the query_block yourself"),
     ("raises", mine(lambda *a: {}[0]), False, "Your class raised KeyError"),
-    ("calls the book's query_block", mine(lambda s, *a: TiledAttention.query_block(s, *a)), False,
-     "hands the work to the book's TiledAttention.query_block"),
+    ("book's query_block", mine(lambda *a: TiledAttention.query_block(*a)), False, "TiledAtt"),
     ("calls the book's forward", mine(slip("").query_block, forward=lambda s, x:
      MultiHeadAttention.forward(s, x)), False, "hands the work to the book's MultiHeadAttention"),
-    ("PyTorch's attention", "{RET} -> return F.scaled_dot_product_attention(q, keys[:, :, :q_end], "
-     "values[:, :, :q_end], ~self.mask[q_start:q_end, :q_end])", False, "scaled_dot_product"),
+    ("SDPA", "{RET} -> return F.scaled_dot_product_attention(q, keys, values)", False, "PyTorch"),
     ("whole row per head, 2-D", mine(lambda *a: per_head(*a, size=99)), False, "wider than a"),
-    ("whole row", "{RANGE} -> (0,) ; {END} -> q_end", False, "wider than a block"),
     ("every key block", ALL_KEYS + " ; " + EVERY, False, "computed 9 blocks of scores"),
     ("future blocks unmasked", ALL_KEYS + " ; {DIAG} -> if k_start == q_start:", False, "after"),
     ("range to q_start", "{RANGE} -> range(0, q_start, self.block_size)", False, "stop before"),
@@ -99,7 +96,6 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("column offset", EVERY + "q_end, k_start:k_end -> q_end, :k_end - k_start", False, "offset"),
     ("row_max from 0", "rows, 1), -torch.inf) -> rows, 1), 0.0)", False, "starts at 0"),
     ("row_max never updated", "row_max = new_max -> pass", False, "stays -inf"),
-    ("new max of the block alone", "{MAX} -> scores.amax(-1, True)", False, "exp overflows"),
     ("no max subtracted", "{W} -> torch.exp(scores) ; {F} -> 1.0", False, "exp overflows"),
     ("own block maximum", "{MAX} -> scores.amax(-1, True) ; {F} -> 1.0", False, "own maximum"),
     ("rescale upside down", "{F} -> torch.exp(new_max - row_max)", False, "Every number is nan"),
@@ -118,7 +114,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("divided by head_dim", "self.head_dim**0.5 -> self.head_dim", False, "not by its square"),
     ("divided by √d_out", "self.head_dim**0.5 -> self.d_out**0.5", False, "divided by √d_out"),
     ("scale multiplied", "/ self.head_dim**0.5 -> * self.head_dim**0.5", False, "multiplied"),
-    ("layout", "{RET} -> return (out / row_sum).transpose(1, 2).reshape(q.shape)", False, "like q"),
+    ("layout", "{RET} -> return (out / row_sum).transpose(1, 2).reshape(q.shape)", False, "as q"),
     ("values from the keys", "v = values[:, :, -> v = keys[:, :,", False, "the keys' block"),
     ("no dropout", "{DROP} -> weights @ v", False, "has no dropout"),
     ("dropout in eval", "{DROP} -> F.dropout(weights, self.dropout.p, True) @ v", False, "eval"),
@@ -127,12 +123,15 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("dropout on the scores", "new_max = -> scores = self.dropout(scores){NL}new_max = ; "
      "{DROP} -> weights @ v", False, "on the scores"),
     ("dropout on the values", "{DROP} -> weights @ self.dropout(v)", False, "single numbers of v"),
+    ("past blocks skipped", "{RANGE} -> range(q_start, q_end, self.block_size)", False, "first"),
+    ("context transposed", "{RET} -> return (out / row_sum).transpose(1, 2)", False, "transposed"),
+    ("dropout p 0.1", "{DROP} -> F.dropout(weights, 0.1, self.training) @ v", False, "eval mode"),
     ("keys of the query block", "keys[:, :, {K} -> keys[:, :, {Q}", False, "already at the scores"),
     ("mask one key late", "{MASK} -> {OWN}.triu(2).bool()", False, "first differ at the weights"),
     ("q block's values", "values[:, :, {K} -> values[:, :, {Q}", False, "at the running output"),
 ]
-ONE_OF_EACH = ["range to q_start", "no mask", "row_max never updated", "layout", "whole row",
-               "state sized by block_size", "dropout in sum", "values from the keys"]
+ONE_OF_EACH = ["range to q_start", "no mask", "row_max never updated", "whole row per head, 2-D",
+               "state sized by block_size", "dropout p 0.1", "past blocks skipped", "layout"]
 # fmt: on
 ANSWERS = {c[0]: slip(c[1]) if isinstance(c[1], str) else c[1] for c in CASES}
 

@@ -1,6 +1,5 @@
-"""Chapter 3's check as one table (answer, passes?, words its feedback needs). The wrong answers
-were written as a learner would, before reading the check: the solution with one step changed
-(:func:`steps`), for every step, and the shortcuts."""
+"""Chapter 3's check as one table (answer, passes?, words its feedback needs): the shortcuts, and
+the solution with one step changed (:func:`steps`), for every step, as a learner would write it."""
 
 import dataclasses
 

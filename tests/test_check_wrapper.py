@@ -88,6 +88,8 @@ CASES = [  # (answer, passes, words)
     (answer(lambda self, x: torch.stack(outs(self, x)).mean(0)), False, "You averaged"),
     (answer(lambda self, x: torch.cat([h(x[0]) for h in self.heads], -1)), False, "x[0]"),
     (answer(chained), False, "previous head's output"),
+    (answer(lambda self, x: torch.cat([self.heads[0](x), *outs(self, x)][1:], -1)), False,
+     "called again"),
     (answer(lambda self, x: torch.cat(outs(self, x), -1), __init__=shared), False, "share one"),
     (answer(lambda self, x: torch.cat(outs(self, x), -1)[..., :-1]), False,
      "shape (2, 6, 5); the output is (2, 6, 6)"),  # told by the core

@@ -45,4 +45,4 @@ def test_attention_written_step_by_step_is_not_torchs_but_the_book_forward_is_se
     module = MultiHeadAttention(3, 4, 5, 0.0, 2).eval()
     with torch.no_grad(), book_calls() as book, Watch() as torch_attention:
         module(torch.rand(1, 5, 3))
-    assert not torch_attention.seen and set(book) == {"MultiHeadAttention.forward"}
+    assert torch_attention.seen <= {"dropout"} and set(book) == {"MultiHeadAttention.forward"}

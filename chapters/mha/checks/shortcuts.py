@@ -39,8 +39,9 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 class Watch(TorchFunctionMode):
     """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
-    enable_gqa; "layer"), in ``failed`` the name and shapes of the first call that raised; dropout
-    is :func:`dropped` (the same weights on every run), the kernel :func:`sdpa` plus ``bump``."""
+    enable_gqa; "layer") and "dropout", in ``failed`` the name and shapes of the first call that
+    raised; dropout (F.dropout, a random mask) is :func:`dropped` (the same weights on every run),
+    the kernel :func:`sdpa` plus ``bump``."""
 
     def __init__(self, bump=0.0):
         super().__init__()
@@ -53,8 +54,10 @@ class Watch(TorchFunctionMode):
         self.seen |= {"grouped"} if func is KERNEL and kwargs.get("enable_gqa") else set()
         try:
             if func in (F.dropout, torch.dropout):
+                self.seen.add("dropout")
                 return _dropout(*args, **kwargs)
             if func in (torch.rand_like, torch.bernoulli, torch.Tensor.bernoulli_):
+                self.seen.add("dropout")
                 return kept(args[0]).to(args[0].dtype).expand_as(args[0])
             if func is KERNEL:
                 return sdpa(*args, **kwargs) + self.bump

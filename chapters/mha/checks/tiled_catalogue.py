@@ -1,5 +1,6 @@
 """Chapter 7's catalogue, :data:`TABLE`: ``- names: message``, each name a fact of the run or a
-mistake :func:`online` makes. A training output matching none passes (it may drop other weights)."""
+mistake :func:`online` makes. A training output matching none fails only if the check's dropout
+ran (a dropout of the reader's own drops other weights)."""
 
 import re
 from operator import attrgetter, methodcaller
@@ -75,8 +76,10 @@ def online(m, x, mistake="", training=False, stages=None):
         context = drop(out if undivided else out / row_sum, "context")  # (b, H, rows, hd)
         stages["context out / row_sum"] = [context]
         laid_out = context.transpose(1, 2).reshape(context.shape)  # (b, rows, H, hd) as q's
-        contexts.append(bug(context, wrong_layout=laid_out))
-    return m.out_proj(torch.cat(contexts, 2).transpose(1, 2).flatten(2))  # (b, T, d_out)
+        transposed = context.transpose(1, 2)  # (b, rows, H, hd)
+        contexts.append(bug(context, wrong_layout=laid_out, context_transposed=transposed))
+    joined = torch.cat(contexts, 2).transpose(1, 2)  # (b, T, H, hd), as the book's forward
+    return m.out_proj(joined.reshape(x.shape[0], num_tokens, m.d_out))  # (b, T, d_out)
 
 
 TABLE = """
@@ -97,8 +100,9 @@ TABLE = """
   large scores every visible weight underflows to 0: mask the scores, with -inf.
 - overflows: On scores in the hundreds your output holds nan or inf: exp overflows above 88.7.
   Subtract the running maximum, max(row_max, the block's), before exp; the factor is then <= 1.
-- all_nan: Every number is nan: at the first key block row_max is -inf; your factor must be 0.
-- row_max never updated: Your row_max stays -inf: set row_max = new_max after each key block.
+- all_nan: Every number is nan: a -inf met an operation that makes nan. At the first key block
+  row_max is -inf: the factor exp(row_max - new_max) is then 0, the weights exp(scores - new_max)
+  (not - row_max); and a mask times -inf gives 0 · -inf = nan: use masked_fill.
 - own block maximum: Each key block is taken relative to its own maximum: keep a running one.
 - factor upside down: Your factor is exp(new_max - row_max), upside down: exp(row_max - new_max).
 - no rescale: Your running sum and output are never rescaled when the maximum grows.
@@ -119,11 +123,15 @@ TABLE = """
 - diagonal skipped | range one short: Your key blocks stop before the diagonal, which holds each
   query's own key: range(0, q_end, self.block_size).
 - key blocks end early: Your key blocks end one key early: min(k_start + block_size, q_end).
+- few: Your loop computes {computed} blocks of scores where a causal pass needs {causal}: visit
+  every key block from the first up to the diagonal one, range(0, q_end, self.block_size).
+- row_max never updated: Your row_max stays -inf: set row_max = new_max after each key block.
 - never divided | divided in the loop | divided in the loop and at the end: Divide by the running
   sum once, after the last key block: yours is never divided, or divided inside the loop.
 - softmax per block averaged | softmax per block added: Each key block has its own softmax:
   one softmax spans the row, so carry the running maximum and sum, and divide once at the end.
-- wrong layout: Your context is (b, rows, num_heads, head_dim) reshaped: return it like q.
+- wrong layout | context transposed: Your context is laid out (b, rows, num_heads, head_dim),
+  transposed or reshaped: return it as q is, (b, num_heads, rows, head_dim).
 - values from keys: Your weights multiply the keys' block: v is values[:, :, k_start:k_end].
 - wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
   mistake this check knows explains it.{where}
@@ -135,6 +143,9 @@ TABLE = """
 - drop values | drop block output | drop out | drop context: Your dropout drops single
   numbers of v or of an output: drop whole weights, self.dropout(weights) @ v.
 - drop scores | drop masked scores: Your dropout is on the scores: drop the weights after exp.
+- dropped_otherwise: Your output is right in eval mode, but in training mode its dropout is not
+  MultiHeadAttention's: on every key block, drop once the weights going into out, and only those
+  (not row_sum's, not the scores): self.dropout(weights) @ v.
 """
 # fmt: on
 

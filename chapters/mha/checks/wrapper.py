@@ -30,10 +30,11 @@ MISTAKES = (
     NOT_X,
     *JOINED,
     RAISED,
-    Mistake("not every head ran once", "Not every head in self.heads ran once as head(x): call "
-            "each head on x, once (not head.forward, its layers or PyTorch's attention: calling "
-            "the module runs its hooks).", lambda e: len({n for n, _ in e.run[1]}) != e.num_heads),
     SHARED,
+    Mistake("not every head ran once", "Not every head in self.heads ran once as head(x): call "
+            "each head on x, once (a head called again, in a print too, runs again; not "
+            "head.forward, its layers or PyTorch's attention: calling the module runs its hooks).",
+            lambda e: sorted(n for n, _ in e.run[1]) != list(range(1, e.num_heads + 1))),
     NO_OUTPUT,
     REORDERED,
     Mistake("not the heads side by side", "Each head ran once on x, but your output is not their "
