@@ -61,14 +61,14 @@ FLAT, ROLES = dict(merge=lambda s, c: c.flatten(2)), "queries, keys and values a
 def masked(keep):  # the kernel given attn_mask=keep(s, T), True where a query may look
     return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, is_causal=False,
                                                  attn_mask=keep(s, q.shape[2])))
-CASES = [  # right answers in several styles
+CASES = [  # right answers in several styles, then what each mistake computes
     (solution(), True, PRAISE), (F_("permute"), True, PRAISE),
     (F_("chunk", split=lambda s, x: [t.unflatten(-1, (s.num_heads, -1)).transpose(1, 2)
                                      for t in s.qkv(x).chunk(3, -1)]), True, PRAISE),
     (F_("bool mask", **masked(lambda s, T: ~s.mask[:T, :T])), True, PRAISE),
     (F_("float mask", **masked(lambda s, T: torch.zeros(T, T).masked_fill(s.mask[:T, :T], -1e9))),
      True, PRAISE),
-    (F_("no mask", **K(is_causal=False)), False, "no causal mask"),  # what a mistake computes
+    (F_("no mask", **K(is_causal=False)), False, "no causal mask"),
     (F_("inverted", **masked(lambda s, T: s.mask[:T, :T])), False, "the wrong way round"),
     (F_("diagonal", **masked(lambda s, T: s.mask[:T, :T].T)), False, "hides each token from it"),
     (F_("tokens first", split=lambda s, x: [t.transpose(1, 2) for t in split(s, x)], **FLAT), False,

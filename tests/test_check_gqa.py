@@ -64,19 +64,18 @@ STRIDED = lambda s, t: t.unflatten(-1, (s.head_dim, -1)).mT  # noqa: E731  every
 VIEWED = lambda s, t: t.reshape(t.shape[0], -1, *t.shape[1:2], s.head_dim).transpose(1, 2)  # noqa: E731
 NO_T = dict(merge=lambda s, c: c.reshape(c.shape[0], c.shape[2], -1))  # merged, no transpose
 UNDROPPED = dict(dropout=SAME)  # dropout moved from the attention weights elsewhere
-CASES = [  # right answers in several styles
+CASES = [  # right answers in several styles, then what each mistake computes
     (solution(), True, RIGHT), (G("steps"), True, RIGHT),
     (G("einsum", mix=lambda s, w, v: torch.einsum("bhqk,bhkd->bhqd", w, v)), True, RIGHT),
     (G("index", **by(lambda s: HEADS(s) // s.group_size)), True, RIGHT),
     (G("F.dropout", dropout=lambda s, w: F.dropout(w, s.dropout.p, s.training)), True, RIGHT),
-    # what a mistake computes
     (G("cycled", **by(lambda s: HEADS(s) % s.num_kv_groups)), False, "h % num_kv_groups"),
     (G("keys cycled", keys=lambda s, t: t.repeat(1, s.group_size, 1, 1)), False, "another gr"),
     (G("kv width", softmax=scaled(lambda s: (s.d_out / s.group_size) ** 0.5)), False, "not scaled"),
     (G("d_out", softmax=scaled(lambda s: s.d_out**0.5)), False, "divided by √d_out"),
     (G("late", softmax=lambda s, a: torch.softmax(a, -1) / s.head_dim**0.5), False, "sum to 1:"),
     (G("dim -2", softmax=scaled(lambda s: s.head_dim**0.5, -2)), False, "dim=-1"),
-    (G("no mask", mask=SAME), False, "no causal mask"),
+    (G("no mask", mask=SAME), False, "no causal"), (G("merged", **NO_T), False, "without .tr"),
     (G("zero", mask=masked(FUTURE, 0.0)), False, "instead of -inf"),
     (G("late", mask=SAME, dropout=lambda s, w: D(s, masked(FUTURE, 0.0)(s, w))), False, "after"),
     (G("diag", mask=masked(lambda s, T: torch.ones(T, T).triu().bool())), False, "diagonal too"),
@@ -88,7 +87,8 @@ CASES = [  # right answers in several styles
     (G("strided", split=lambda s, x: blocks(s, x)[:1] + blocks(s, x, LAYERS[1:], how=STRIDED)),
      False, "split wrong"),
     (G("viewed", split=lambda s, x: blocks(s, x, how=VIEWED), **NO_T), False, "one view straight"),
-    (G("merged", **NO_T), False, "without .transpose(1, 2) first"),
+    (G("q viewed", split=lambda s, x: blocks(s, x, LAYERS[:1], how=VIEWED)
+     + blocks(s, x, LAYERS[1:])), False, "Your queries are one view straight"),
     (G("no out_proj", out=SAME), False, "never applies out_proj"),
     (G("out bias", out=lambda s, c: F.linear(c, s.out_proj.weight)), False, "bias is missing"),
     (G("unmerged", merge=SAME, out=SAME), False, "still separate"),

@@ -30,7 +30,8 @@ def steps(self, x, qkv=("W_query", "W_key", "W_value"), split="blocks", scale=1.
                for n in (("W_query", "W_key", "W_value") if qkv == "no bias" else qkv))
     view = {"blocks": (b, T, H, hd), "no transpose": (b, H, T, hd), "strided": (b, T, hd, H)}
     order = {"blocks": (0, 2, 1, 3), "no transpose": (0, 1, 2, 3), "strided": (0, 3, 1, 2)}
-    q, k, v = (t.view(view[split]).permute(order[split]) for t in (q, k, v))
+    q, k, v = (t.transpose(1, 2).reshape(b, H, T, hd) if split == "transposed first"
+               else t.view(view[split]).permute(order[split]) for t in (q, k, v))
     v = dropout(v) if drop == "values" else v
     s = q @ k.transpose(1, 2) if swap == "axes" else k @ q.mT if swap else q @ k.mT
     s = dropout(s) if drop == "scores" else s
@@ -102,6 +103,7 @@ CASES = [  # (answer, passes, words)
     (answer(qkv="no bias"), False, "skip the biases"),
     (answer(split="no transpose"), False, "mixes tokens and heads"),
     (answer(split="strided"), False, "every num_heads-th column"),
+    (answer(split="transposed first"), False, "a transpose(1, 2), then one view"),
     (answer(scale=5**0.5 / 2), False, "divided by √d_in"),  # d_in 5, head_dim 4
     (answer(scale=1 / 2), False, "not scaled by √head_dim at all"),
     (answer(scale=12**0.5 / 2), False, "divided by √d_out"),  # d_out 12, head_dim 4
@@ -112,13 +114,11 @@ CASES = [  # (answer, passes, words)
     (answer(mask="diagonal"), False, "hides the diagonal too"),
     (answer(mask="inverted"), False, "inverted"),
     (answer(mask="zero"), False, "with 0 instead of -inf"),
-    (answer(dim=-2), False, "over the queries"),
-    (answer(dim=1), False, "axis 1"),
+    (answer(dim=-2), False, "over the queries"), (answer(dim=1), False, "axis 1"),
     (answer(merge="no transpose"), False, "without .transpose(1, 2) first"),
     (answer(merge="no contiguous"), False, ".contiguous()"),
     (answer(merge="interleaved"), False, "interleaves the heads' columns"),
-    (answer(out_proj=0), False, "never applies out_proj"),
-    (answer(out_proj=2), False, "out_proj twice"),
+    (answer(out_proj=0), False, "never applies"), (answer(out_proj=2), False, "out_proj twice"),
     (answer(drop="always"), False, "even in eval mode"),
     (answer(drop="none"), False, "no attention weight is ever dropped"),
     (answer(drop="scores"), False, "drops scores, before the softmax"),

@@ -28,6 +28,8 @@ CALLS = {  # what a function that runs these, which do the work for it, is told
     "LatentCache.append": "runs latent_step or generate_latent, the book's own steps.",
     "LatentAttention.up_key_blocks": "calls module.up_key_blocks(): cut the blocks yourself.",
     "LatentAttention.value_out_blocks": "calls module.value_out_blocks(), the book's value fold.",
+    "keys and values": "formed the keys and the values: fold W_up_key into the queries and "
+    "W_up_value into out_proj instead.",
     "keys": "formed the keys: fold W_up_key into the queries instead.",
     "values": "formed the values: fold W_up_value into out_proj instead.",
 }
@@ -35,9 +37,11 @@ START = "The starting code: what must head h's query q become to score the laten
 SHORT = "Your function fails on an input shorter than context_length ({error}): use mask[:T, :T]."
 
 
-def forms(t):
-    """``t`` (b, H, T, n) as an answer may make it: so, with tokens before heads, or one head's."""
-    return (t, t.transpose(1, 2), *t.unbind(1)) if t.dim() == 4 else (t,)
+def forms(t, turned=False):
+    """``t`` (b, H, T, n) as an answer may make it: so, with tokens before heads, or one head's;
+    ``turned``, each with its last two axes swapped too (keys made as B.T @ latents.T)."""
+    found = (t, t.transpose(1, 2), *t.unbind(1)) if t.dim() == 4 else (t,)
+    return found + tuple(f.mT for f in found) if turned else found
 
 
 def stage(name, s):
@@ -67,9 +71,11 @@ def check_absorbed(answer):
         m, x = s
         latents = m.W_down_kv(x)  # (b, T, c)
         layers = (("keys", m.W_up_key), ("values", m.W_up_value))
-        with Seen({n: forms(m.split_heads(F.linear(latents, la.weight))) for n, la in layers}) as w:
+        made = {n: forms(m.split_heads(F.linear(latents, la.weight)), True) for n, la in layers}
+        with Seen(made) as w:
             outputs.append(attempt(answer, m, x))
-        calls.extend(w.appeared)  # "keys", "values"
+        both = ["keys and values"] if len(w.appeared) == 2 else []
+        calls.extend([*w.appeared, *both])  # "keys", "values"
         return outputs[-1]
 
     with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch(), book_calls() as calls:

@@ -18,7 +18,8 @@ class Recipe:
 
     projections: tuple = PROJECTIONS  # the layers that make the queries, keys and values
     bias: bool = True  # False: x @ W.weight.T, as if the projections had no bias
-    split: str = "blocks"  # or "no transpose" (view straight to heads), "strided" (h::num_heads)
+    split: str = "blocks"  # or "no transpose" (view straight to heads), "strided" (h::num_heads),
+    # "transposed first" (transpose(1, 2), then a view to heads)
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
     scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", or a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
@@ -82,6 +83,7 @@ SPLITS = {
     "blocks": lambda t, h: t.unflatten(-1, (h, -1)).transpose(1, 2),
     "no transpose": lambda t, h: t.reshape(t.shape[0], h, t.shape[1], -1),  # tokens and heads mixed
     "strided": lambda t, h: t.unflatten(-1, (-1, h)).permute(0, 3, 1, 2),  # head h: h, h + H, ...
+    "transposed first": lambda t, h: t.transpose(1, 2).reshape(t.shape[0], h, t.shape[1], -1),
 }
 #: ``(b, num_heads, num_tokens, head_dim)`` → ``(b, num_tokens, d_out)``, right or wrong.
 MERGES = {

@@ -94,9 +94,11 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "key's row: they are queries @ keys.transpose(2, 3), one row per query."),
     *((dict(projections=used), projections(used))
       for used in itertools.product(PROJECTIONS, repeat=3) if used != PROJECTIONS),
-    *((dict(split="no transpose", **m), "Your heads are one view straight to (b, num_heads, "
-       "num_tokens, head_dim), which mixes tokens and heads. " + SPLIT + ".transpose(1, 2).")
-      for m in ({}, dict(merge="no transpose"))),  # and the merge back alike
+    *((dict(split=split, **m), f"Your heads are {how} (b, num_heads, num_tokens, head_dim), "
+       "which mixes tokens and heads. " + SPLIT + ".transpose(1, 2).")
+      for split, how, m in (("no transpose", "one view straight to", {}),  # the merge back alike
+                            ("no transpose", "one view straight to", dict(merge="no transpose")),
+                            ("transposed first", "a transpose(1, 2), then one view to", {}))),
     *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + "
        "num_heads, ...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))
       ),
