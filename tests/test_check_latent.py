@@ -63,8 +63,7 @@ SPLIT = "module.split_heads(latents[:, 0] @ module.W_up_{}.weight.T)"
 # fmt: off
 CASES = [  # (answer, passes?, words its feedback must contain)
     (SOLUTION, True, "equals forward"),
-    (body(EINSUM), True, "equals forward"),
-    (body(LOOP), True, "equals forward"),
+    (body(EINSUM), True, "equals forward"), (body(LOOP), True, "equals forward"),
     (body(SDPA + "    latent_context = ctx\n" + TAIL[TAIL.index("    up_value"):]), True, "equals"),
     (change(TAIL, BEFORE_OUT + AFTER_COMBINING), True, "equals forward"),
     (change("hd**0.5, dim", "1, dim", "= queries @", "= queries / hd**0.5 @"), True, "equals"),
@@ -114,6 +113,7 @@ CASES = [  # (answer, passes?, words its feedback must contain)
      "eval mode"),
     (change(DROPOUT, "", MASKED, MASKED.replace("attn_scores.", "module.dropout(attn_scores).")),
      False, "not to the scores"),
+    (change(DROPOUT, "", "attn_scores / hd", "module.dropout(attn_scores) / hd"), False, "is nan"),
     (change(DROPOUT, "", "attn_weights @ latents ", "module.dropout(attn_weights @ latents) "),
      False, "combined latents"),
     (change(DROPOUT, "", RETURN, f"return module.dropout({RETURN[7:]})"), False, "to the output"),
