@@ -34,7 +34,9 @@ import matplotlib
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
-from matplotlib.patches import Rectangle
+from matplotlib.patches import PathPatch, Rectangle
+from matplotlib.path import Path
+from matplotlib.transforms import Affine2D
 
 from .data import TOKENS
 
@@ -507,9 +509,16 @@ def _hatch_masked(ax, masked):
 
     A weight of exactly 0 comes only from the causal mask: softmax gives every unmasked score
     some weight.
+
+    All the cells are one patch, a path of one square each, drawn once: a patch per cell cost
+    chapter 4's figure of seven heads 0.4 s of its 1.1 (315 patches, each hatched on its own).
     """
-    for row, col in masked.nonzero().tolist():
-        ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, **MASKED_STYLE))
+    squares = [
+        Path.unit_rectangle().transformed(Affine2D().translate(col - 0.5, row - 0.5))
+        for row, col in masked.nonzero().tolist()
+    ]
+    if squares:
+        ax.add_patch(PathPatch(Path.make_compound_path(*squares), **MASKED_STYLE))
 
 
 def _frame(ax, colour):
