@@ -510,8 +510,9 @@ def _hatch_masked(ax, masked):
     A weight of exactly 0 comes only from the causal mask: softmax gives every unmasked score
     some weight.
 
-    All the cells are one patch, a path of one square each, drawn once: a patch per cell cost
-    chapter 4's figure of seven heads 0.4 s of its 1.1 (315 patches, each hatched on its own).
+    All the cells are one patch, a path of one square each, drawn once. A patch per cell drew
+    the same pixels, but chapter 4's figure of seven heads has 315 of them, each added and hatched
+    on its own: building and saving it took 1.0 s, one patch per head 0.45 s (2-core AMD EPYC).
     """
     squares = [
         Path.unit_rectangle().transformed(Affine2D().translate(col - 0.5, row - 0.5))
