@@ -499,8 +499,8 @@ def test_masked_attention_cells_are_hatched_so_they_never_look_like_small_weight
     weights[0, 3, 0] = 1e-6  # a tiny weight that is not masked
     fig = plots.plot_attention_per_head(weights)
     for h, ax in enumerate(fig.axes[:2]):
-        hatched = {
-            (round(p.get_x() + 0.5), round(p.get_y() + 0.5)) for p in ax.patches if p.get_hatch()
-        }
+        hatches = [p.get_path() for p in ax.patches if p.get_hatch()]  # in data coordinates
+        cells = itertools.product(range(4), range(4))  # (col, row): x, y of the cell's centre
+        hatched = {cell for cell in cells if any(h.contains_point(cell) for h in hatches)}
         masked = {(col, row) for row in range(4) for col in range(4) if col > row}
         assert hatched == masked, f"head {h + 1}: hatched {sorted(hatched)}, not {sorted(masked)}"

@@ -34,7 +34,9 @@ import matplotlib
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
-from matplotlib.patches import Rectangle
+from matplotlib.patches import PathPatch, Rectangle
+from matplotlib.path import Path
+from matplotlib.transforms import Affine2D
 
 from .data import TOKENS
 
@@ -507,9 +509,17 @@ def _hatch_masked(ax, masked):
 
     A weight of exactly 0 comes only from the causal mask: softmax gives every unmasked score
     some weight.
+
+    All the cells are one patch, a path of one square each, drawn once. A patch per cell drew
+    the same pixels, but chapter 4's figure of seven heads has 315 of them, each added and hatched
+    on its own: building and saving it took 1.0 s, one patch per head 0.45 s (2-core AMD EPYC).
     """
-    for row, col in masked.nonzero().tolist():
-        ax.add_patch(Rectangle((col - 0.5, row - 0.5), 1, 1, **MASKED_STYLE))
+    squares = [
+        Path.unit_rectangle().transformed(Affine2D().translate(col - 0.5, row - 0.5))
+        for row, col in masked.nonzero().tolist()
+    ]
+    if squares:
+        ax.add_patch(PathPatch(Path.make_compound_path(*squares), **MASKED_STYLE))
 
 
 def _frame(ax, colour):
