@@ -51,8 +51,8 @@ def through_grouped(s, x):  # the weights copied into the book's GroupedQueryAtt
     return inner.train(s.training)(x)
 def solution():
     namespace = dict(FusedAttentionStart=START, F=F, torch=torch)
-    exec(fused_attention.solution_text.replace("fused_attention.check", ""), namespace)
-    return namespace["MyFusedAttention"]
+    code = fused_attention.solution_text.replace("fused_attention.check", "")
+    return exec(code, namespace) or namespace["MyFusedAttention"]
 def K(**changes):  # the kernel called with ``changes``
     return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, **changes))
 K0, SAME, D = K(dropout_p=0.0), lambda s, t: t, lambda s, t: F.dropout(t, s.dropout_p, s.training)
@@ -76,23 +76,23 @@ CASES = [  # right answers in several styles, then what each mistake computes
     (F_("viewed", split=lambda s, x: [t.reshape(t.shape[0], s.num_heads, t.shape[1], -1) for t in
        s.qkv(x).chunk(3, -1)]), False, MIXED),
     (F_("merged", merge=lambda s, c: c.reshape(c.shape[0], c.shape[2], -1)), False, MIXED),
+    (F_("interleaved", merge=lambda s, c: c.permute(0, 2, 3, 1).flatten(2)), False, "interleaves"),
+    (F_("no perm", split=lambda s, x: [t.transpose(1, 2) for t in split(s, x)], merge=lambda s, c:
+       c.transpose(1, 2).reshape(c.shape[0], c.shape[1], -1)), False, MIXED),
     (F_("heads, 3", split=lambda s, x: split(s, x, lambda s: (s.num_heads, 3, -1), 3)), False,
      "all queries, then all keys"),
     (F_("strided", split=lambda s, x: [t.permute(0, 3, 2, 1) for t in split(s, x, lambda s: (3, -1,
        s.num_heads))]), False, "all queries, then all keys"),
     (F_("k, q, v", split=lambda s, x: split(s, x)[1::-1] + split(s, x)[2:]), False, ROLES),
     (F_("q, v, k", split=lambda s, x: split(s, x)[:1] + split(s, x)[:0:-1]), False, ROLES),
-    (F_("q / √hd", kernel=lambda s, q, k, v: kernel(s, q / s.head_dim**0.5, k, v)), False,
-     "scaled twice"),
-    (F_("scale 1", **K(scale=1.0)), False, "leave its scale out"),
-    (F_("d_out", kernel=lambda s, q, k, v: kernel(s, q, k, v, scale=s.d_out**-0.5)), False,
-     "leave its scale out"),
+    (F_("q / √hd", kernel=lambda s, q, k, v: kernel(s, q / s.head_dim**0.5, k, v)), False, "twice"),
+    (F_("1", **K(scale=1.0)), False, "leave its"), (F_("no out", out=SAME), False, "never applies"),
+    (F_("d_out", kernel=lambda s, *a: kernel(s, *a, scale=s.d_out**-0.5)), False, "leave its"),
+    (F_("√hd", kernel=lambda s, *a: kernel(s, *a, scale=s.head_dim**0.5)), False, "multiplies the"),
     (F_("no bias", split=lambda s, x: split(s, x, bias=False)), False, "leaves out the bias"),
-    (F_("no out_proj", out=SAME), False, "never applies self.out_proj"),
     (F_("out bias", out=lambda s, c: F.linear(c, s.out_proj.weight)), False, "bias is missing"),
     (F_("tuple", out=lambda s, c: (s.out_proj(c), None)), False, "returned a tuple, not a tensor"),
     (F_("unmerged", merge=SAME, out=SAME), False, "the heads are still separate"),
-    # a forward that raises
     (F_("unsliced", **masked(lambda s, T: ~s.mask)), False, "cut the mask to the input's length"),
     (F_("chunk view", split=lambda s, x: [t.view(t.shape[0], s.num_heads, t.shape[1], -1) for t in
        s.qkv(x).chunk(3, -1)]), False, ".contiguous() before .view"),

@@ -48,6 +48,7 @@ CASES = [
     (build(d_model=32, num_heads=4), False, "Your model is 32 wide. Keep d_model=24"),
     (build(d_model=30, num_heads=3), False, "Your model is 30 wide"),
     (build(num_heads=1), False, "1 head of width 24 for 3 offsets: a head has one attention"),
+    (build(num_heads=1), False, "so a head has to serve several offsets"),
     (build(num_heads=2), False, "2 heads of width 12 for 3 offsets"),
     (build(num_heads=4), False, "How many patterns does the variant need"),
     (build(num_heads=6), False, "6 heads of width 4 for 3 offsets: more heads than offsets"),

@@ -24,11 +24,15 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
     (dict(mask="diagonal too"), "Your mask hides each token from itself: attn_mask is True on "
      "and below the diagonal (or pass is_causal=True)."),
-    *((change, HEADS) for change in (dict(heads="not"), dict(heads="viewed"),
-                                     dict(merge="no transpose"))),
+    *((change, HEADS) for change in (dict(heads="not"), dict(heads="not", merge="transposed"),
+                                     dict(heads="viewed"), dict(merge="no transpose"))),
+    (dict(merge="interleaved"), "Your merge interleaves the heads' columns: transpose(1, 2), then "
+     "reshape, head 1's block of head_dim columns first."),
     *((dict(split=split), SPLIT) for split in ("heads, 3", "strided")),
     *((dict(roles=roles), ROLES) for roles in permutations(range(3)) if roles != (0, 1, 2)),
     (dict(scale="head_dim"), "The scores are scaled twice: the kernel divides them by √head_dim."),
+    (dict(scale="times"), "Your scale multiplies the scores by √head_dim: the kernel's scale is a "
+     "factor, and by default it is already 1 / √head_dim. Leave it out."),
     *((dict(scale=scale), "The kernel divides the scores by √head_dim itself: leave its scale out.")
       for scale in ("none", "sqrt d_out")),
     (dict(bias=False), BIAS.format(layer="qkv")), *OUT,

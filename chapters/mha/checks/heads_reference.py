@@ -11,7 +11,8 @@ from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project
 from .shortcuts import dropped
 
 # fmt: off
-MERGES = MERGES | {"flat": lambda c: c.flatten(2)}  # and (b, T, H, hd) → (b, T, d_out)
+MERGES = MERGES | {"flat": lambda c: c.flatten(2),  # and (b, T, H, hd) → (b, T, d_out)
+                   "transposed": lambda c: c.transpose(1, 2).reshape(c.shape[0], c.shape[1], -1)}
 PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
           "context": "the context", "output": "the output"}  # dropout's wrong places
 BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
@@ -53,8 +54,8 @@ def fused(r, split="3, heads", roles=(0, 1, 2), heads="transposed", bias=True, *
     parts = QKV[split](F.linear(r.x, layer.weight, layer.bias if bias else None), H)
     q, k, v = {"transposed": [parts[i].transpose(1, 2) for i in roles], "not": parts,
                "viewed": [t.reshape(b, H, T, -1) for t in parts]}[heads]  # (b, H, T, hd)
-    return finish(r, q, k, v, kernel=True, **dict(merge="flat") if heads == "not" else {},
-                  **changes)
+    merge = {"merge": "flat"} if heads == "not" else {}  # (b, T, H, hd) flattened as they are
+    return finish(r, q, k, v, kernel=True, **merge | changes)
 
 
 def grouped(r, keys="interleave", values="interleave", split="blocks", kv=None, bias=True,

@@ -39,8 +39,8 @@ def mistake(answer):
     count = f"{heads} head{'s' * (heads > 1)} of width {width} for {len(VARIANT.offsets)} offsets"
     if heads < len(VARIANT.offsets):
         return (
-            f"{count}: a head has one attention pattern, so one head has to serve two offsets "
-            "and mixes their tokens. Give every offset a head of its own."
+            f"{count}: a head has one attention pattern, so a head has to serve several "
+            "offsets and mixes their tokens. Give every offset a head of its own."
         )
     if heads > len(VARIANT.offsets):
         return (

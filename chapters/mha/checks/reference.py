@@ -21,7 +21,7 @@ class Recipe:
     split: str = "blocks"  # or "no transpose" (view straight to heads), "strided" (h::num_heads),
     # "transposed first" (transpose(1, 2), then a view to heads)
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
-    scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", or a number
+    scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", "times", a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
     # "-inf after softmax", "diagonal too", "inverted" (only later tokens)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
@@ -50,7 +50,11 @@ def attend(queries, keys, values, recipe=CORRECT, steps=None):
     ``steps``, a dict, gets the scores (raw, masked, scaled), weights and context on the way."""
     num_tokens, head_dim = queries.shape[-2:]
     heads = queries.shape[1] if queries.dim() == 4 else 1
-    roots = {"sqrt head_dim": head_dim**0.5, "sqrt d_out": (heads * head_dim) ** 0.5}
+    roots = {
+        "sqrt head_dim": head_dim**0.5,
+        "sqrt d_out": (heads * head_dim) ** 0.5,
+        "times": head_dim**-0.5,
+    }  # "times": the scores multiplied by √head_dim
     scale = (roots | {"head_dim": head_dim, "none": 1.0}).get(recipe.scale, recipe.scale)
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=queries.device)
     future = ones.triu(0 if recipe.mask == "diagonal too" else 1)  # True where hidden

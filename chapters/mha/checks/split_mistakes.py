@@ -7,7 +7,7 @@ from .reference import CORRECT, PROJECTIONS, same, split_attention
 from .runs import LAYERS, Run
 from .shortcuts import dropped
 
-SCALES = {"sqrt d_in": lambda r, hd: r.kwargs["d_in"] ** 0.5, "times": lambda r, hd: hd**-0.5}
+SCALES = {"sqrt d_in": lambda r, hd: r.kwargs["d_in"] ** 0.5}
 
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
