@@ -101,7 +101,7 @@ class Run(Watch):
     all_nan = property(lambda s: bool(s.out.isnan().all()))
     causal = property(lambda s: len(causal_block_pairs(s.c.num_tokens, s.bs)))
     extra = property(lambda s: s.computed > s.causal)
-    few = property(lambda s: s.wrong and s.computed < s.causal)
+    few = property(lambda s: s.wrong and 0 < s.computed < s.causal)  # 0: products not seen
     #: Right in eval mode, not in training, with the check's dropout (the same weights every run).
     dropped_otherwise = property(lambda s: "dropout" in s.seen and not same(s.output, s.right))
     #: Scores computed, in block_size × block_size blocks of one mode, one input, one head.
