@@ -15,8 +15,7 @@ def slip(slips):
     for text, wrong in (s.format(**CODE).split(" -> ") for s in slips.split(" ; ") if s):
         assert text in code, text
         code = code.replace(text, wrong, 1)
-    exec(code, namespace)
-    return namespace["MyTiledAttention"]
+    return exec(code, namespace) or namespace["MyTiledAttention"]
 
 
 def mine(query_block, base=TiledAttentionStart, **methods):
@@ -110,6 +109,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("never divided", "{RET} -> return out", False, "never divided"),
     ("divided in loop too", "{DROP} -> {DROP}{NL}out = out / row_sum", False, "inside the loop"),
     ("block softmax", "{W} -> torch.softmax(scores, -1) ; {F} -> 1.0", False, "its own softmax"),
+    ("sums", "{DROP} -> self.dropout(weights / {SUM}) @ v ; {RET} -> return out", False, "own sum"),
     ("not scaled", " / self.head_dim**0.5 -> ", False, "not divided by √head_dim"),
     ("divided by head_dim", "self.head_dim**0.5 -> self.head_dim", False, "not by its square"),
     ("divided by √d_out", "self.head_dim**0.5 -> self.d_out**0.5", False, "divided by √d_out"),

@@ -18,8 +18,7 @@ class Recipe:
 
     projections: tuple = PROJECTIONS  # the layers that make the queries, keys and values
     bias: bool = True  # False: x @ W.weight.T, as if the projections had no bias
-    split: str = "blocks"  # or "no transpose" (view straight to heads), "strided" (h::num_heads),
-    # "transposed first" (transpose(1, 2), then a view to heads)
+    split: str = "blocks"  # or "no transpose" (one view), "strided", "transposed first"
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
     scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", "times", a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
@@ -50,12 +49,9 @@ def attend(queries, keys, values, recipe=CORRECT, steps=None):
     ``steps``, a dict, gets the scores (raw, masked, scaled), weights and context on the way."""
     num_tokens, head_dim = queries.shape[-2:]
     heads = queries.shape[1] if queries.dim() == 4 else 1
-    roots = {
-        "sqrt head_dim": head_dim**0.5,
-        "sqrt d_out": (heads * head_dim) ** 0.5,
-        "times": head_dim**-0.5,
-    }  # "times": the scores multiplied by √head_dim
-    scale = (roots | {"head_dim": head_dim, "none": 1.0}).get(recipe.scale, recipe.scale)
+    roots = {"sqrt head_dim": head_dim**0.5, "sqrt d_out": (heads * head_dim) ** 0.5}
+    roots |= {"head_dim": head_dim, "none": 1.0, "times": head_dim**-0.5}  # times: × √head_dim
+    scale = roots.get(recipe.scale, recipe.scale)
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=queries.device)
     future = ones.triu(0 if recipe.mask == "diagonal too" else 1)  # True where hidden
     future = ~future if recipe.mask == "inverted" else future  # the past and itself hidden
@@ -104,15 +100,13 @@ def split_attention(module, x, num_heads, recipe=CORRECT, steps=None):
     split, steps = SPLITS[recipe.split], {} if steps is None else steps
     queries, keys, values = (split(t, num_heads) for t in project(module, x, recipe))
     steps["merged"] = MERGES[recipe.merge](attend(queries, keys, values, recipe, steps))
-    context = steps["merged"]  # (b, num_tokens, d_out)
-    out_proj, output = getattr(module, "out_proj", None), context
+    out_proj, output = getattr(module, "out_proj", None), steps["merged"]  # (b, T, d_out)
     for _ in range(int(recipe.out_proj) if out_proj else 0):  # True: once; 2: twice
         output = out_proj(output)  # (b, num_tokens, d_out)
     return recipe.dropout(output) if recipe.dropout and recipe.dropout_at == "output" else output
 
 
-@dataclass(frozen=True)
-class Buggy(Mistake):
+class Buggy(Mistake):  # a frozen dataclass, as Mistake is
     """A mistake as a buggy reference: ``detect(evidence)`` is the wrong output it makes."""
 
     def found_in(self, evidence):
