@@ -11,6 +11,8 @@ BLOCKS = {  # a (d_out, c) up-projection as head blocks (H, hd, c), right or wro
     "blocks": lambda w, H: w.unflatten(0, (H, -1)),  # head h: rows h * hd onwards
     "strided": lambda w, H: w.unflatten(0, (-1, H)).transpose(0, 1),  # rows h, h + H, ...
     "transposed": lambda w, H: w.T.reshape(H, -1, w.shape[1]),  # W.T.reshape: rows scrambled
+    "(H, c, hd)": lambda w, H: w.T.reshape(H, w.shape[1], -1).mT,  # scrambled too, then turned
+    "W_up_key": lambda w, H: w.unflatten(0, (H, -1)),  # w is W_up_key's: the keys' blocks
 }
 #: Every step done right; a buggy reference changes one (its keyword names the step).
 RIGHT = dict(keys="blocks", values="blocks", split=True, unbiased=(), scale="hd",
@@ -35,13 +37,16 @@ def absorbed(s, stages=None, **wrong):
     stages["absorbed queries"] = q @ BLOCKS[keys](m.W_up_key.weight, H)  # (b, H, T, c)
     root = {"hd": hd, "c": m.latent_dim, "d_out": m.d_out, "times": hd**-1}.get(scale, 1)
     dropout = {"eval": partial(F.dropout, p=m.dropout.p), "none": None}.get(drop, m.dropout)
-    at = {"eval": "weights", "combined latents": "context"}.get(drop, drop)
+    at = {"eval": "weights", "combined latents": "context", "twice": "weights"}.get(drop, drop)
     how = Recipe(scale=root**0.5, mask=mask, softmax_dim=dim, dropout=dropout, dropout_at=at)
     # attend fills stages: scores (raw, masked, scaled), weights, context; "after" scales it last
     context = attend(stages["absorbed queries"], latents, latents, how, stages)  # (b, H, T, c)
     stages["combined latents"] = context / (hd**0.5 if scale == "after" else 1)
-    up = BLOCKS[values](m.W_up_value.weight, H)  # (H, hd, c)
+    up = BLOCKS[values]((m.W_up_key if values == "W_up_key" else m.W_up_value).weight, H)
     values = stages["combined latents"] @ up.mT  # (b, H, T, hd): each head's values
+    if fold == "reshaped":  # head h's V @ O, (d_out, c), reshaped (not transposed) to (c, d_out)
+        vo = m.out_proj.weight.unflatten(1, (H, -1)).transpose(0, 1) @ up  # (H, d_out, c)
+        return (stages["combined latents"] @ vo.reshape(H, -1, m.d_out)).sum(1) + m.out_proj.bias
     if fold == "per head":  # each head's output, not summed over the heads: (b, H, T, d_out)
         return values @ m.out_proj.weight.unflatten(1, (H, -1)).permute(1, 2, 0)
     merged = MERGES[merge](values)  # (b, T, d_out)
@@ -50,7 +55,7 @@ def absorbed(s, stages=None, **wrong):
     weight = {"rows": m.out_proj.weight.T, "mean": m.out_proj.weight / H}.get(fold)
     output = F.linear(merged, m.out_proj.weight if weight is None else weight)  # (b, T, d_out)
     output = output + {1: 1, 0: 0, "per head": H}[bias] * m.out_proj.bias
-    output = m.dropout(output) if drop == "output" else output
+    output = m.dropout(output) if drop in ("output", "twice") else output
     return merged if fold == "none" else m.out_proj(output) if fold == "twice" else output
 
 
@@ -61,8 +66,9 @@ PLACE = "Apply module.dropout to the attention weights, after the softmax, "
 # fmt: off
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
     *(({s: "strided"}, BLOCK.format(*SIDES[s]) + "-1)[h], not every H-th row.") for s in SIDES),
-    *(({s: "transposed"}, BLOCK.format(*SIDES[s]) + "-1)[h]: .T.reshape scrambles it.")
-      for s in SIDES),
+    *(({s: t}, BLOCK.format(*SIDES[s]) + "-1)[h]: .T.reshape scrambles it.")
+      for s in SIDES for t in ("transposed", "(H, c, hd)")),
+    (dict(values="W_up_key"), "Your value fold uses W_up_key's blocks: fold W_up_value's."),
     (dict(split=False), "view(b, H, T, hd) mixes tokens and heads: split with module.split_heads."),
     *((dict(unbiased=n), BIAS) for n in (("W_query",), ("W_down_kv",), ("W_query", "W_down_kv"))),
     (dict(scale="c"), "Scale by head_dim ** 0.5, the keys' width, not latent_dim ** 0.5."),
@@ -79,7 +85,8 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(drop="none"), PLACE + "as forward does (the check runs one module in training)."),
     (dict(drop="eval"), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
     *((dict(drop=d), f"{PLACE}not to the {w}.") for d, w in (("scores", "scores"), ("masked",
-      "masked scores: -inf × 0 is nan"), ("combined latents",) * 2, ("output",) * 2)),
+      "masked scores: -inf × 0 is nan"), ("combined latents",) * 2, ("output",) * 2,
+      ("twice", "output as well"))),
     (dict(fold="rows"), "Head h's O.T is out_proj.weight's columns h * hd onwards, not its rows."),
     (dict(merge="no transpose"), "Merge heads with transpose(1, 2), then reshape(b, T, d_out)."),
     (dict(bias=0), "out_proj's bias is missing: the fold uses only its weight; add the bias."),
@@ -87,6 +94,8 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(fold="mean"), "Sum the heads' outputs over dim=1; a mean divides them by num_heads."),
     (dict(fold="per head"), "You returned each head's output: sum the heads' outputs over dim=1."),
     (dict(fold="none"), "out_proj is missing: each head's combined latents go through V @ O."),
-    (dict(fold="twice"), "out_proj ran twice: the fold already applies its weight and bias."),
+    *((dict(fold="twice", bias=b), "out_proj ran twice: the fold already applies its weight and "
+       "bias.") for b in (1, 0)),  # 0: the folded sum unbiased, then out_proj
+    (dict(fold="reshaped"), "Head h's V @ O is (d_out, c): turn it with .transpose, not reshape."),
 )
 # fmt: on
