@@ -60,6 +60,10 @@ TABLE = """
   the running maximum and sum, and divide once at the end.
 - wrong layout | context transposed: Your context is laid out (b, rows, num_heads, head_dim),
   transposed or reshaped: return it as q is, (b, num_heads, rows, head_dim).
+- keys of head 0: Every head scores head 0's keys and values: keys[:, :, k_start:k_end] keeps
+  each head's own.
+- row_sum over the queries: Your running sum adds a block's weights over its queries (dim=-2):
+  a row's sum runs over the keys, weights.sum(-1, keepdim=True).
 - values from keys: Your weights multiply the keys' block: v is values[:, :, k_start:k_end].
 - wrong: Your output is not MultiHeadAttention's on {c.num_tokens} tokens in blocks of {bs}, and no
   mistake this check knows explains it.{where}

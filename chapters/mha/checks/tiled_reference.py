@@ -38,6 +38,7 @@ def online(m, x, mistake="", training=False, stages=None):
             k_end = min(k_start + size - (mistake == "key blocks end early"), max(stop, q_end))
             k, v = keys[:, :, k_start:k_end], values[:, :, k_start:k_end]  # (b, H, cols, hd)
             v = bug(v, values_from_keys=k)
+            k, v = bug((k, v), keys_of_head_0=(k[:, :1].expand_as(k), v[:, :1].expand_as(v)))
             s = drop(q @ k.mT / scale, "scores")  # (b, H, rows, cols)
             kp, qp = torch.arange(k_start, k_end), torch.arange(q_start, q_end)[:, None]
             local = kp - k_start > qp - q_start  # the diagonal block's mask, on any block
@@ -59,6 +60,7 @@ def online(m, x, mistake="", training=False, stages=None):
             into_out = bug(w, normalised_per_block=w / w.sum(-1, keepdim=True))
             kept = drop(drop(into_out, "weights", "sum", "twice"), "twice")  # out's weights
             summed = (kept if place == "sum" else w).sum(-1, keepdim=True)  # row_sum's
+            summed = bug(summed, row_sum_over_the_queries=w.sum(-2, keepdim=True).mT)
             block = drop(kept @ drop(v, "values"), "block output")  # (b, H, rows, hd)
             old, new = bug(f, rescaled_after_adding=1), bug(1, rescaled_after_adding=f)
             row_sum = (row_sum * bug(old, sum_not_rescaled=1, no_rescale=1) + summed) * new
