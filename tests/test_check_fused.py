@@ -61,13 +61,13 @@ FLAT, ROLES = dict(merge=lambda s, c: c.flatten(2)), "queries, keys and values a
 def masked(keep):  # the kernel given attn_mask=keep(s, T), True where a query may look
     return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, is_causal=False,
                                                  attn_mask=keep(s, q.shape[2])))
-CASES = [  # right answers in several styles, then what each mistake computes
+CASES = [  # right answers in several styles; mistakes; the kernel and its result unused; dropout
+    # in a wrong place or in eval mode; the book's own work and the starting code; not a class
     (solution(), True, PRAISE), (F_("permute"), True, PRAISE),
     (F_("chunk", split=lambda s, x: [t.unflatten(-1, (s.num_heads, -1)).transpose(1, 2)
                                      for t in s.qkv(x).chunk(3, -1)]), True, PRAISE),
     (F_("bool mask", **masked(lambda s, T: ~s.mask[:T, :T])), True, PRAISE),
-    (F_("float mask", **masked(lambda s, T: torch.zeros(T, T).masked_fill(s.mask[:T, :T], -1e9))),
-     True, PRAISE),
+    (F_("float mask", **masked(lambda s, T: s.mask[:T, :T] * -1e9)), True, PRAISE),
     (F_("no mask", **K(is_causal=False)), False, "no causal mask"),
     (F_("inverted", **masked(lambda s, T: s.mask[:T, :T])), False, "the wrong way round"),
     (F_("diagonal", **masked(lambda s, T: s.mask[:T, :T].T)), False, "hides each token from it"),
@@ -93,28 +93,29 @@ CASES = [  # right answers in several styles, then what each mistake computes
     (F_("out bias", out=lambda s, c: F.linear(c, s.out_proj.weight)), False, "bias is missing"),
     (F_("tuple", out=lambda s, c: (s.out_proj(c), None)), False, "returned a tuple, not a tensor"),
     (F_("unmerged", merge=SAME, out=SAME), False, "the heads are still separate"),
+    (F_("× -inf", **masked(lambda s, T: s.mask[:T, :T] * -torch.inf)), False, "nan everywhere"),
+    (F_("tril float", **masked(lambda s, T: torch.ones(T, T).tril())), False, "added to the sc"),
+    (F_("3, tokens", split=lambda s, x: [t.transpose(1, 2) for t in s.qkv(x).view(x.shape[0], 3,
+       x.shape[1], s.num_heads, -1).unbind(1)]), False, "all queries, then all keys"),
     (F_("unsliced", **masked(lambda s, T: ~s.mask)), False, "cut the mask to the input's length"),
     (F_("chunk view", split=lambda s, x: [t.view(t.shape[0], s.num_heads, t.shape[1], -1) for t in
        s.qkv(x).chunk(3, -1)]), False, ".contiguous() before .view"),
     (F_("raises", out=lambda s, c: {}["surprise"]), False, "KeyError: 'surprise'"),
     (type("BadInit", (F_("x"),), {"__init__": lambda s, *a, **k: 1 / 0}), False, "ZeroDivision"),
-    # the kernel: used, and its result used
     (F_("by hand", kernel=manual), False, "computes the attention step by step"),
-    (F_("decoy", kernel=lambda s, q, k, v: (kernel(s, q, k, v), manual(s, q, k, v))[1]), False,
-     "does not use what it returns"),
+    (F_("decoy", kernel=lambda *a: (kernel(*a), manual(*a))[1]), False, "does not use what it ret"),
     (type("layer", (START,), {"forward": torch_layer}), False, "torch.nn.MultiheadAttention"),
-    # dropout: inside the kernel, only in training
     (F_("always", kernel=lambda s, q, k, v: kernel(s, q, k, v, dropout_p=s.dropout_p)), False,
      "only while self.training"),
     (F_("no dropout", **K0), False, "yours drops nothing"),
-    (F_("values", kernel=lambda s, q, k, v: kernel(s, q, k, D(s, v), dropout_p=0.0)), False,
-     "yours drops the values"),
-    (F_("context", kernel=lambda s, q, k, v: D(s, K0["kernel"](s, q, k, v))), False,
-     "yours drops the context"),
+    (F_("values", kernel=lambda s, q, k, v: K0["kernel"](s, q, k, D(s, v))), False,
+     "drops the values"),
+    (F_("context", kernel=lambda s, *a: D(s, K0["kernel"](s, *a))), False, "drops the context"),
+    (F_("twice", merge=lambda s, c: D(s, c).transpose(1, 2).flatten(2)), False, "context again"),
+    (F_("input", split=lambda s, x: split(s, D(s, x)), **K0), False, "yours drops the input x"),
     (F_("output", **K0, out=lambda s, c: D(s, s.out_proj(c))), False, "yours drops the output"),
     (F_("noise", kernel=lambda s, q, k, v: K0["kernel"](s, q, k, v) + 0.05 * torch.randn_like(q)
        * s.training), False, "noise, not dropout"),
-    # the book's own work, and the starting code
     (type("calls", (START,), {"forward": lambda s, x: BOOK.forward(s, x)}), False, "hands its wo"),
     (type("saved", (START,), {"forward": lambda s, x: SAVED(s, x)}), False, "FusedMultiHeadAtt"),
     (type("grouped", (START,), {"forward": through_grouped}), False, "GroupedQueryAttention"),
@@ -123,7 +124,6 @@ CASES = [  # right answers in several styles, then what each mistake computes
     (START, False, "What are the steps from x to the output?"),
     (type("Empty", (START,), {}), False, "fused_attention.hint(1) gives a first nudge"),
     (F_("Skeleton", split=Skeleton.forward), False, "fused_attention.hint(1), just below the"),
-    # not a class of the reader's own
     (None, False, "got None"), (START(4, 4, 4, 0.0, 2), False, "an instance of FusedAttentionSt"),
     (nn.Linear, False, "does not start from FusedAttentionStart"),
 ]

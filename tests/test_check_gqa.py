@@ -64,7 +64,8 @@ STRIDED = lambda s, t: t.unflatten(-1, (s.head_dim, -1)).mT  # noqa: E731  every
 VIEWED = lambda s, t: t.reshape(t.shape[0], -1, *t.shape[1:2], s.head_dim).transpose(1, 2)  # noqa: E731
 NO_T = dict(merge=lambda s, c: c.reshape(c.shape[0], c.shape[2], -1))  # merged, no transpose
 UNDROPPED = dict(dropout=SAME)  # dropout moved from the attention weights elsewhere
-CASES = [  # right answers in several styles, then what each mistake computes
+CASES = [  # right answers in several styles; mistakes; a forward that raises, read from the call
+    # that failed; dropout; PyTorch's attention; the book's own work; not a grouped-query class
     (solution(), True, RIGHT), (G("steps"), True, RIGHT),
     (G("einsum", mix=lambda s, w, v: torch.einsum("bhqk,bhkd->bhqd", w, v)), True, RIGHT),
     (G("index", **by(lambda s: HEADS(s) // s.group_size)), True, RIGHT),
@@ -86,34 +87,33 @@ CASES = [  # right answers in several styles, then what each mistake computes
     (G("swap", split=lambda s, x: blocks(s, x, LAYERS[:1] + LAYERS[:0:-1])), False, "keys come f"),
     (G("strided", split=lambda s, x: blocks(s, x)[:1] + blocks(s, x, LAYERS[1:], how=STRIDED)),
      False, "split wrong"),
+    (G("v strided", split=lambda s, x: blocks(s, x)[:2] + blocks(s, x, LAYERS[2:], how=STRIDED)),
+     False, "split wrong"),
     (G("viewed", split=lambda s, x: blocks(s, x, how=VIEWED), **NO_T), False, "one view straight"),
     (G("q viewed", split=lambda s, x: blocks(s, x, LAYERS[:1], how=VIEWED)
      + blocks(s, x, LAYERS[1:])), False, "Your queries are one view straight"),
     (G("no out_proj", out=SAME), False, "never applies out_proj"),
     (G("out bias", out=lambda s, c: F.linear(c, s.out_proj.weight)), False, "bias is missing"),
     (G("unmerged", merge=SAME, out=SAME), False, "still separate"),
-    # a forward that raises, read from the call that failed
     (G("none spread", keys=SAME, values=SAME), False, "once per head of its group"),
     (G("by G", keys=lambda s, t: t.repeat_interleave(s.num_kv_groups, 1)), False, "= 3 times"),
     (G("heads view", split=lambda s, x: blocks(s, x, how=lambda s, t: t.view(*t.shape[:2],
        s.num_heads, -1))), False, "view the keys and values with"),
     (G("tokens", keys=lambda s, t: t.repeat_interleave(s.group_size, 2)), False, "token axis"),
     (G("raises", out=lambda s, c: {}["surprise"]), False, "KeyError: 'surprise'"),
-    # dropout: off in eval mode, on the weights in training, a new mask every call
     (G("in eval", dropout=lambda s, w: F.dropout(w, s.dropout.p)), False, "self.dropout(attn_w"),
     (G("no dropout", **UNDROPPED), False, "yours drops nothing"),
     (G("v", **UNDROPPED, values=lambda s, t: D(s, STEPS["values"](s, t))), False, "the values"),
     (G("heads", **UNDROPPED, mix=lambda s, w, v: D(s, w @ v)), False, "drops the context"),
     (G("m", **UNDROPPED, merge=lambda s, c: D(s, STEPS["merge"](s, c))), False, "drops the cont"),
+    (G("input", **UNDROPPED, split=lambda s, x: blocks(s, D(s, x))), False, "drops the input x"),
     (G("output", **UNDROPPED, out=lambda s, c: D(s, s.out_proj(c))), False, "drops the output"),
     (G("scores", **UNDROPPED, mask=lambda s, a: D(s, STEPS["mask"](s, a))), False, "nan"),
     (G("noise", dropout=lambda s, w: w + 0.05 * torch.randn_like(w) if s.training else w), False,
      "noise, not dropout"),
-    # PyTorch's attention
     (W("gqa", lambda s, x: torch_attention(s, x, enable_gqa=True)), False, "enable_gqa=True"),
     (W("sdpa", lambda s, x: torch_attention(s, x)), False, "scaled_dot_product_attention"),
     (W("layer", lambda s, x: torch_attention(s, x, True)), False, "torch.nn.MultiheadAttention"),
-    # the book's own work, and the starting code
     (GQA, False, "GroupedQueryAttention is one of the book's own modules"),
     (W("Skeleton", Skeleton.forward), False, "still raises NotImplementedError, as the starting"),
     (W("Empty", GQA.forward), False, "Empty does not define forward"),
@@ -121,7 +121,6 @@ CASES = [  # right answers in several styles, then what each mistake computes
     (W("saved", lambda s, x: BOOK(s, x)), False, "hands its work to the book's GroupedQueryAtt"),
     (W("cache", lambda s, x: generate(s, x, KVCache(s, *x.shape[:2]))), False, "attend_to_cache"),
     (W("MHA", lambda s, x: MultiHeadAttention.forward(s, x)), False, "MultiHeadAttention.forward"),
-    # not a grouped-query class
     (None, False, "got None"), (GQA(4, 4, 4, 0.0, 2, 1), False, "an instance of GroupedQueryAtt"),
     (type("BadInit", (G("x"),), {"__init__": lambda s, *a, **k: 1 / 0}), False, "Building your"),
     (type("NoLayers", (nn.Module,), {"__init__": lambda s, *a, **k: nn.Module.__init__(s),

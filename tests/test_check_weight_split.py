@@ -107,12 +107,12 @@ CASES = [  # (answer, passes, words)
     (answer(scale=5**0.5 / 2), False, "divided by √d_in"),  # d_in 5, head_dim 4
     (answer(scale=1 / 2), False, "not scaled by √head_dim at all"),
     (answer(scale=12**0.5 / 2), False, "divided by √d_out"),  # d_out 12, head_dim 4
+    (answer(scale=3**0.5 / 2), False, "divided by √num_heads"),  # num_heads 3
     (answer(scale=2.0), False, "divided by head_dim"),
     (answer(scale=1 / 4), False, "multiplied by √head_dim"),
-    (answer(mask="none"), False, "no causal mask"),
+    (answer(mask="none"), False, "no causal mask"), (answer(mask="inverted"), False, "inverted"),
     (answer(mask="unsliced"), False, "cut the mask to the input's length"),
     (answer(mask="diagonal"), False, "hides the diagonal too"),
-    (answer(mask="inverted"), False, "inverted"),
     (answer(mask="zero"), False, "with 0 instead of -inf"),
     (answer(dim=-2), False, "over the queries"), (answer(dim=1), False, "axis 1"),
     (answer(merge="no transpose"), False, "without .transpose(1, 2) first"),

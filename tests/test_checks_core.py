@@ -149,7 +149,7 @@ class Evidence:
         (lambda x: (attend(x, x, x),), False, "a tuple, not a tensor of shape (2, 5, 4)."),
         (lambda x: attend(x, x, x).long(), False, "a tensor of torch.int64, not of floating"),
         (lambda x: attend(x, x, x)[0], False, "shape (5, 4); the output is (2, 5, 4)."),
-        (lambda x: torch.full_like(x, torch.nan), False, "unknown: 4"),
+        (lambda x: torch.full_like(x, torch.nan), False, "returned nan everywhere"),
     ],
 )  # fmt: skip
 def test_the_verdict_names_the_first_matching_reference_else_what_the_core_can_tell(

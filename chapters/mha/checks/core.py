@@ -164,9 +164,14 @@ def same(output, expected):
     )
 
 
+NAN = ("a -inf met a 0 (0 · -inf is nan), as a mask multiplied by -inf makes. Hide scores "
+       "with masked_fill(mask, -torch.inf) (or a bool mask).")  # fmt: skip
+
+
 def told_result(output, want, who="Your forward"):
     """What is wrong with ``output`` before its values, with the shapes named, or None: None, no
-    tensor, no floating point numbers, or not ``want``'s shape (the right output, or its shape)."""
+    tensor, no floating point numbers, not ``want``'s shape (the right output, or its shape), all
+    nan."""
     shape = tuple(getattr(want, "shape", want))
     if output is None or not isinstance(output, torch.Tensor):
         forgot = " Did it forget to return?" if output is None else ""
@@ -176,6 +181,8 @@ def told_result(output, want, who="Your forward"):
     if (got := tuple(output.shape)) != shape:
         extra = " If the heads are still separate, merge them." if len(got) > len(shape) else ""
         return f"{who} returned a tensor of shape {got}; the output is {shape}.{extra}"
+    if output.numel() and bool(output.isnan().all()):  # the right output never is
+        return f"{who} returned nan everywhere: {NAN}"
     return None
 
 

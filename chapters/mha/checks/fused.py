@@ -22,13 +22,15 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(drop=True), "Eval mode drops weights too: pass dropout_p only while self.training."),
     (dict(mask="none"), "Every token sees later tokens too: there is no causal mask."),
     (dict(mask="inverted"), "Your mask is the wrong way round: attn_mask is True where allowed."),
+    (dict(mask="added tril"), "A float attn_mask is added to the scores: tril(ones) adds 1 where "
+     "allowed and hides nothing. Pass a bool mask, True where allowed, or is_causal=True."),
     (dict(mask="diagonal too"), "Your mask hides each token from itself: attn_mask is True on "
      "and below the diagonal (or pass is_causal=True)."),
     *((change, HEADS) for change in (dict(heads="not"), dict(heads="not", merge="transposed"),
                                      dict(heads="viewed"), dict(merge="no transpose"))),
     (dict(merge="interleaved"), "Your merge interleaves the heads' columns: transpose(1, 2), then "
      "reshape, head 1's block of head_dim columns first."),
-    *((dict(split=split), SPLIT) for split in ("heads, 3", "strided")),
+    *((dict(split=split), SPLIT) for split in ("heads, 3", "strided", "3, tokens")),
     *((dict(roles=roles), ROLES) for roles in permutations(range(3)) if roles != (0, 1, 2)),
     (dict(scale="head_dim"), "The scores are scaled twice: the kernel divides them by √head_dim."),
     (dict(scale="times"), "Your scale multiplies the scores by √head_dim: the kernel's scale is a "

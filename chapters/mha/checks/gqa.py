@@ -46,6 +46,7 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(scale="after softmax"), "The weights are divided by √head_dim after the softmax, so "
      "they no longer sum to 1: divide the scores before it."),
     *((dict(kv=how), KV_SPLIT) for how in ("strided", "no transpose")),  # keys and values alone
+    (dict(vs="strided"), KV_SPLIT),  # the values alone
     (dict(split="no transpose", kv="blocks"), "Your queries are one view straight to (b, "
      "num_heads, num_tokens, head_dim), which mixes tokens and heads: view by token first, then "
      ".transpose(1, 2)."),

@@ -14,7 +14,8 @@ from .shortcuts import dropped
 MERGES = MERGES | {"flat": lambda c: c.flatten(2),  # and (b, T, H, hd) → (b, T, d_out)
                    "transposed": lambda c: c.transpose(1, 2).reshape(c.shape[0], c.shape[1], -1)}
 PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
-          "context": "the context", "output": "the output"}  # dropout's wrong places
+          "context": "the context", "output": "the output", "input": "the input x",
+          "twice": "the weights, then the context again"}  # dropout's wrong places
 BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
         "Call the layers: self.{layer}(x).")
 OUT = ((dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
@@ -22,18 +23,21 @@ OUT = ((dict(out=False), "Your forward never applies self.out_proj after merging
 QKV = {  # self.qkv(x) as three (b, T, H, hd) blocks: right, or as a mistake reads it
     "3, heads": lambda t, H: t.unflatten(-1, (3, H, -1)).unbind(2),
     "heads, 3": lambda t, H: t.unflatten(-1, (H, 3, -1)).unbind(3),
-    "strided": lambda t, H: t.unflatten(-1, (3, -1, H)).transpose(-1, -2).unbind(2)}
+    "strided": lambda t, H: t.unflatten(-1, (3, -1, H)).transpose(-1, -2).unbind(2),
+    "3, tokens": lambda t, H: t.reshape(t.shape[0], 3, t.shape[1], H, -1).unbind(1)}
 
 
 def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **changes):
     """The output from (b, H, T, hd) queries, keys and values: attention per the Recipe's
     ``changes`` (``kernel``: 0 for a query that sees no key, not nan), merge, out_proj (``"no
-    bias"``: its weight alone); the check's dropout at ``drop`` (True: the attention weights)."""
+    bias"``: its weight alone); the check's dropout at ``drop`` (True: the attention weights,
+    "twice": and the context)."""
 
     def at(place, t):
-        return dropped(t, r.p) if drop == place else t
+        return dropped(t, r.p) if drop == place or (drop, place) == ("twice", "heads") else t
 
-    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop is True else None).but(**changes)
+    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop in (True, "twice") else None)
+    recipe = recipe.but(**changes)
     context = attend(q, k, at("values", v), recipe)
     context = at("heads", context.nan_to_num(0.0) if kernel else context)  # (b, H, T, hd)
     context, o = at("context", MERGES[merge](context)), r.module.out_proj  # (b, T, d_out)
@@ -51,22 +55,24 @@ def misplaced(belongs):
 def fused(r, split="3, heads", roles=(0, 1, 2), heads="transposed", bias=True, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's."""
     (b, T, _), H, layer = r.x.shape, r.kwargs["num_heads"], r.module.qkv
-    parts = QKV[split](F.linear(r.x, layer.weight, layer.bias if bias else None), H)
+    x = dropped(r.x, r.p) if changes.get("drop") == "input" else r.x  # (b, T, d_in)
+    parts = QKV[split](F.linear(x, layer.weight, layer.bias if bias else None), H)
     q, k, v = {"transposed": [parts[i].transpose(1, 2) for i in roles], "not": parts,
                "viewed": [t.reshape(b, H, T, -1) for t in parts]}[heads]  # (b, H, T, hd)
     merge = {"merge": "flat"} if heads == "not" else {}  # (b, T, H, hd) flattened as they are
     return finish(r, q, k, v, kernel=True, **merge | changes)
 
 
-def grouped(r, keys="interleave", values="interleave", split="blocks", kv=None, bias=True,
-            projections=PROJECTIONS, scale="sqrt head_dim", **changes):
+def grouped(r, keys="interleave", values="interleave", split="blocks", kv=None, vs=None,
+            bias=True, projections=PROJECTIONS, scale="sqrt head_dim", **changes):
     """The output of the run ``r``'s module from its own layers, or a mistake's (``kv``: a split of
-    the keys and values alone)."""
+    the keys and values alone; ``vs``, of the values alone)."""
     H, G = r.kwargs["num_heads"], r.kwargs["num_kv_groups"]
     hd, n = r.kwargs["d_out"] // H, H // G  # head_dim, group_size
-    made = project(r.module, r.x, Recipe(projections=projections, bias=bias))  # (b, T, width) × 3
+    x = dropped(r.x, r.p) if changes.get("drop") == "input" else r.x  # (b, T, d_in)
+    made = project(r.module, x, Recipe(projections=projections, bias=bias))  # (b, T, width) × 3
     kv = kv or split
-    q, k, v = (SPLITS[s](t, t.shape[-1] // hd) for s, t in zip((split, kv, kv), made))
+    q, k, v = (SPLITS[s](t, t.shape[-1] // hd) for s, t in zip((split, kv, vs or kv), made))
     spread = {"interleave": lambda t: t.repeat_interleave(n, 1),  # head h reads block h // n
               "repeat": lambda t: t.repeat(1, n, 1, 1)}  # block h % G
     late = hd**0.5 if scale == "after softmax" else 1  # weights / c @ values = weights @ values / c

@@ -22,7 +22,7 @@ class Recipe:
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
     scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", "times", a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
-    # "-inf after softmax", "diagonal too", "inverted" (only later tokens)
+    # "-inf after softmax", "diagonal too", "inverted" (only later tokens), "added tril" (+1 seen)
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: int = True  # apply the module's out_proj (2: twice), when it has one
     dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
@@ -59,8 +59,9 @@ def attend(queries, keys, values, recipe=CORRECT, steps=None):
     raw = scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
     scores = drop(scores) if at == "scores" else scores
     fill, after = 0.0 if recipe.mask.startswith("0") else -torch.inf, "after" in recipe.mask
-    if recipe.mask != "none" and not after:
+    if recipe.mask not in ("none", "added tril") and not after:
         scores = scores.masked_fill(future, fill)
+    scores = scores + ~future * scale if recipe.mask == "added tril" else scores  # a float mask
     scores = drop(scores) if at == "masked" else scores
     values = drop(values) if at == "values" else values
     weights = torch.softmax(scores / scale, dim=recipe.softmax_dim)

@@ -7,7 +7,7 @@ from .reference import CORRECT, PROJECTIONS, same, split_attention
 from .runs import LAYERS, Run
 from .shortcuts import dropped
 
-SCALES = {"sqrt d_in": lambda r, hd: r.kwargs["d_in"] ** 0.5}
+SCALES = {f"sqrt {n}": lambda r, hd, n=n: r.kwargs[n] ** 0.5 for n in ("d_in", "num_heads")}
 
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
@@ -108,9 +108,9 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
      "first: head 1's block of head_dim columns comes first."),
     (dict(merge="interleaved"), "Every head's context is right, but the merge interleaves the "
      "heads' columns: .transpose(1, 2), then view, head 1's block of head_dim columns first."),
-    *((dict(scale=f"sqrt {w}"), f"The scores are divided by √{w}, {whose} width: a head's dot "
-       "products have head_dim terms, so divide by self.head_dim ** 0.5.")
-      for w, whose in (("d_out", "all heads'"), ("d_in", "the input's"))),
+    *((dict(scale=f"sqrt {w}"), f"The scores are divided by √{w}, {whose}: a head's dot "
+       "products have head_dim terms, so divide by self.head_dim ** 0.5.") for w, whose in
+      (("d_out", "all heads' width"), ("d_in", "the input's width"), ("num_heads", "a count"))),
     (dict(scale="head_dim"), "The scores are divided by head_dim: divide by its square root, "
      "self.head_dim ** 0.5."),
     (dict(scale="times"), "The scores are multiplied by √head_dim: divide them by it."),
