@@ -35,9 +35,8 @@ class Attempt(Heads):
         self.answer, self.t = answer, target
 
     got = property(lambda a: getattr(a.answer, "__name__", type(a.answer).__name__))
-    given = property(
-        lambda a: f"the class {a.got} itself" if isinstance(a.answer, type) else kind_of(a.answer)
-    )
+    given = property(lambda a: f"the class {a.got} itself" if isinstance(a.answer, type)
+                     else kind_of(a.answer))  # fmt: skip
     head_width = property(lambda a: a.heads[0].W_value.out_features)
     d_in = property(lambda a: a.heads[0].W_query.in_features)
     heads_phrase = property(lambda a: f"{a.num_heads} head" + "s" * (a.num_heads != 1))
@@ -85,12 +84,10 @@ class Attempt(Heads):
         return next((n for n, (b, r) in enumerate(zip(blocks, self.refs), 1) if not same(b, r)), 1)
 
 
-PRAISE = (
-    "{t.word} heads, each with W_query, W_key and W_value {t.d_out} value{t.s} wide: the context "
-    "vectors are {t.width}-dimensional (num_heads × d_out = {t.heads} × {t.d_out}). Each head "
-    "reads the same x and computes causal attention from its own weights, and the output holds "
-    "the heads' values side by side, in head order."
-)
+PRAISE = ("{t.word} heads, each with W_query, W_key and W_value {t.d_out} value{t.s} wide: the "
+          "context vectors are {t.width}-dimensional (num_heads × d_out = {t.heads} × {t.d_out}). "
+          "Each head reads the same x and computes causal attention from its own weights, and the "
+          "output holds the heads' values side by side, in head order.")  # fmt: skip
 
 
 def check(target, answer):
@@ -101,8 +98,6 @@ def check(target, answer):
 
 def solution(name, t):
     """The solution's code: the starting call with the right arguments, and the check."""
-    return (
-        f"torch.manual_seed(123)\n{name} = MultiHeadAttentionWrapper(\n"
-        f"    d_in=3, d_out={t.d_out}, context_length=6, dropout=0.0, num_heads={t.heads}\n"
-        f")\n{t.check}({name})"
-    )
+    return (f"torch.manual_seed(123)\n{name} = MultiHeadAttentionWrapper(\n"
+            f"    d_in=3, d_out={t.d_out}, context_length=6, dropout=0.0, num_heads={t.heads}\n"
+            f")\n{t.check}({name})")  # fmt: skip

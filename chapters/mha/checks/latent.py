@@ -15,11 +15,9 @@ from .shortcuts import Watch, book_calls
 PRAISE = "Your absorbed pass equals forward's output, and it formed no keys and no values."
 HINTS = {"absorbed queries": 1, "scores": 2, "weights": 2, "combined latents": 2, "output": 3}
 #: d_in, d_out, heads, latent_dim, tokens, context_length, qkv_bias, seed, dropout, training.
-CONFIGS = (
-    (5, 12, 3, 6, 5, 5, False, 1, 0.0, False),
-    (4, 8, 4, 3, 4, 6, True, 2, 0.5, False),  # eval with dropout, an input shorter than the mask
-    (6, 12, 4, 5, 5, 5, False, 3, 0.5, True),
-)
+CONFIGS = ((5, 12, 3, 6, 5, 5, False, 1, 0.0, False),
+           (4, 8, 4, 3, 4, 6, True, 2, 0.5, False),  # eval with dropout; x shorter than the mask
+           (6, 12, 4, 5, 5, 5, False, 3, 0.5, True))  # fmt: skip
 CALLS = {  # what a function that runs these, which do the work for it, is told
     "LatentAttention.absorbed": "calls module.absorbed, the book's own method.",
     "LatentAttention.forward": "calls module(x), the book's forward.",

@@ -12,21 +12,17 @@ from .runs import TROUBLE, Run
 from .shortcuts import refusal, torch_message
 
 TRAINING = "Right in eval mode, but in training mode (after module.train()) it raised {error}."
-NOT_WRITTEN = (  # the starting code's forward
-    "Your forward still raises NotImplementedError: this is the starting code, and the forward "
-    "pass is yours to write."
-)
+NOT_WRITTEN = ("Your forward still raises NotImplementedError: this is the starting code, and the "
+               "forward pass is yours to write.")  # fmt: skip
 NOT_WEIGHTS = "In training mode your output is not what dropout of whole attention weights gives"
-WHERE = (
-    f"{NOT_WEIGHTS}: no dropout (no attention weight is ever dropped), dropout on the scores (nan: "
-    "-inf times 0), the values, context or output, drops twice, or is noise, not dropout."
-)
+WHERE = (f"{NOT_WEIGHTS}: no dropout (no attention weight is ever dropped), dropout on the "
+         "scores (nan: -inf times 0), the values, context or output, drops twice, or is noise, not "
+         "dropout.")  # fmt: skip
 SAME = "In training mode two calls gave the same output: do not reseed, dropout draws anew."
 UNKNOWN = "Right shape, wrong values, and no mistake this check knows."
-DELEGATES = (  # when the forward ran the book's ``{calls}``
-    "Your forward hands its work to the book's {calls}, so it does not compute attention itself. "
-    "Write the steps in your own forward, from your class's own layers."
-)
+DELEGATES = ("Your forward hands its work to the book's {calls}, so it does not compute "
+             "attention itself. Write the steps in your own forward, from your class's own "
+             "layers.")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,9 @@ def step(config, at=0, split_first=True, values=False, turning=True, key=True, s
 
 SPLIT = "You turn before the head split: turn each head's (b, H, 1, head_dim) query and key."
 WIDTH = "The angles are computed over {w}: pair i turns by p * base ** (-2i / rotary_dim)."
-START = (  # turning at position 0 turns nothing: the starting code's output
-    "Nothing turns: the starting code, or a turn at position 0 (positions counted from 0 in a"
-    " cached step turn the new token by angle 0). Which vectors turn, at which position? hint(1)"
-)
+START = ("Nothing turns: the starting code, or a turn at position 0 (positions counted from 0 in "
+         "a cached step turn the new token by angle 0). Which vectors turn, at which position? "
+         "hint(1)")  # fmt: skip
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
     (dict(turning=False), START),
     (dict(width="d_out"), WIDTH.format(w="d_out, all heads' width")),

@@ -97,20 +97,16 @@ def refusal(cls, start, own, inherited, method="forward"):
     if not issubclass(cls, torch.nn.Module):
         return f"{name} is a class, but not an nn.Module: subclass {start.__name__}."
     if cls in book or strict and issubclass(cls, book) and not issubclass(cls, start):
-        return (
-            f"{name} is one of the book's own modules: the book's own class, or built on one. "
-            f"Subclass {start.__name__} and write the {method} yourself."
-        )
+        return (f"{name} is one of the book's own modules: the book's own class, or built on one. "
+                f"Subclass {start.__name__} and write the {method} yourself.")  # fmt: skip
     if own and not issubclass(cls, start):
         return f"{name} does not start from {start.__name__}, so the check cannot know its layers."
     if inherited is not None and cls.forward is start.forward:
         return inherited.format(name=name)
     forwards = {b.forward: b.__name__ for b in book}
     if taken := forwards.get(cls.forward):
-        return (
-            f"{name}.forward is {taken}.forward, the book's own: what runs is the book's "
-            f"{taken}.forward, not yours. Write your own."
-        )
+        return (f"{name}.forward is {taken}.forward, the book's own: what runs is the book's "
+                f"{taken}.forward, not yours. Write your own.")  # fmt: skip
     if strict and cls.forward is torch.nn.Module.forward:
         return f"{name} has no forward method at all: write def forward(self, x): inside it."
     mine = strict and _code(cls.forward)

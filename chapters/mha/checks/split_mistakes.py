@@ -1,6 +1,7 @@
 """Chapter 3's catalogue: :func:`split`, what the answer raised, mistakes as buggy references."""
 
 import itertools
+from functools import partial
 
 from .core import Step
 from .reference import CORRECT, PROJECTIONS, same, split_attention
@@ -39,16 +40,13 @@ def keys_swapped(f):
     return shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
 
 
-def at(step):
-    """A :class:`.core.Step`'s right tensors: the whole, and head 1's slice (a loop over heads)."""
-
-    def right(r):
-        found, _ = {}, r.module.eval()
-        found["output"] = split(r, steps=found)
-        forms = found[step] if isinstance(found[step], tuple) else (found[step],)
-        return [*forms, *(t[:, 0] for t in forms if t.dim() == 4)]
-
-    return right
+def at(step, r):
+    """A :class:`.core.Step`'s right tensors on run ``r``: the whole, and head 1's slice (as a loop
+    over the heads makes it)."""
+    found, _ = {}, r.module.eval()
+    found["output"] = split(r, steps=found)
+    forms = found[step] if isinstance(found[step], tuple) else (found[step],)
+    return [*forms, *(t[:, 0] for t in forms if t.dim() == 4)]
 
 
 def projections(used):
@@ -133,9 +131,9 @@ TRAINED = (  # in training mode: no dropout, dropout in another place, or twice
       for at, what in DROPS.items()),
     (dict(drop="twice"), "Your dropout runs twice on the weights: once is enough."))
 STAGES = (  # where an unknown answer first differs, and the hint on that step
-    Step("the scores", 2, at("scores")),
-    Step("the attention weights (mask, scale, softmax)", 3, at("weights")),
-    Step("each head's context (weights @ values)", 2, at("context")),
-    Step("the merged context (head 1's columns first)", 2, at("merged")),
-    Step("the output (out_proj)", 3, at("output")))
+    Step("the scores", 2, partial(at, "scores")),
+    Step("the attention weights (mask, scale, softmax)", 3, partial(at, "weights")),
+    Step("each head's context (weights @ values)", 2, partial(at, "context")),
+    Step("the merged context (head 1's columns first)", 2, partial(at, "merged")),
+    Step("the output (out_proj)", 3, partial(at, "output")))
 # fmt: on

@@ -8,11 +8,9 @@ from .core import never_raises
 
 TWO_DIM = Target("check_two_dim_output", "two_dim_output", "Two", heads=2, width=2)
 TWELVE_WIDE = Target("check_twelve_wide_output", "twelve_wide_output", "Four", heads=4, width=12)
-check_two_dim_output = never_raises(
-    partial(check, TWO_DIM), TWO_DIM.check, "Two heads whose context vectors are two values wide."
-)
-check_twelve_wide_output = never_raises(
-    partial(check, TWELVE_WIDE),
-    TWELVE_WIDE.check,
-    "Four heads whose context vectors are twelve values wide.",
-)
+# fmt: off
+check_two_dim_output = never_raises(partial(check, TWO_DIM), TWO_DIM.check,
+                                    "Two heads whose context vectors are two values wide.")
+check_twelve_wide_output = never_raises(partial(check, TWELVE_WIDE), TWELVE_WIDE.check,
+                                        "Four heads whose context vectors are twelve values wide.")
+# fmt: on

@@ -10,10 +10,8 @@ from .reference import same
 #: (chains, order and joins all show), then d_in = d_out (a chain runs without an error) with
 #: dropout (off in eval mode) on a short input, then one head.
 ROWS = ((3, 2, 6, 0.0, 3, 0, 6), (4, 4, 6, 0.25, 2, 0, 5), (5, 3, 6, 0.0, 1, 0, 4))
-STARTING = (
-    f"{NOT_WRITTEN} What should each head be given, and what becomes of the heads' outputs? The "
-    "first hint, just below the check, starts from there."
-)
+STARTING = (f"{NOT_WRITTEN} What should each head be given, and what becomes of the heads' "
+            "outputs? The first hint, just below the check, starts from there.")  # fmt: skip
 
 
 # fmt: off
