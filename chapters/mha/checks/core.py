@@ -154,11 +154,14 @@ def wrapped(text):
 def same(output, expected):
     """Equal shapes, values within rtol 1e-4, atol 1e-5 in float64 (another order or CPU passes,
     every catalogued mistake differs by far more), nan where ``expected`` has it, not everywhere."""
-    tensors = isinstance(output, torch.Tensor) and isinstance(expected, torch.Tensor)
-    if not (tensors and output.shape == expected.shape and output.is_floating_point()):
-        return False
-    close = functools.partial(torch.allclose, rtol=1e-4, atol=1e-5, equal_nan=True)
-    return not bool(output.isnan().all()) and close(output.double(), expected.double())
+    return (
+        isinstance(output, torch.Tensor)
+        and isinstance(expected, torch.Tensor)
+        and output.shape == expected.shape
+        and output.is_floating_point()
+        and not bool(output.isnan().all())
+        and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    )
 
 
 NAN = ("a -inf met a 0 (0 · -inf is nan), as a mask multiplied by -inf makes. Hide scores "
