@@ -11,23 +11,32 @@ from mha.rotary_cache import rotary_step
 from mha.rotary_exercise import my_rotary_step, rotary_step_practice
 
 
-def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1, base=None):
+def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1, base=None,
+           low=False):  # fmt: skip
     """A reader's turn of t (..., T, n), written with a loop over pairs."""
     r = {"head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
-    over = {"head": m.head_dim, "d_out": m.d_out}.get(over, r)
+    over = {"head": m.head_dim, "d_out": m.d_out, "2r": 2 * r, "r/2": r / 2}.get(over, r)
     out = t.clone()
     for i in range(r // 2):
         a, b = (i, i + r // 2) if layout == "half" else (2 * i, 2 * i + 1)
         for j in range(t.shape[-2]):
             angle = torch.tensor(sign * (start + j) * (base or m.base) ** (-2 * i / over))
+            angle = angle.bfloat16().float() if low else angle
             cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
             x1, x2 = t[..., j, a], t[..., j, b]
             out[..., j, a], out[..., j, b] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
     return out
 
 
-def step(at=0, before=False, values=False, turn=True, key=True, scale=1, dim=-1, out=True, **how):
-    """A reader's step, right or with one mistake, as a function to check."""
+def append(cache, k, v, raw):
+    """The cache used right: the new key and value stored, all keys and values so far back."""
+    return cache.append(k, v)
+
+
+def step(at=0, before=False, values=False, turn=True, key=True, scale="head_dim", root=0.5, dim=-1,
+         out=True, query=True, drop=None, cache_as=append, **how):  # fmt: skip
+    """A reader's step, right or with one mistake, as a function to check (``cache_as``: the
+    keys and values it attends to, from the cache, k and v and the key unturned, ``raw``)."""
 
     def answer(m, x, cache):
         position = 0 if at is None else cache.length + at
@@ -35,12 +44,15 @@ def step(at=0, before=False, values=False, turn=True, key=True, scale=1, dim=-1,
         if before:
             q, k = turned(q, position, m, **how), turned(k, position, m, **how)
         q, k, v = m.split_heads(q), m.split_heads(k), m.split_heads(v)
+        raw = k  # (b, H, 1, hd)
         if turn and not before:
-            q, k = turned(q, position, m, **how), turned(k, position, m, **how) if key else k
+            q = turned(q, position, m, **how) if query else q
+            k = turned(k, position, m, **how) if key else k
             v = turned(v, position, m, **how) if values else v
-        keys, vals = cache.append(k, v)
-        w = torch.einsum("bhqd,bhkd->bhqk", q, keys).div(m.head_dim**0.5 if scale else 1)
-        context = (w.softmax(dim) @ vals).transpose(1, 2).flatten(2)  # (b, 1, d_out)
+        keys, vals = cache_as(cache, k, v, raw)
+        w = torch.einsum("bhqd,bhkd->bhqk", q, keys).div(getattr(m, scale, 1) ** root)
+        w = torch.nn.functional.dropout(w.softmax(dim), m.dropout.p) if drop else w.softmax(dim)
+        context = (w @ vals).transpose(1, 2).flatten(2)  # (b, 1, d_out)
         return m.out_proj(context) if out else context
 
     return answer
@@ -69,6 +81,7 @@ def raises(m, x, cache):
     raise IndexError("pair 3 is out of range")
 
 
+# fmt: off
 CASES = [
     (my_rotary_step, True, "equals RotaryAttention's forward"),
     (step(), True, "equals"),  # pair by pair, with a loop
@@ -83,7 +96,22 @@ CASES = [
     (step(values=True), False, "Values never turn"),
     (step(key=False), False, "turn the new key too"),
     (step(base=10_000.0), False, "use module.base"),
-    (step(scale=0), False, "not divided by √head_dim"),
+    (step(scale="no"), False, "not divided by √head_dim"),
+    (step(root=1), False, "divided by head_dim"),
+    (step(scale="d_out"), False, "divided by √d_out"), (step(query=False), False, "Only the key"),
+    (step(scale="rotary_dim"), False, "by √rotary_dim"), (step(low=True), False, "bfloat16"),
+    (step(over="2r"), False, "the 2 of 2i left out"), (step(over="r/2"), False, "i counts pairs"),
+    (step(drop=True), False, "Dropout ran in eval mode"),
+    (step(cache_as=lambda c, k, v, _: (c.append(k, v), (c.keys, c.values))[1]), False, "empty sl"),
+    (step(cache_as=lambda c, k, v, _: (torch.cat([c.keys[:, :, : c.length], k], 2),
+                                       torch.cat([c.values[:, :, : c.length], v], 2))), False,
+     "leaves the cache as it was"),
+    (step(cache_as=lambda c, k, v, _: (c.append(k, v), c.append(k, v))[0]), False, "more than o"),
+    (step(cache_as=lambda c, k, v, raw: (c.append(raw, v), (torch.cat([c.keys[:, :, : c.length -
+     1], k], 2), c.values[:, :, : c.length]))[1]), False, "The cache holds the new key unturned"),
+    (step(cache_as=lambda c, k, v, raw: (c.append(k * 2, v), (torch.cat([c.keys[:, :, : c.length -
+     1], k], 2), c.values[:, :, : c.length]))[1]), False, "Your output is right, but the cache"),
+    (lambda m, x, cache: step()(m, x, cache).double(), False, "returned torch.float64 numbers"),
     (step(dim=-2), False, "Softmax over dim=-2"),
     (step(out=False), False, "No out_proj"),
     (step(at=None), False, "positions counted from 0 in a cached step"),
@@ -96,6 +124,7 @@ CASES = [
     (raises, False, "IndexError: pair 3 is out of range"),
     ("not a function", False, "raised TypeError"),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("answer, passes, words", CASES)

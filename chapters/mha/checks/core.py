@@ -152,13 +152,14 @@ def wrapped(text):
 
 
 def same(output, expected):
-    """Equal shapes, values within rtol 1e-4, atol 1e-5 in float64 (another order or CPU passes,
-    every catalogued mistake differs by far more), nan where ``expected`` has it, not everywhere."""
+    """Equal shapes and dtypes, values within rtol 1e-4, atol 1e-5 in float64 (another order or
+    CPU passes, every catalogued mistake differs by far more), nan where ``expected`` has it, not
+    everywhere."""
     return (
         isinstance(output, torch.Tensor)
         and isinstance(expected, torch.Tensor)
         and output.shape == expected.shape
-        and output.is_floating_point()
+        and output.dtype == expected.dtype
         and not bool(output.isnan().all())
         and torch.allclose(output.double(), expected.double(), rtol=1e-4, atol=1e-5, equal_nan=True)
     )
@@ -181,6 +182,8 @@ def told_result(output, want, who="Your forward"):
     if (got := tuple(output.shape)) != shape:
         extra = " If the heads are still separate, merge them." if len(got) > len(shape) else ""
         return f"{who} returned a tensor of shape {got}; the output is {shape}.{extra}"
+    if isinstance(want, torch.Tensor) and output.dtype != want.dtype:
+        return f"{who} returned {output.dtype} numbers; the output is {want.dtype}, as x is."
     if output.numel() and bool(output.isnan().all()):  # the right output never is
         return f"{who} returned nan everywhere: {NAN}"
     return None

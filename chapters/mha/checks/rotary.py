@@ -8,52 +8,71 @@ import torch
 
 from .. import rotary
 from ..rotary_cache import prefill_rotary, rotary_cache
-from .core import CheckResult, never_raises
+from .core import CheckResult, never_raises, same
 from .reference import Buggy, Catalogue, run_catalogue
+from .shortcuts import Watch, dropped
 
-#: d_in, d_out, num_heads, rotary_dim, cached tokens, base, seed: partial and whole-head turns.
-CONFIGS = ((5, 12, 3, 2, 3, 10_000.0, 1), (4, 16, 2, 4, 5, 100.0, 2), (6, 24, 4, 6, 2, 500.0, 3))
+#: d_in, d_out, num_heads, rotary_dim, cached tokens, base, dropout (in eval mode), seed: partial
+#: and whole-head turns; 299 cached tokens, where a table of angles in low precision is off.
+CONFIGS = ((5, 12, 3, 2, 299, 10_000.0, 0.0, 1), (4, 16, 2, 4, 5, 100.0, 0.5, 2),
+           (6, 24, 4, 6, 2, 500.0, 0.0, 3))  # fmt: skip
 
 
-def setup(d_in, d_out, heads, rotary_dim, cached, base, seed):
-    """A seeded module, its cache holding ``cached`` turned keys, and the next token."""
+def setup(d_in, d_out, heads, rotary_dim, cached, base, dropout, seed):
+    """A seeded module, its cache (room for 3 more) holding ``cached`` turned keys, the next
+    token."""
     torch.manual_seed(seed)
-    m = rotary.RotaryAttention(d_in, d_out, cached + 1, 0.0, heads, False, rotary_dim, base).eval()
+    m = rotary.RotaryAttention(d_in, d_out, cached + 3, dropout, heads, False, rotary_dim, base)
     x = torch.randn(2, cached + 1, d_in)  # (b, cached + 1, d_in)
-    cache = rotary_cache(m, 2, cached + 1)
+    cache = rotary_cache(m.eval(), 2, cached + 3)
     prefill_rotary(m, x[:, :cached], cache)
     return m, x[:, cached:], cache  # the new token: (2, 1, d_in)
 
 
-def turn(t, start, m, width="rotary", layout="half", swap=False, sign=1, base=None):
+def stored(m, x, cache, length):
+    """What is wrong with the cache after a step from ``length`` cached tokens, or None."""
+    key = m.split_heads(m.W_key(x))  # (b, H, 1, hd), unturned
+    if cache.length != length + 1:
+        return APPENDS[min(cache.length - length, 2)]
+    kept = cache.keys[:, :, length : length + 1]
+    return UNTURNED if same(kept, key) else None if same(kept, m.turn(key, length)) else OTHER
+
+
+def turn(t, start, m, width="rotary", layout="half", swap=False, sign=1, base=None, low=False):
     """``t`` (..., T, n) turned from ``start``, or one ingredient wrong: the angles' ``width``
-    ("head", "whole head", "d_out", "all"), ``layout``, sin and cos ``swap``-ped, ``sign`` -1,
-    a fixed ``base`` instead of the module's."""
+    ("head", "whole head", "d_out", "all", "2r": the 2 of 2i left out, "r/2": i doubled again),
+    ``layout``, sin and cos ``swap``-ped, ``sign`` -1, a fixed ``base`` instead of the module's,
+    angles in ``low`` precision (bfloat16)."""
     r = {"whole head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
-    over = {"head": m.head_dim, "d_out": m.d_out}.get(width, r)  # the angles' denominator
+    over = {"head": m.head_dim, "d_out": m.d_out, "2r": 2 * r, "r/2": r / 2}.get(width, r)
     i = torch.arange(r // 2)  # (r / 2,)
     a, b = (i, i + r // 2) if layout == "half" else (2 * i, 2 * i + 1)
     positions = torch.arange(start, start + t.shape[-2], dtype=torch.float64)[:, None]
     angles = (sign * positions * (base or m.base) ** (-2 * i / over)).float()  # (T, r / 2)
+    angles = angles.bfloat16().float() if low else angles
     cos, sin = (angles.sin(), angles.cos()) if swap else (angles.cos(), angles.sin())
     out = t.clone()
     out[..., a], out[..., b] = t[..., a] * cos - t[..., b] * sin, t[..., b] * cos + t[..., a] * sin
     return out
 
 
-def step(config, at=0, split_first=True, values=False, turning=True, key=True, scale=True,
-         dim=-1, project=True, **how):  # fmt: skip
+def step(config, at=0, split_first=True, values=False, turning=True, key=True, query=True,
+         scale=0.5, dim=-1, project=True, drop=False, buffer=False, **how):  # fmt: skip
     """The step on a fresh ``setup(*config)``: the new query and key turned at position L + ``at``,
     after the head split or before it, the value too, the query alone or nothing turned; then
-    attention with or without the scale and ``out_proj``, its softmax over ``dim``."""
+    attention (over the whole ``buffer``?) divided by head_dim ** ``scale`` (or a width's root),
+    with or without ``out_proj``, its softmax over ``dim``, dropout left on in eval (``drop``)."""
     m, x, cache = setup(*config)
     turned = partial(turn, start=cache.length + at, m=m, **how)
-    turns = (turning, turning and key, turning and values)  # the query's, the key's, the value's
+    turns = (turning and query, turning and key, turning and values)  # q's, k's, v's
     p = [m.W_query(x), m.W_key(x), m.W_value(x)]  # (b, 1, d_out) each
     p = [m.split_heads(turned(t) if j and not split_first else t) for j, t in zip(turns, p)]
     q, k, v = [turned(t) if j and split_first else t for j, t in zip(turns, p)]  # (b, H, 1, hd)
     keys, all_values = cache.append(k, v)  # (b, H, L + 1, hd) each
-    weights = torch.softmax(q @ keys.mT / (m.head_dim**0.5 if scale else 1), dim=dim)
+    keys, all_values = (cache.keys, cache.values) if buffer else (keys, all_values)
+    root = getattr(m, scale) ** 0.5 if isinstance(scale, str) else m.head_dim**scale  # a width
+    weights = torch.softmax(q @ keys.mT / root, dim=dim)
+    weights = dropped(weights, m.dropout.p) if drop else weights
     context = (weights @ all_values).transpose(1, 2).flatten(2)  # (b, 1, d_out)
     return m.out_proj(context) if project else context
 
@@ -63,6 +82,7 @@ WIDTH = "The angles are computed over {w}: pair i turns by p * base ** (-2i / ro
 START = ("Nothing turns: the starting code, or a turn at position 0 (positions counted from 0 in "
          "a cached step turn the new token by angle 0). Which vectors turn, at which position? "
          "hint(1)")  # fmt: skip
+# fmt: off
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
     (dict(turning=False), START),
     (dict(width="d_out"), WIDTH.format(w="d_out, all heads' width")),
@@ -74,30 +94,55 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(values=True), "Values never turn: only the query and the key carry positions."),
     (dict(key=False), "Only the query turns: turn the new key too, at L, before cache.append."),
     (dict(base=10_000.0), "The angles use base 10,000: use module.base, each model has its own."),
-    (dict(scale=False), "The scores are not divided by √head_dim (module.head_dim ** 0.5)."),
+    (dict(scale=0), "The scores are not divided by √head_dim (module.head_dim ** 0.5)."),
+    *((dict(scale=w), f"The scores are divided by {shown}: divide by √head_dim, module.head_dim "
+       "** 0.5.") for w, shown in (("d_out", "√d_out"), ("rotary_dim", "√rotary_dim"),
+                                   (1, "head_dim"))),
+    (dict(query=False), "Only the key turns: turn the new query too, at L, as the key."),
+    (dict(buffer=True), "You attend to all of cache.keys, its empty slots too: use the first "
+     "L + 1, as cache.append returns them."),
+    (dict(low=True), "Your angles are rounded: at position 299, bfloat16 is off by a whole radian. "
+     "Compute the table in float32 or float64."),
+    (dict(width="2r"), WIDTH.format(w="2 · rotary_dim, the 2 of 2i left out")),
+    (dict(width="r/2"), WIDTH.format(w="rotary_dim / 2; i counts pairs and 2i doubles it")),
     (dict(dim=-2), "Softmax over dim=-2: a query's weights sum to 1 over the keys, dim=-1."),
     (dict(project=False), "No out_proj: the heads' joined context goes through module.out_proj."),
     (dict(at=1), "Position L + 1: read cache.length before the append, not after."),
     (dict(at=-1), "Position L − 1: the new token's position is L, cache.length itself."),
+    (dict(drop=True), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
     *((dict(split_first=False, width=w), SPLIT) for w in ("rotary", "all")),
 )
+# fmt: on
 PRAISE = "Your step equals RotaryAttention's forward at position L on every setup."
 UNKNOWN = "Not RotaryAttention's output, and no catalogued mistake explains it: see hint(2)."
 BOOK = "Your step calls the book's turn (rotate, module.turn, module(x), rotary_step): write yours."
+APPENDS = ("Your step leaves the cache as it was: cache.append(key, value) stores the new token's "
+           "turned key and value, which every later step reads.", None,
+           "Your step appends more than once: one cache.append(key, value) per token.")  # fmt: skip
+UNTURNED = ("The cache holds the new key unturned: append the key turned at L, as the cache keeps "
+            "every key; later steps read it as it is.")  # fmt: skip
+OTHER = "Your output is right, but the cache holds another key than the new one turned at L."
 
 
 @never_raises
 def check_rotary_step(answer):
     """Accept ``answer(module, x, cache)`` if it computes the cached step of RotaryAttention."""
-    calls = []
+    calls, caches = [], []
 
     def watched(config):
         m, x, cache = setup(*config)
+        length = cache.length
         with mock.patch.object(rotary, "check_start", lambda s: calls.append(s)):
-            return answer(m, x, cache)
+            output = answer(m, x, cache)
+        caches.append(stored(m, x, cache, length))
+        return output
 
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch():  # Watch: the dropout
         mistakes = tuple(Buggy(told, told, partial(step, **kw)) for kw, told in MISTAKES)
         found = Catalogue(CONFIGS, step, mistakes, PRAISE, UNKNOWN)
         result = run_catalogue(found, watched)
-    return CheckResult(False, BOOK) if calls and result.feedback != START else result
+    if calls and result.feedback != START:
+        return CheckResult(False, BOOK)
+    unknown = result.feedback.startswith(UNKNOWN)  # a cache told only if it explains the output
+    told = [c for c in caches if c and (result.passed or unknown and c != OTHER)]
+    return CheckResult(False, told[0]) if told else result
