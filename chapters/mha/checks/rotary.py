@@ -24,7 +24,7 @@ def setup(d_in, d_out, heads, rotary_dim, cached, base, dropout, seed):
     torch.manual_seed(seed)
     m = rotary.RotaryAttention(d_in, d_out, cached + 3, dropout, heads, False, rotary_dim, base)
     x = torch.randn(2, cached + 1, d_in)  # (b, cached + 1, d_in)
-    cache = rotary_cache(m.eval(), 2, cached + 3)
+    cache = rotary_cache(m.eval(), 2, cached + 3)  # eval mode: its dropout is off
     prefill_rotary(m, x[:, :cached], cache)
     return m, x[:, cached:], cache  # the new token: (2, 1, d_in)
 
@@ -59,7 +59,7 @@ def turn(t, start, m, width="rotary", layout="half", swap=False, sign=1, base=No
 def step(config, at=0, split_first=True, values=False, turning=True, key=True, query=True,
          scale=0.5, dim=-1, project=True, drop=False, buffer=False, **how):  # fmt: skip
     """The step on a fresh ``setup(*config)``: the new query and key turned at position L + ``at``,
-    after the head split or before it, the value too, the query alone or nothing turned; then
+    after the head split or before it, the value too, the query or key alone or nothing turned; then
     attention (over the whole ``buffer``?) divided by head_dim ** ``scale`` (or a width's root),
     with or without ``out_proj``, its softmax over ``dim``, dropout left on in eval (``drop``)."""
     m, x, cache = setup(*config)
