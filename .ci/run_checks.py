@@ -256,7 +256,10 @@ def schedule(checks):
                 print(f"checks: starting {check.name}", flush=True)
                 threading.Thread(target=worker, args=(check,), daemon=True).start()
                 continue
-            done.wait()
+            # Nothing running: every check left has just been marked "not run" (else one would
+            # be startable), and the loop ends. Waiting then would wait for a notify never sent.
+            if running:
+                done.wait()
     return [results[c.name] for c in checks]
 
 

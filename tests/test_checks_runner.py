@@ -140,6 +140,20 @@ def test_a_check_starts_after_the_one_it_needs_and_not_at_all_when_that_one_fail
     assert spans["b"][0] >= spans["a"][1] and "d" not in spans
 
 
+def test_the_run_ends_when_the_last_check_to_end_failed_and_the_one_after_it_cannot_run(
+    monkeypatch,
+):
+    """Once c has failed, d is "not run" and nothing is left: the run must end, not wait for a
+    check to finish (it once waited forever when c was the last to end)."""
+    FakeRuns(monkeypatch, failing={"c"})
+    found = []
+    pair = [checks.Check("c", "c"), checks.Check("d", "d", after="c")]
+    run = threading.Thread(target=lambda: found.extend(checks.schedule(pair)), daemon=True)
+    run.start()
+    run.join(timeout=10)
+    assert [r.status for r in found] == ["FAIL", "not run"]
+
+
 def test_a_failed_check_fails_the_run_and_the_table_names_it(monkeypatch, capsys):
     FakeRuns(monkeypatch, failing={"b"})
     monkeypatch.setattr(checks, "CHECKS", tuple(checks.Check(n, f"check {n}") for n in "ab"))
