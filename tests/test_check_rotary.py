@@ -12,19 +12,20 @@ from mha.rotary_exercise import my_rotary_step, rotary_step_practice
 
 
 def turned(t, start, m, over=None, width=None, layout="half", swap=False, sign=1, base=None,
-           low=False):  # fmt: skip
+           low=False, flip=1):  # fmt: skip
     """A reader's turn of t (..., T, n), written with a loop over pairs."""
     r = {"head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
     over = {"head": m.head_dim, "d_out": m.d_out, "2r": 2 * r, "r/2": r / 2}.get(over, r)
     out = t.clone()
     for i in range(r // 2):
-        a, b = (i, i + r // 2) if layout == "half" else (2 * i, 2 * i + 1)
+        pairs = {"half": (i, i + r // 2), "head half": (i, i + m.head_dim // 2)}
+        a, b = pairs.get(layout, (2 * i, 2 * i + 1))  # else interleaved
         for j in range(t.shape[-2]):
             angle = torch.tensor(sign * (start + j) * (base or m.base) ** (-2 * i / over))
             angle = angle.bfloat16().float() if low else angle
             cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
             x1, x2 = t[..., j, a], t[..., j, b]
-            out[..., j, a], out[..., j, b] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+            out[..., j, a], out[..., j, b] = x1 * cos - x2 * sin, x2 * cos + flip * x1 * sin
     return out
 
 
@@ -34,7 +35,7 @@ def append(cache, k, v, raw):
 
 
 def step(at=0, before=False, values=False, turn=True, key=True, scale="head_dim", root=0.5, dim=-1,
-         out=True, query=True, drop=None, cache_as=append, **how):  # fmt: skip
+         out=True, query=True, drop=None, cache_as=append, late=False, **how):  # fmt: skip
     """A reader's step, right or with one mistake, as a function to check (``cache_as``: the
     keys and values it attends to, from the cache, k and v and the key unturned, ``raw``)."""
 
@@ -44,12 +45,13 @@ def step(at=0, before=False, values=False, turn=True, key=True, scale="head_dim"
         if before:
             q, k = turned(q, position, m, **how), turned(k, position, m, **how)
         q, k, v = m.split_heads(q), m.split_heads(k), m.split_heads(v)
-        raw = k  # (b, H, 1, hd)
+        raw, raw_query = k, q  # (b, H, 1, hd) each
         if turn and not before:
             q = turned(q, position, m, **how) if query else q
             k = turned(k, position, m, **how) if key else k
             v = turned(v, position, m, **how) if values else v
         keys, vals = cache_as(cache, k, v, raw)
+        q = turned(raw_query, cache.length, m, **how) if late else q  # L + 1, after the append
         w = torch.einsum("bhqd,bhkd->bhqk", q, keys).div(getattr(m, scale, 1) ** root)
         w = torch.nn.functional.dropout(w.softmax(dim), m.dropout.p) if drop else w.softmax(dim)
         context = (w @ vals).transpose(1, 2).flatten(2)  # (b, 1, d_out)
@@ -92,12 +94,10 @@ CASES = [
     (step(width="head"), False, "first rotary_dim entries turn"),
     (step(layout="interleaved"), False, "other layout"),
     (step(swap=True), False, "sin and cos are swapped"),
-    (step(sign=-1), False, "wrong way"),
     (step(values=True), False, "Values never turn"),
     (step(key=False), False, "turn the new key too"),
     (step(base=10_000.0), False, "use module.base"),
     (step(scale="no"), False, "not divided by √head_dim"),
-    (step(root=1), False, "divided by head_dim"),
     (step(scale="d_out"), False, "divided by √d_out"), (step(query=False), False, "Only the key"),
     (step(scale="rotary_dim"), False, "by √rotary_dim"), (step(low=True), False, "bfloat16"),
     (step(over="2r"), False, "the 2 of 2i left out"), (step(over="r/2"), False, "i counts pairs"),
@@ -112,11 +112,12 @@ CASES = [
     (step(cache_as=lambda c, k, v, raw: (c.append(k * 2, v), (torch.cat([c.keys[:, :, : c.length -
      1], k], 2), c.values[:, :, : c.length]))[1]), False, "Your output is right, but the cache"),
     (lambda m, x, cache: step()(m, x, cache).double(), False, "returned torch.float64 numbers"),
-    (step(dim=-2), False, "Softmax over dim=-2"),
-    (step(out=False), False, "No out_proj"),
+    (step(dim=-2), False, "Softmax over dim=-2"), (step(root=1), False, "divided by head_dim"),
+    (step(out=False), False, "No out_proj"), (step(sign=-1), False, "wrong way"),
     (step(at=None), False, "positions counted from 0 in a cached step"),
-    (step(at=1), False, "Position L + 1"),
-    (step(at=-1), False, "Position L − 1"),
+    (step(at=1), False, "Position L + 1"), (step(at=-1), False, "Position L − 1"),
+    (step(flip=-1), False, "a turn, not a reflection"), (step(late=True), False, "alike"),
+    (step(layout="head half"), False, "pairs i with i + head_dim / 2"),
     (step(before=True), False, "before the head split"),
     (step(before=True, width="all"), False, "before the head split"),
     (book_forward, False, "calls the book's turn"),

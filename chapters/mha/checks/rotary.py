@@ -7,26 +7,15 @@ from unittest import mock
 import torch
 
 from .. import rotary
-from ..rotary_cache import prefill_rotary, rotary_cache
 from .core import CheckResult, never_raises, same
 from .reference import Buggy, Catalogue, run_catalogue
-from .shortcuts import Watch, dropped
+from .rotary_reference import setup, step
+from .shortcuts import Watch
 
 #: d_in, d_out, num_heads, rotary_dim, cached tokens, base, dropout (in eval mode), seed: partial
 #: and whole-head turns; 299 cached tokens, where a table of angles in low precision is off.
 CONFIGS = ((5, 12, 3, 2, 299, 10_000.0, 0.0, 1), (4, 16, 2, 4, 5, 100.0, 0.5, 2),
            (6, 24, 4, 6, 2, 500.0, 0.0, 3))  # fmt: skip
-
-
-def setup(d_in, d_out, heads, rotary_dim, cached, base, dropout, seed):
-    """A seeded module, its cache (room for 3 more) holding ``cached`` turned keys, the next
-    token."""
-    torch.manual_seed(seed)
-    m = rotary.RotaryAttention(d_in, d_out, cached + 3, dropout, heads, False, rotary_dim, base)
-    x = torch.randn(2, cached + 1, d_in)  # (b, cached + 1, d_in)
-    cache = rotary_cache(m.eval(), 2, cached + 3)  # eval mode: its dropout is off
-    prefill_rotary(m, x[:, :cached], cache)
-    return m, x[:, cached:], cache  # the new token: (2, 1, d_in)
 
 
 def stored(m, x, cache, length):
@@ -36,45 +25,6 @@ def stored(m, x, cache, length):
         return APPENDS[min(cache.length - length, 2)]
     kept = cache.keys[:, :, length : length + 1]
     return UNTURNED if same(kept, key) else None if same(kept, m.turn(key, length)) else OTHER
-
-
-def turn(t, start, m, width="rotary", layout="half", swap=False, sign=1, base=None, low=False):
-    """``t`` (..., T, n) turned from ``start``, or one ingredient wrong: the angles' ``width``
-    ("head", "whole head", "d_out", "all", "2r": the 2 of 2i left out, "r/2": i doubled again),
-    ``layout``, sin and cos ``swap``-ped, ``sign`` -1, a fixed ``base`` instead of the module's,
-    angles in ``low`` precision (bfloat16)."""
-    r = {"whole head": m.head_dim, "all": t.shape[-1]}.get(width, m.rotary_dim)
-    over = {"head": m.head_dim, "d_out": m.d_out, "2r": 2 * r, "r/2": r / 2}.get(width, r)
-    i = torch.arange(r // 2)  # (r / 2,)
-    a, b = (i, i + r // 2) if layout == "half" else (2 * i, 2 * i + 1)
-    positions = torch.arange(start, start + t.shape[-2], dtype=torch.float64)[:, None]
-    angles = (sign * positions * (base or m.base) ** (-2 * i / over)).float()  # (T, r / 2)
-    angles = angles.bfloat16().float() if low else angles
-    cos, sin = (angles.sin(), angles.cos()) if swap else (angles.cos(), angles.sin())
-    out = t.clone()
-    out[..., a], out[..., b] = t[..., a] * cos - t[..., b] * sin, t[..., b] * cos + t[..., a] * sin
-    return out
-
-
-def step(config, at=0, split_first=True, values=False, turning=True, key=True, query=True,
-         scale=0.5, dim=-1, project=True, drop=False, buffer=False, **how):  # fmt: skip
-    """The step on a fresh ``setup(*config)``: the new query and key turned at position L + ``at``,
-    after the head split or before it, the value too, the query or key alone or nothing turned; then
-    attention (over the whole ``buffer``?) divided by head_dim ** ``scale`` (or a width's root),
-    with or without ``out_proj``, its softmax over ``dim``, dropout left on in eval (``drop``)."""
-    m, x, cache = setup(*config)
-    turned = partial(turn, start=cache.length + at, m=m, **how)
-    turns = (turning and query, turning and key, turning and values)  # q's, k's, v's
-    p = [m.W_query(x), m.W_key(x), m.W_value(x)]  # (b, 1, d_out) each
-    p = [m.split_heads(turned(t) if j and not split_first else t) for j, t in zip(turns, p)]
-    q, k, v = [turned(t) if j and split_first else t for j, t in zip(turns, p)]  # (b, H, 1, hd)
-    keys, all_values = cache.append(k, v)  # (b, H, L + 1, hd) each
-    keys, all_values = (cache.keys, cache.values) if buffer else (keys, all_values)
-    root = getattr(m, scale) ** 0.5 if isinstance(scale, str) else m.head_dim**scale  # a width
-    weights = torch.softmax(q @ keys.mT / root, dim=dim)
-    weights = dropped(weights, m.dropout.p) if drop else weights
-    context = (weights @ all_values).transpose(1, 2).flatten(2)  # (b, 1, d_out)
-    return m.out_proj(context) if project else context
 
 
 SPLIT = "You turn before the head split: turn each head's (b, H, 1, head_dim) query and key."
@@ -109,6 +59,12 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(project=False), "No out_proj: the heads' joined context goes through module.out_proj."),
     (dict(at=1), "Position L + 1: read cache.length before the append, not after."),
     (dict(at=-1), "Position L − 1: the new token's position is L, cache.length itself."),
+    (dict(late=True), "The query turns at L + 1: cache.length after the append. Read L before "
+     "it, for the query and the key alike."),
+    (dict(flip=-1), "One sign is wrong: x1·cos − x2·sin, then x2·cos + x1·sin (a turn, not a "
+     "reflection)."),
+    (dict(layout="head half"), "Pair i is (i, i + rotary_dim / 2): yours pairs i with i + "
+     "head_dim / 2."),
     (dict(drop=True), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
     *((dict(split_first=False, width=w), SPLIT) for w in ("rotary", "all")),
 )
