@@ -1,5 +1,7 @@
-"""Every exercise of the book shows a solution that fits the column on a desktop."""
+"""An exercise offers its check, hints and solution (mha.exercise); every exercise of the book shows
+a solution that fits the column on a desktop."""
 
+import html
 import importlib
 import json
 import pkgutil
@@ -10,10 +12,50 @@ import pytest
 import mha
 import mha.checks
 from conftest import CHAPTERS
-from mha.checks import Exercise
+from mha.checks import CheckResult
+from mha.exercise import Exercise, Note, highlighted_python
 
 #: The book's column shows about 80 characters of code (tests/test_notebooks.py's MAX_LINE).
 MAX_LINE = 79
+
+
+def test_an_exercise_offers_check_hints_and_a_solution_as_text_or_a_class_source():
+    exercise = Exercise(lambda a: CheckResult(a == 42, "42?"), ("Think.", "Larger."), "answer = 42")
+    assert exercise.check(42).passed and not exercise.check(41).passed
+    assert "Hint 2 of 2" in str(exercise.hint(2)) and "Larger." in str(exercise.hint(2))
+    for wrong in (5, "1", 1.0, True, None):
+        assert "hint(1) to hint(2)" in str(exercise.hint(wrong)) and repr(wrong) in str(
+            exercise.hint(wrong)
+        )
+    assert '<span class="mi">42</span></pre></div>' in exercise.solution()._repr_html_()
+
+    class Answer:
+        def forward(self, x):
+            return x
+
+    shown = Exercise(exercise.checker, ("one",), Answer)
+    assert shown.solution_text.startswith("class Answer:") and "return x" in str(shown.solution())
+
+
+@pytest.mark.parametrize(
+    "code, spans",
+    [
+        ('class A(B):\n    def f(self, x):  # <why>\n        return len(x) > 1.5 and "s"\n',
+         [("k", "class"), ("nc", "A"), ("nf", "f"), ("bp", "self"), ("nb", "len"),
+          ("c1", "# &lt;why&gt;"), ("mf", "1.5"), ("ow", "and"), ("s2", '"s"')]),
+        ("x = (1 <", []),  # code that does not parse keeps its text in the same block
+    ],
+)  # fmt: skip
+def test_a_solution_is_highlighted_as_pygments_classes_and_keeps_its_text_exactly(code, spans):
+    shown = highlighted_python(code)
+    assert shown.startswith('<div class="highlight"><pre>') and shown.endswith("</pre></div>")
+    assert all(f'<span class="{css}">{token}</span>' in shown for css, token in spans)
+    assert html.unescape(re.sub(r"<[^>]+>", "", shown)) == code
+
+
+def test_a_hint_reads_as_plain_text_folded_at_79():
+    shown = str(Note("Hint", "word " * 60 + "\nsecond paragraph"))
+    assert max(map(len, shown.splitlines())) <= 79 and shown.endswith("second paragraph")
 
 
 def all_exercises():

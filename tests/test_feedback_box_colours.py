@@ -12,7 +12,8 @@ import re
 import pytest
 
 from conftest import ROOT
-from mha.checks import CheckResult, Note
+from mha.checks import CheckResult
+from mha.exercise import Note
 from mha.reveal import BOX_COLOURS, Finding, Revealed
 
 BOXES = {

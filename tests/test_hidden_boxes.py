@@ -16,7 +16,8 @@ import nbformat
 import pytest
 
 from conftest import CHAPTERS, ROOT
-from mha.checks import CheckResult, Note
+from mha.checks import CheckResult
+from mha.exercise import Note
 from mha.reveal import Finding, Revealed, box_html, collapsed, reveal
 from mha.two_dim_exercise import two_dim_output
 

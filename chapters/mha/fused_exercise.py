@@ -3,8 +3,8 @@ The check is :func:`mha.checks.fused.check_fused_attention`."""
 
 import textwrap
 
-from .checks.core import Exercise
 from .checks.fused import check_fused_attention
+from .exercise import Exercise
 
 fused_attention = Exercise(
     checker=check_fused_attention,

@@ -3,8 +3,8 @@
 
 import textwrap
 
-from .checks.core import Exercise
 from .checks.gqa import check_gqa_forward
+from .exercise import Exercise
 
 gqa_forward = Exercise(
     checker=check_gqa_forward,

@@ -3,8 +3,8 @@ weights. The check is :func:`mha.checks.latent.check_absorbed`."""
 
 import torch
 
-from .checks.core import Exercise
 from .checks.latent import check_absorbed
+from .exercise import Exercise
 
 
 def absorbed_attention(module, x):

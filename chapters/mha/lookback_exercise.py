@@ -3,8 +3,8 @@ is :func:`mha.checks.lookback.check_lookback_model`."""
 
 import textwrap
 
-from .checks.core import Exercise
 from .checks.lookback import check_lookback_model
+from .exercise import Exercise
 
 lookback_heads = Exercise(
     checker=check_lookback_model,

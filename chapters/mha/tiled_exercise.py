@@ -4,8 +4,8 @@ query needs. The check is :func:`mha.checks.tiled.check_online_softmax`."""
 import inspect
 import textwrap
 
-from .checks.core import Exercise
 from .checks.tiled import check_online_softmax
+from .exercise import Exercise
 from .tiled import TiledAttention
 
 #: The book's own loop, as the reader's class (its source: one copy, the one the tests run).

@@ -2,8 +2,8 @@
 values wide. The checks are in :mod:`mha.checks.two_dim`."""
 
 from .checks.arguments import solution
-from .checks.core import Exercise
 from .checks.two_dim import TWELVE_WIDE, TWO_DIM, check_twelve_wide_output, check_two_dim_output
+from .exercise import Exercise
 
 two_dim_output = Exercise(
     check_two_dim_output,

@@ -3,8 +3,8 @@ The check is :func:`mha.checks.weight_split.check_weight_split`."""
 
 import torch
 
-from .checks.core import Exercise
 from .checks.weight_split import check_weight_split
+from .exercise import Exercise
 from .starting import WeightSplitSkeleton
 
 

@@ -3,8 +3,8 @@ WrapperSkeleton. The check is :func:`mha.checks.wrapper.check_wrapper`."""
 
 import torch
 
-from .checks.core import Exercise
 from .checks.wrapper import check_wrapper
+from .exercise import Exercise
 from .starting import WrapperSkeleton
 
 

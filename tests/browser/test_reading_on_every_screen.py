@@ -15,7 +15,8 @@ import re
 
 import pytest
 
-from mha.checks import CheckResult, Note
+from mha.checks import CheckResult
+from mha.exercise import Note
 from mha.reveal import Revealed
 
 from .book_site import (

@@ -1,6 +1,6 @@
 """A solution shows its code as the book shows code: highlighted, with a copy button.
 
-``mha.checks.core.highlighted_python`` draws it; the theme colours it and sphinx-copybutton adds
+``mha.exercise.highlighted_python`` draws it; the theme colours it and sphinx-copybutton adds
 the button. Checked as a reader meets it at 390, 900 and 1280 px in the light and the dark theme:
 the colours on screen (several, each with AA contrast on what is behind it), a copy button that
 appears on hover and puts the exact solution on the clipboard.
