@@ -56,7 +56,9 @@ rotary_step_practice = Exercise(
         "joined along the last axis.",
         "Then query, key = turn(query, L, r, base), turn(key, L, r, base) "
         "with L = cache.length, r = module.rotary_dim, base = module.base, "
-        "before cache.append(key, value).",
+        "before cache.append(key, value). The scores over the L + 1 keys it "
+        "returns, the weights, the joined context and out_proj stay as the "
+        "starting code has them.",
     ),
     solution_code=my_rotary_step,
 )

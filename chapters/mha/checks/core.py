@@ -200,7 +200,8 @@ class Step:
 
 
 class Seen(TorchFunctionMode):
-    """While on, notes in ``appeared`` each of ``targets`` (name: tensors) a torch call returned."""
+    """While on, notes in ``appeared`` each of ``targets`` (name: tensors) a torch call returned
+    or was given."""
 
     def __init__(self, targets):
         super().__init__()
@@ -208,8 +209,9 @@ class Seen(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        found = (n for n, forms in self.targets.items() if any(same(result, t) for t in forms))
-        self.appeared.update(found)
+        for seen in (result, *args):  # an argument too: a tensor filled in place shows when used
+            found = (n for n, forms in self.targets.items() if any(same(seen, f) for f in forms))
+            self.appeared.update(found)
         return result
 
 

@@ -7,7 +7,7 @@ from unittest import mock
 import torch
 
 from .. import rotary
-from .core import CheckResult, never_raises, same
+from .core import CheckResult, Step, never_raises, same
 from .reference import Buggy, Catalogue, run_catalogue
 from .rotary_reference import setup, step
 from .shortcuts import Watch
@@ -16,6 +16,20 @@ from .shortcuts import Watch
 #: and whole-head turns; 299 cached tokens, where a table of angles in low precision is off.
 CONFIGS = ((5, 12, 3, 2, 299, 10_000.0, 0.0, 1), (4, 16, 2, 4, 5, 100.0, 0.5, 2),
            (6, 24, 4, 6, 2, 500.0, 0.0, 3))  # fmt: skip
+
+
+def stage(name, config):
+    """Step ``name`` of the right step on a fresh ``setup(*config)`` (:func:`step`'s record)."""
+    found = {}
+    step(config, record=found)
+    return found[name]
+
+
+#: Where an answer no entry explains first differs (:func:`.core.first_difference`).
+STEPS = tuple(Step(f"the {told}", hint, partial(stage, name)) for name, told, hint in (
+    ("query", "new query turned at L", 2), ("key", "new key turned at L", 2),
+    ("scores", "scores over the L + 1 keys", 3), ("weights", "weights (scale, softmax)", 3),
+    ("context", "heads' joined context", 3)))  # fmt: skip
 
 
 def stored(m, x, cache, length):
@@ -29,6 +43,7 @@ def stored(m, x, cache, length):
 
 SPLIT = "You turn before the head split: turn each head's (b, H, 1, head_dim) query and key."
 WIDTH = "The angles are computed over {w}: pair i turns by p * base ** (-2i / rotary_dim)."
+RATES = "Your rates {w}. Pair i turns by p * base ** (-2i / rotary_dim), i = 0, 1, ..."
 START = ("Nothing turns: the starting code, or a turn at position 0 (positions counted from 0 in "
          "a cached step turn the new token by angle 0). Which vectors turn, at which position? "
          "hint(1)")  # fmt: skip
@@ -49,7 +64,7 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
        "** 0.5.") for w, shown in (("d_out", "√d_out"), ("rotary_dim", "√rotary_dim"),
                                    (1, "head_dim"))),
     (dict(query=False), "Only the key turns: turn the new query too, at L, as the key."),
-    (dict(buffer=True), "You attend to all of cache.keys, its empty slots too: use the first "
+    (dict(attend="buffer"), "You attend to all of cache.keys, its empty slots too: use the first "
      "L + 1, as cache.append returns them."),
     (dict(low=True), "Your angles are rounded: at position 299, bfloat16 is off by a whole radian. "
      "Compute the table in float32 or float64."),
@@ -59,18 +74,47 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
     (dict(project=False), "No out_proj: the heads' joined context goes through module.out_proj."),
     (dict(at=1), "Position L + 1: read cache.length before the append, not after."),
     (dict(at=-1), "Position L − 1: the new token's position is L, cache.length itself."),
-    (dict(late=True), "The query turns at L + 1: cache.length after the append. Read L before "
-     "it, for the query and the key alike."),
+    (dict(at=1, key_at=-1), "The query turns at L + 1: cache.length after the append. Read L "
+     "before it, for the query and the key alike."),
+    (dict(key_at=1), "The key turns at L + 1, the query at L: both turn at L, the new token's "
+     "position."),
+    *((dict(at=at), f"The position is {told}; the new token's is L, cache.length.") for at, told
+      in (("capacity", "the cache's room, not its length"), ("batch", "x.shape[0], the batch"),
+          ("tokens", "x.shape[1], the one new token"))),
+    (dict(heads_axis=True), "You turn along the heads axis of (b, 1, H, head_dim): positions "
+     "run along the tokens, so split_heads first."),
+    (dict(again=True), "The cached keys turn again: they were stored turned, so attend to what "
+     "cache.append returns as it is."),
+    (dict(attend="first"), "Only key 0 is attended (mask row 0 hides the rest): the new token "
+     "sees all L + 1 keys, no mask needed."),
+    (dict(attend="self"), "Only the new key is attended: attend to all L + 1 keys cache.append "
+     "returns."),
+    (dict(attend="cached"), "The new key is left out: the new token attends to itself too, all "
+     "L + 1 keys."),
+    (dict(values="key"), "The value is the turned key: the value comes from W_value, unturned."),
+    (dict(row0=True), "Every batch row gets row 0's output: each row of x is its own sequence."),
+    (dict(rates="reversed"), RATES.format(w="run backwards (the last pair turns fastest)")),
+    (dict(rates="+2i"), RATES.format(w="grow with i (the exponent is +2i / rotary_dim)")),
+    (dict(rates="from 1"), RATES.format(w="start at i = 1 (pair 0's rate is base ** 0 = 1)")),
+    (dict(degrees=True), "Your angles are read as degrees: p * base ** (-2i / rotary_dim) is in "
+     "radians, as cos and sin take it."),
+    (dict(rest="dropped"), "The entries from rotary_dim on are lost: they pass through, after the "
+     "turned pairs."),
+    (dict(rest="first"), "The untouched rest comes first: join x1·cos − x2·sin, x2·cos + x1·sin, "
+     "then the rest."),
+    (dict(inplace=True), "The second entry uses the new first one (written in place): compute "
+     "both from the old x1 and x2."),
     (dict(flip=-1), "One sign is wrong: x1·cos − x2·sin, then x2·cos + x1·sin (a turn, not a "
      "reflection)."),
     (dict(layout="head half"), "Pair i is (i, i + rotary_dim / 2): yours pairs i with i + "
      "head_dim / 2."),
-    (dict(drop=True), "Dropout ran in eval mode: use module.dropout, which model.eval() stops."),
+    *((dict(drop=p), "Dropout ran in eval mode: use module.dropout, which model.eval() stops.")
+      for p in (True, 0.1)),
     *((dict(split_first=False, width=w), SPLIT) for w in ("rotary", "all")),
 )
 # fmt: on
 PRAISE = "Your step equals RotaryAttention's forward at position L on every setup."
-UNKNOWN = "Not RotaryAttention's output, and no catalogued mistake explains it: see hint(2)."
+UNKNOWN = "Not RotaryAttention's output, and no catalogued mistake explains it."
 BOOK = "Your step calls the book's turn (rotate, module.turn, module(x), rotary_step): write yours."
 APPENDS = ("Your step leaves the cache as it was: cache.append(key, value) stores the new token's "
            "turned key and value, which every later step reads.", None,
@@ -95,7 +139,7 @@ def check_rotary_step(answer):
 
     with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch():  # Watch: the dropout
         mistakes = tuple(Buggy(told, told, partial(step, **kw)) for kw, told in MISTAKES)
-        found = Catalogue(CONFIGS, step, mistakes, PRAISE, UNKNOWN)
+        found = Catalogue(CONFIGS, step, mistakes, PRAISE, UNKNOWN, steps=STEPS)
         result = run_catalogue(found, watched)
     if calls and result.feedback != START:
         return CheckResult(False, BOOK)
