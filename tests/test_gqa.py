@@ -288,6 +288,10 @@ def test_the_cache_says_what_to_change_when_it_is_misused():
             attend_to_cache(gqa, random_input(5, num_tokens=2), cache)
     with pytest.raises(ValueError, match="from 0 to 4"):
         cache.rewind(5)
+    whole = torch.zeros(3, gqa.num_kv_groups, 1, gqa.head_dim)  # (b, G, 1, hd)
+    for keys, values in ((whole[..., :1], whole), (whole, whole[:, :, 0]), (whole[:1], whole)):
+        with pytest.raises(ValueError, match=r"do not fit a cache of \(3, 2, tokens, 2\)"):
+            cache.append(keys, values)
 
 
 def test_the_cache_step_copies_no_key_shared_by_a_group():

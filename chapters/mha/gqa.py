@@ -200,6 +200,15 @@ class KVCache:
     def append(self, keys, values):
         """Store new (b, G, n, hd) keys and values after the others; return
         all of them so far, (b, G, length, hd) each."""
+        b, g, _, hd = self.keys.shape
+        for name, new in (("keys", keys), ("values", values)):
+            shape = tuple(new.shape)
+            if len(shape) != 4 or shape[:2] + shape[3:] != (b, g, hd):
+                raise ValueError(
+                    f"KVCache: {name} of shape {shape} do not fit a cache "
+                    f"of ({b}, {g}, tokens, {hd}). Append (b, G, n, hd) "
+                    f"{name}, here ({b}, {g}, n, {hd}): whole heads."
+                )
         start, end = self.length, self.length + keys.shape[2]
         if end > self.keys.shape[2]:
             raise ValueError(

@@ -81,8 +81,9 @@ def attempt(function, *args, **kwargs):
 
 
 def describe_error(error):
-    """``TypeError: message``: what the reader needs from an exception, without a traceback."""
-    return ": ".join(filter(None, (type(error).__name__, str(error).strip())))
+    """``TypeError: message``: what the reader needs from an exception, without a traceback (nor a
+    last full stop: the words after it are the check's)."""
+    return ": ".join(filter(None, (type(error).__name__, str(error).strip()))).rstrip(".")
 
 
 @contextlib.contextmanager

@@ -125,7 +125,7 @@ class Catalogue:
     mistakes: tuple
     praise: str
     unknown: str
-    raised: str = "Your code raised {error} on one of the check's inputs. Fix that first."
+    raised: str = "On one of the check's inputs, your code raised {error}. Fix that first."
     steps: tuple = ()  # core.Step: the unknown message says where an answer first differs
 
 

@@ -27,7 +27,7 @@ class Run:
                     self.output, self.stage = self.module.eval()(self.x), "training"
                     self.trained, self.stage = self.module.train()(self.x), None
             except Exception as error:
-                self.error, self.error_text = error, describe_error(error).rstrip(".")
+                self.error, self.error_text = error, describe_error(error)
 
     def again(self, bump=0.0, seed=None):
         """In eval mode with the kernel's result bumped; with a seed, in training mode for real."""
