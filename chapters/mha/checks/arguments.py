@@ -79,8 +79,7 @@ class Attempt(Heads):
     @property
     def off(self):
         """The first head whose columns of the output are not what it computes."""
-        width = self.head_width
-        blocks = [self.output[..., n * width : (n + 1) * width] for n in range(self.num_heads)]
+        blocks = self.output.split(self.head_width, -1)  # head 1's columns, head 2's, ...
         return next((n for n, (b, r) in enumerate(zip(blocks, self.refs), 1) if not same(b, r)), 1)
 
 

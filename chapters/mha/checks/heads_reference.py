@@ -1,6 +1,5 @@
 """Chapters 5 and 6's references, right or buggy: :func:`fused` and :func:`grouped` split their
-module's projections, :func:`finish` attends, merges and projects; dropout in its right or wrong
-place."""
+module's projections; :func:`finish` attends, merges and projects, dropout right or misplaced."""
 
 from functools import partial
 
@@ -29,9 +28,8 @@ QKV = {  # self.qkv(x) as three (b, T, H, hd) blocks: right, or as a mistake rea
 
 def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **changes):
     """The output from (b, H, T, hd) queries, keys and values: attention per the Recipe's
-    ``changes`` (``kernel``: 0 for a query that sees no key, not nan), merge, out_proj (``"no
-    bias"``: its weight alone); the check's dropout at ``drop`` (True: the attention weights,
-    "twice": and the context)."""
+    ``changes`` (``kernel``: 0, not nan, where a query sees no key), merge, out_proj ("no bias":
+    its weight alone); the check's dropout at ``drop`` (True: the weights; "twice": and context)."""
 
     def at(place, t):
         return dropped(t, r.p) if drop == place or (drop, place) == ("twice", "heads") else t

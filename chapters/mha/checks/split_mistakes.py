@@ -8,16 +8,14 @@ from .reference import CORRECT, PROJECTIONS, same, split_attention
 from .runs import LAYERS, Run
 from .shortcuts import dropped
 
-SCALES = {f"sqrt {n}": lambda r, hd, n=n: r.kwargs[n] ** 0.5 for n in ("d_in", "num_heads")}
-
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
     """The output of the run ``r``'s module from its own layers, or one catalogued mistake's;
     ``drop``: the check's dropout (True: once, "twice"); ``steps`` gets the steps' tensors."""
     once, num_heads = (lambda t: dropped(t, r.p)), num_heads or r.kwargs["num_heads"]
     dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]
-    if scale := SCALES.get(changes.get("scale")):  # widths the recipe cannot know
-        changes["scale"] = scale(r, r.kwargs["d_out"] // num_heads)
+    if changes.get("scale") in ("sqrt d_in", "sqrt num_heads"):  # widths the recipe cannot know
+        changes["scale"] = r.kwargs[changes["scale"].removeprefix("sqrt ")] ** 0.5
     return split_attention(r.module, r.x, num_heads, CORRECT.but(dropout=dropout, **changes), steps)
 
 
