@@ -39,8 +39,7 @@ def keys_swapped(f):
 
 
 def at(step, r):
-    """A :class:`.core.Step`'s right tensors on run ``r``: the whole, and head 1's slice (as a loop
-    over the heads makes it)."""
+    """A :class:`.core.Step`'s right tensors on run ``r``: whole, and head 1's as a loop has it."""
     found, _ = {}, r.module.eval()
     found["output"] = split(r, steps=found)
     forms = found[step] if isinstance(found[step], tuple) else (found[step],)
