@@ -66,8 +66,7 @@ class Attempt(Heads):
     def columns_kept(self):
         """Every column of the output is one of the heads', fewer than they make."""
         out, right = (t.flatten(0, 1).T for t in (self.output, self.right))  # (width, b * tokens)
-        kept = all(any(same(c, r) for r in right) for c in out)
-        return kept and len(out) < len(right)
+        return len(out) < len(right) and all(any(same(c, r) for r in right) for c in out)
 
     def mixed(self):
         """The output is an affine mix of the heads' outputs (a projection after torch.cat)."""

@@ -10,10 +10,9 @@ from .shortcuts import dropped
 
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
-    """The output of the run ``r``'s module from its own layers, or one catalogued mistake's;
-    ``drop``: the check's dropout (True: once, "twice"); ``steps`` gets the steps' tensors."""
+    """The output of run ``r``'s module from its own layers, or one catalogued mistake's."""
     once, num_heads = (lambda t: dropped(t, r.p)), num_heads or r.kwargs["num_heads"]
-    dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]
+    dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]  # the check's
     if changes.get("scale") in ("sqrt d_in", "sqrt num_heads"):  # widths the recipe cannot know
         changes["scale"] = r.kwargs[changes["scale"].removeprefix("sqrt ")] ** 0.5
     return split_attention(r.module, r.x, num_heads, CORRECT.but(dropout=dropout, **changes), steps)
