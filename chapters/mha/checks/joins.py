@@ -10,8 +10,7 @@ from .reference import PROJECTIONS, Buggy, head_output, same
 
 
 class Heads:
-    """``module`` run on ``x`` in eval mode, each head watched, and the facts messages quote.
-    ``heads`` is empty unless ``module.heads`` lists attention heads."""
+    """``module`` run on ``x`` in eval mode, its listed heads watched; the facts messages quote."""
 
     def __init__(self, module, x):
         self.module, self.x = module, x

@@ -1,5 +1,4 @@
-"""Chapter 8's catalogue: the absorbed pass (:func:`absorbed`), right or with one step wrong, and
-what each wrong step is told (:data:`MISTAKES`), for :mod:`.latent`'s check."""
+"""Chapter 8's catalogue: :func:`absorbed`, right or a step wrong, and what each mistake is told."""
 
 from functools import partial
 
