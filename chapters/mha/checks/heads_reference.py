@@ -34,14 +34,12 @@ def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **cha
     def at(place, t):
         return dropped(t, r.p) if drop == place or (drop, place) == ("twice", "heads") else t
 
-    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop in (True, "twice") else None)
-    recipe = recipe.but(**changes)
+    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop in (True, "twice") else None, **changes)
     context = attend(q, k, at("values", v), recipe)
     context = at("heads", context.nan_to_num(0.0) if kernel else context)  # (b, H, T, hd)
     context, o = at("context", MERGES[merge](context)), r.module.out_proj  # (b, T, d_out)
     bias = o.bias if out is True else None
-    output = F.linear(context, o.weight, bias) if out and recipe.out_proj else context
-    return at("output", output)  # (b, T, d_out)
+    return at("output", F.linear(context, o.weight, bias) if out and recipe.out_proj else context)
 
 
 def misplaced(belongs):
