@@ -32,9 +32,8 @@ def other_head_count(f):
 def keys_swapped(f):
     """The failing product multiplied (b, h, t, d) by (b, t, h, d): keys.transpose(1, 2)."""
     shapes = f["shapes"]
-    if not f["raised"] or "matmul" not in f["op"] or len(shapes) != 2 or len(shapes[0]) != 4:
-        return False
-    return shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
+    product = f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and len(shapes[0]) == 4
+    return product and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
 
 
 def at(step, r):
