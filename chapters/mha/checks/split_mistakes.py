@@ -92,9 +92,8 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
       for split, how, m in (("no transpose", "one view straight to", {}),  # the merge back alike
                             ("no transpose", "one view straight to", dict(merge="no transpose")),
                             ("transposed first", "a transpose(1, 2), then one view to", {}))),
-    *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + "
-       "num_heads, ...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))
-      ),
+    *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + num_heads, "
+       "...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))),
     (dict(merge="no transpose"), "Every head's context is right, but the merge views (b, "
      "num_heads, num_tokens, head_dim) as (b, num_tokens, d_out) without .transpose(1, 2) first."),
     (dict(merge="reversed"), "Every head's context is right, but the merge puts the last head "
