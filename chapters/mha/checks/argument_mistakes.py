@@ -1,5 +1,4 @@
-"""Chapter 2's catalogue (:data:`MISTAKES`), most specific first, on :mod:`.arguments`' evidence
-(``Attempt``): the wrapper's arguments, its heads, and what it made of their outputs."""
+"""Chapter 2's catalogue, :data:`MISTAKES`: the wrapper's arguments, heads and joins gone wrong."""
 
 import torch
 

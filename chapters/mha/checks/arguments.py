@@ -66,8 +66,7 @@ class Attempt(Heads):
     def columns_kept(self):
         """Every column of the output is one of the heads', fewer than they make."""
         out, right = (t.flatten(0, 1).T for t in (self.output, self.right))  # (width, b * tokens)
-        kept = all(any(same(c, r) for r in right) for c in out)
-        return kept and len(out) < len(right)
+        return len(out) < len(right) and all(any(same(c, r) for r in right) for c in out)
 
     def mixed(self):
         """The output is an affine mix of the heads' outputs (a projection after torch.cat)."""
@@ -79,8 +78,7 @@ class Attempt(Heads):
     @property
     def off(self):
         """The first head whose columns of the output are not what it computes."""
-        width = self.head_width
-        blocks = [self.output[..., n * width : (n + 1) * width] for n in range(self.num_heads)]
+        blocks = self.output.split(self.head_width, -1)  # head 1's columns, head 2's, ...
         return next((n for n, (b, r) in enumerate(zip(blocks, self.refs), 1) if not same(b, r)), 1)
 
 

@@ -1,6 +1,5 @@
 """Chapters 5 and 6's references, right or buggy: :func:`fused` and :func:`grouped` split their
-module's projections, :func:`finish` attends, merges and projects; dropout in its right or wrong
-place."""
+module's projections; :func:`finish` attends, merges and projects, dropout right or misplaced."""
 
 from functools import partial
 
@@ -29,21 +28,18 @@ QKV = {  # self.qkv(x) as three (b, T, H, hd) blocks: right, or as a mistake rea
 
 def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **changes):
     """The output from (b, H, T, hd) queries, keys and values: attention per the Recipe's
-    ``changes`` (``kernel``: 0 for a query that sees no key, not nan), merge, out_proj (``"no
-    bias"``: its weight alone); the check's dropout at ``drop`` (True: the attention weights,
-    "twice": and the context)."""
+    ``changes`` (``kernel``: 0, not nan, where a query sees no key), merge, out_proj ("no bias":
+    its weight alone); the check's dropout at ``drop`` (True: the weights; "twice": and context)."""
 
     def at(place, t):
         return dropped(t, r.p) if drop == place or (drop, place) == ("twice", "heads") else t
 
-    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop in (True, "twice") else None)
-    recipe = recipe.but(**changes)
+    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop in (True, "twice") else None, **changes)
     context = attend(q, k, at("values", v), recipe)
     context = at("heads", context.nan_to_num(0.0) if kernel else context)  # (b, H, T, hd)
     context, o = at("context", MERGES[merge](context)), r.module.out_proj  # (b, T, d_out)
     bias = o.bias if out is True else None
-    output = F.linear(context, o.weight, bias) if out and recipe.out_proj else context
-    return at("output", output)  # (b, T, d_out)
+    return at("output", F.linear(context, o.weight, bias) if out and recipe.out_proj else context)
 
 
 def misplaced(belongs):

@@ -1,5 +1,6 @@
 """Chapters 1 and 2: a wrapper run with its heads watched (:class:`Heads`), shared mistakes."""
 
+from contextlib import ExitStack
 from functools import cached_property
 
 import torch
@@ -9,8 +10,7 @@ from .reference import PROJECTIONS, Buggy, head_output, same
 
 
 class Heads:
-    """``module`` run on ``x`` in eval mode, each head watched, and the facts messages quote.
-    ``heads`` is empty unless ``module.heads`` lists attention heads."""
+    """``module`` run on ``x`` in eval mode, its listed heads watched; the facts messages quote."""
 
     def __init__(self, module, x):
         self.module, self.x = module, x
@@ -24,19 +24,14 @@ class Heads:
     def run(self):
         """The output (or its exception), and ``(head number, input)`` for each head call."""
         given = []
-        hooks = [
-            head.register_forward_pre_hook(
-                lambda _, args, kwargs, n=n: given.append((n, [*args, *kwargs.values(), None][0])),
-                with_kwargs=True,
-            )
-            for n, head in enumerate(self.heads, 1)
-        ]
-        try:
-            with torch.random.fork_rng(devices=[]), evaluating(self.module):
-                return attempt(self.module, self.x), given
-        finally:
-            for hook in hooks:
-                hook.remove()
+
+        def note(n):  # head n's pre-hook: its input is the first argument, or keyword
+            return lambda _, args, kwargs: given.append((n, [*args, *kwargs.values(), None][0]))
+
+        with ExitStack() as hooks, torch.random.fork_rng(devices=[]), evaluating(self.module):
+            for n, head in enumerate(self.heads, 1):  # each hook removed as the block ends
+                hooks.enter_context(head.register_forward_pre_hook(note(n), with_kwargs=True))
+            return attempt(self.module, self.x), given
 
     @cached_property
     def refs(self):

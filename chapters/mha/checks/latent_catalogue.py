@@ -1,5 +1,4 @@
-"""Chapter 8's catalogue: the absorbed pass (:func:`absorbed`), right or with one step wrong, and
-what each wrong step is told (:data:`MISTAKES`), for :mod:`.latent`'s check."""
+"""Chapter 8's catalogue: :func:`absorbed`, right or a step wrong, and what each mistake is told."""
 
 from functools import partial
 
@@ -23,7 +22,7 @@ RIGHT = dict(keys="blocks", values="blocks", split=True, unbiased=(), scale="hd"
 def absorbed(s, stages=None, **wrong):
     """The absorbed output of setup ``s`` (a module, its input), or with one step wrong (each
     keyword names the step); ``stages`` (a dict), if given, gets the steps' tensors."""
-    (m, x), H, hd = s, s[0].num_heads, s[0].head_dim
+    (m, x), H, hd, o = s, s[0].num_heads, s[0].head_dim, s[0].out_proj
     steps = RIGHT | wrong  # in RIGHT's order
     keys, values, split, unbiased, scale, mask, dim, drop, merge, fold, bias = steps.values()
 
@@ -45,18 +44,17 @@ def absorbed(s, stages=None, **wrong):
     up = BLOCKS[values]((m.W_up_key if values == "W_up_key" else m.W_up_value).weight, H)
     values = stages["combined latents"] @ up.mT  # (b, H, T, hd): each head's values
     if fold == "reshaped":  # head h's V @ O, (d_out, c), reshaped (not transposed) to (c, d_out)
-        vo = m.out_proj.weight.unflatten(1, (H, -1)).transpose(0, 1) @ up  # (H, d_out, c)
-        return (stages["combined latents"] @ vo.reshape(H, -1, m.d_out)).sum(1) + m.out_proj.bias
+        vo = o.weight.unflatten(1, (H, -1)).transpose(0, 1) @ up  # (H, d_out, c)
+        return (stages["combined latents"] @ vo.reshape(H, -1, m.d_out)).sum(1) + o.bias
     if fold == "per head":  # each head's output, not summed over the heads: (b, H, T, d_out)
-        return values @ m.out_proj.weight.unflatten(1, (H, -1)).permute(1, 2, 0)
+        return values @ o.weight.unflatten(1, (H, -1)).permute(1, 2, 0)
     merged = MERGES[merge](values)  # (b, T, d_out)
     # The fold: out_proj's column block h times W_up_value's block h, summed over heads, is
     # out_proj applied to the merged values; the wrong folds, as weights for that product.
-    weight = {"rows": m.out_proj.weight.T, "mean": m.out_proj.weight / H}.get(fold)
-    output = F.linear(merged, m.out_proj.weight if weight is None else weight)  # (b, T, d_out)
-    output = output + {1: 1, 0: 0, "per head": H}[bias] * m.out_proj.bias
+    weight = {"rows": o.weight.T, "mean": o.weight / H}.get(fold, o.weight)
+    output = F.linear(merged, weight, {1: 1, 0: 0, "per head": H}[bias] * o.bias)  # (b, T, d_out)
     output = m.dropout(output) if drop in ("output", "twice") else output
-    return merged if fold == "none" else m.out_proj(output) if fold == "twice" else output
+    return merged if fold == "none" else o(output) if fold == "twice" else output
 
 
 SIDES = {"keys": ("W_up_key", "B"), "values": ("W_up_value", "V")}  # the layer, its head block

@@ -27,16 +27,15 @@ DELEGATES = ("Your forward hands its work to the book's {calls}, so it does not 
 
 @dataclass(frozen=True)
 class Practice:
-    """A class practice from ``start`` (:func:`.shortcuts.refusal` says what ``own`` asks), judged
-    run by run by ``judge(p, run)``, by default :func:`verdict`."""
+    """A class practice from ``start``: its configurations, references and messages."""
 
     start: type
     rows: tuple  # configurations: the arguments' values, then qkv_bias (0 or 1), then num_tokens
     starting: str  # when the forward raises NotImplementedError, as the starting code does
     praise: str
-    own: object = None
+    own: object = None  # what the class must be built on: see :func:`.shortcuts.refusal`
     inherited: str = None  # for a class whose forward is the starting point's (None: run it)
-    judge: Callable = None
+    judge: Callable = None  # judge(p, run): what is wrong with one run, or None (None: verdict)
     reference: Callable = None  # reference(run, **changes): the output, or a buggy one
     mistakes: tuple = ()
     torch: str = ""

@@ -38,9 +38,8 @@ CORRECT = Recipe()
 
 def project(module, x, recipe=CORRECT):
     """The queries, keys and values ``recipe`` computes from ``module``'s projections."""
-    layers = [getattr(module, name) for name in recipe.projections]
-    biases = [layer.bias if recipe.bias else None for layer in layers]
-    return [F.linear(x, la.weight, bias) for la, bias in zip(layers, biases)]  # (b, T, width)
+    layers = [getattr(module, name) for name in recipe.projections]  # each gives (b, T, width)
+    return [F.linear(x, la.weight, la.bias if recipe.bias else None) for la in layers]
 
 
 def attend(queries, keys, values, recipe=CORRECT, steps=None):

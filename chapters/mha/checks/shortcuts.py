@@ -38,10 +38,9 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 
 class Watch(TorchFunctionMode):
-    """While on, records in ``seen`` the torch attention that ran ("kernel"; "grouped", with
-    enable_gqa; "layer") and "dropout", in ``failed`` the name and shapes of the first call that
-    raised; dropout (F.dropout, a random mask) is :func:`dropped` (the same weights on every run),
-    the kernel :func:`sdpa` plus ``bump``."""
+    """While on, notes in ``seen`` torch's attention ("kernel"; "grouped": enable_gqa; "layer")
+    and "dropout", in ``failed`` the first failing call's name and shapes; dropout (F.dropout, a
+    random mask) is :func:`dropped`, the same weights each run; the kernel, :func:`sdpa` + bump."""
 
     def __init__(self, bump=0.0):
         super().__init__()
@@ -50,8 +49,6 @@ class Watch(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.seen |= {"layer"} if func in LAYERS else set()
-        self.seen |= {"kernel"} if func is KERNEL else set()
-        self.seen |= {"grouped"} if func is KERNEL and kwargs.get("enable_gqa") else set()
         try:
             if func in (F.dropout, torch.dropout):
                 self.seen.add("dropout")
@@ -60,6 +57,7 @@ class Watch(TorchFunctionMode):
                 self.seen.add("dropout")
                 return kept(args[0]).to(args[0].dtype).expand_as(args[0])
             if func is KERNEL:
+                self.seen |= {"kernel", "grouped"} if kwargs.get("enable_gqa") else {"kernel"}
                 return sdpa(*args, **kwargs) + self.bump
             return func(*args, **kwargs)
         except Exception:
@@ -84,10 +82,9 @@ def _code(forward):
 
 
 def refusal(cls, start, own, inherited, method="forward"):
-    """What to say when ``cls`` is no class of the reader's own, or None. ``own`` True: it must
-    be built on ``start``; None: any module class but the book's is run as it is; False: none
-    built on another book class. ``inherited`` is said of the starting code ("" accepts it);
-    ``method`` is the one the reader writes."""
+    """What to say when ``cls`` is no class of the reader's own, or None. ``own`` True: it must be
+    built on ``start``; None: any module class but the book's runs as it is; False: none built on
+    another book class. ``inherited``: said of the starting ``method`` ("" accepts it)."""
     book, name, strict = book_modules(), name_of(cls), own is not None
     if not isinstance(cls, type):
         kind = f"the function {name}" if callable(cls) else kind_of(cls)

@@ -8,16 +8,13 @@ from .reference import CORRECT, PROJECTIONS, same, split_attention
 from .runs import LAYERS, Run
 from .shortcuts import dropped
 
-SCALES = {f"sqrt {n}": lambda r, hd, n=n: r.kwargs[n] ** 0.5 for n in ("d_in", "num_heads")}
-
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
-    """The output of the run ``r``'s module from its own layers, or one catalogued mistake's;
-    ``drop``: the check's dropout (True: once, "twice"); ``steps`` gets the steps' tensors."""
+    """The output of run ``r``'s module from its own layers, or one catalogued mistake's."""
     once, num_heads = (lambda t: dropped(t, r.p)), num_heads or r.kwargs["num_heads"]
-    dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]
-    if scale := SCALES.get(changes.get("scale")):  # widths the recipe cannot know
-        changes["scale"] = scale(r, r.kwargs["d_out"] // num_heads)
+    dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]  # the check's
+    if changes.get("scale") in ("sqrt d_in", "sqrt num_heads"):  # widths the recipe cannot know
+        changes["scale"] = r.kwargs[changes["scale"].removeprefix("sqrt ")] ** 0.5
     return split_attention(r.module, r.x, num_heads, CORRECT.but(dropout=dropout, **changes), steps)
 
 
@@ -35,14 +32,12 @@ def other_head_count(f):
 def keys_swapped(f):
     """The failing product multiplied (b, h, t, d) by (b, t, h, d): keys.transpose(1, 2)."""
     shapes = f["shapes"]
-    if not f["raised"] or "matmul" not in f["op"] or len(shapes) != 2 or len(shapes[0]) != 4:
-        return False
-    return shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
+    product = f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and len(shapes[0]) == 4
+    return product and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
 
 
 def at(step, r):
-    """A :class:`.core.Step`'s right tensors on run ``r``: the whole, and head 1's slice (as a loop
-    over the heads makes it)."""
+    """A :class:`.core.Step`'s right tensors on run ``r``: whole, and head 1's as a loop has it."""
     found, _ = {}, r.module.eval()
     found["output"] = split(r, steps=found)
     forms = found[step] if isinstance(found[step], tuple) else (found[step],)
@@ -97,9 +92,8 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
       for split, how, m in (("no transpose", "one view straight to", {}),  # the merge back alike
                             ("no transpose", "one view straight to", dict(merge="no transpose")),
                             ("transposed first", "a transpose(1, 2), then one view to", {}))),
-    *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + "
-       "num_heads, ...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))
-      ),
+    *((dict(split="strided", **m), "Your head h takes every num_heads-th column (h, h + num_heads, "
+       "...). " + SPLIT + "move the head axis.") for m in ({}, dict(merge="interleaved"))),
     (dict(merge="no transpose"), "Every head's context is right, but the merge views (b, "
      "num_heads, num_tokens, head_dim) as (b, num_tokens, d_out) without .transpose(1, 2) first."),
     (dict(merge="reversed"), "Every head's context is right, but the merge puts the last head "

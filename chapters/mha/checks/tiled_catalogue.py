@@ -1,6 +1,5 @@
-"""Chapter 7's catalogue, :data:`TABLE`: ``- names: message``, each name a fact of the run or a
-mistake :func:`.tiled_reference.online` makes. A training output matching none fails only if
-the check's dropout ran (a dropout of the reader's own drops other weights)."""
+"""Chapter 7's catalogue, :data:`TABLE`, ``- names: message``. A training output matching none
+fails only if the check's dropout ran (a dropout of the reader's own drops other weights)."""
 
 import re
 from operator import attrgetter, methodcaller

@@ -10,9 +10,8 @@ PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no runn
 
 # fmt: off
 def online(m, x, mistake="", training=False, stages=None):
-    """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` (a name in the
-    catalogue's TABLE) made; in ``training``, with the check's dropout. ``stages`` (a dict) gets
-    the last query block's steps, named as :data:`.tiled_recorder.STEPS` names them."""
+    """The online softmax over ``m``'s layers on ``x``, or with ``mistake`` made; in ``training``
+    with the check's dropout; ``stages`` gets the last query block's steps, as STEPS names them."""
     stages = {} if stages is None else stages
     p = m.dropout.p if training or mistake == "dropout in eval" else 0.0
     place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
