@@ -119,7 +119,7 @@ CASES = [
     (step(at=None), False, "positions counted from 0 in a cached step"),
     (step(at=1), False, "Position L + 1"), (step(at=-1), False, "Position L − 1"),
     (step(flip=-1), False, "a turn, not a reflection"), (step(late=True), False, "alike"),
-    (step(layout="head half"), False, "pairs i with i + head_dim / 2"),
+    (step(layout="head half"), False, "not (i, i + head_dim / 2)"),
     (step(before=True), False, "before the head"), (step(before=True, width="all"), False, "split"),
     (rotary_step, False, "calls the book's turn"),  # the book's step, and its module's forward:
     (lambda m, x, cache: m(x, cache.length), False, "calls the book's turn"),  # no cache there

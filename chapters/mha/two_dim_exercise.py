@@ -1,9 +1,17 @@
 """Chapter 2's practices: two heads two values wide, then four heads twelve
 values wide. The checks are in :mod:`mha.checks.two_dim`."""
 
-from .checks.arguments import solution
 from .checks.two_dim import TWELVE_WIDE, TWO_DIM, check_twelve_wide_output, check_two_dim_output
 from .exercise import Exercise
+
+
+def solution(name, t):
+    """The solution's code for target ``t``: the starting call with the right
+    arguments, and the check."""
+    return (f"torch.manual_seed(123)\n{name} = MultiHeadAttentionWrapper(\n"
+            f"    d_in=3, d_out={t.d_out}, context_length=6, dropout=0.0, num_heads={t.heads}\n"
+            f")\n{t.check}({name})")  # fmt: skip
+
 
 two_dim_output = Exercise(
     check_two_dim_output,

@@ -92,10 +92,3 @@ def check(target, answer):
     """The verdict on ``answer`` for ``target``: :data:`PRAISE`, or what is wrong, in words."""
     mistake = first_mistake(MISTAKES, attempt := Attempt(answer, target))  # the first one known
     return CheckResult(mistake is None, fill(mistake.message if mistake else PRAISE, attempt))
-
-
-def solution(name, t):
-    """The solution's code: the starting call with the right arguments, and the check."""
-    return (f"torch.manual_seed(123)\n{name} = MultiHeadAttentionWrapper(\n"
-            f"    d_in=3, d_out={t.d_out}, context_length=6, dropout=0.0, num_heads={t.heads}\n"
-            f")\n{t.check}({name})")  # fmt: skip

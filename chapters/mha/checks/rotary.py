@@ -64,50 +64,35 @@ MISTAKES = (  # what each buggy reference does differently, and what to tell the
        "** 0.5.") for w, shown in (("d_out", "√d_out"), ("rotary_dim", "√rotary_dim"),
                                    (1, "head_dim"))),
     (dict(query=False), "Only the key turns: turn the new query too, at L, as the key."),
-    (dict(attend="buffer"), "You attend to all of cache.keys, its empty slots too: use the first "
-     "L + 1, as cache.append returns them."),
-    (dict(low=True), "Your angles are rounded: at position 299, bfloat16 is off by a whole radian. "
-     "Compute the table in float32 or float64."),
+    (dict(attend="buffer"), "You attend to cache.keys' empty slots too: use what append returns."),
+    (dict(low=True), "Angles in bfloat16 are off by a radian at position 299: use float32."),
     (dict(width="2r"), WIDTH.format(w="2 · rotary_dim, the 2 of 2i left out")),
     (dict(width="r/2"), WIDTH.format(w="rotary_dim / 2; i counts pairs and 2i doubles it")),
     (dict(dim=-2), "Softmax over dim=-2: a query's weights sum to 1 over the keys, dim=-1."),
     (dict(project=False), "No out_proj: the heads' joined context goes through module.out_proj."),
     (dict(at=1), "Position L + 1: read cache.length before the append, not after."),
     (dict(at=-1), "Position L − 1: the new token's position is L, cache.length itself."),
-    (dict(at=1, key_at=-1), "The query turns at L + 1: cache.length after the append. Read L "
-     "before it, for the query and the key alike."),
-    (dict(key_at=1), "The key turns at L + 1, the query at L: both turn at L, the new token's "
-     "position."),
+    (dict(at=1, key_at=-1), "The query turns at L + 1: read L before the append, for both alike."),
+    (dict(key_at=1), "The key turns at L + 1: the query and the key both turn at L."),
     *((dict(at=at), f"The position is {told}; the new token's is L, cache.length.") for at, told
       in (("capacity", "the cache's room, not its length"), ("batch", "x.shape[0], the batch"),
           ("tokens", "x.shape[1], the one new token"))),
-    (dict(heads_axis=True), "You turn along the heads axis of (b, 1, H, head_dim): positions "
-     "run along the tokens, so split_heads first."),
-    (dict(again=True), "The cached keys turn again: they were stored turned, so attend to what "
-     "cache.append returns as it is."),
-    (dict(attend="first"), "Only key 0 is attended (mask row 0 hides the rest): the new token "
-     "sees all L + 1 keys, no mask needed."),
-    (dict(attend="self"), "Only the new key is attended: attend to all L + 1 keys cache.append "
-     "returns."),
-    (dict(attend="cached"), "The new key is left out: the new token attends to itself too, all "
-     "L + 1 keys."),
+    (dict(heads_axis=True), "Turned along the heads axis: turn the (b, H, 1, hd) of split_heads."),
+    (dict(again=True), "The cached keys turn again: they are stored turned; use them as they are."),
+    (dict(attend="first"), "Only key 0 is attended (mask row 0): the token sees all L + 1 keys."),
+    (dict(attend="self"), "Only the new key is attended: attend to all L + 1 keys append returns."),
+    (dict(attend="cached"), "The new key is left out: the new token attends to all L + 1 keys."),
     (dict(values="key"), "The value is the turned key: the value comes from W_value, unturned."),
     (dict(row0=True), "Every batch row gets row 0's output: each row of x is its own sequence."),
     (dict(rates="reversed"), RATES.format(w="run backwards (the last pair turns fastest)")),
     (dict(rates="+2i"), RATES.format(w="grow with i (the exponent is +2i / rotary_dim)")),
     (dict(rates="from 1"), RATES.format(w="start at i = 1 (pair 0's rate is base ** 0 = 1)")),
-    (dict(degrees=True), "Your angles are read as degrees: p * base ** (-2i / rotary_dim) is in "
-     "radians, as cos and sin take it."),
-    (dict(rest="dropped"), "The entries from rotary_dim on are lost: they pass through, after the "
-     "turned pairs."),
-    (dict(rest="first"), "The untouched rest comes first: join x1·cos − x2·sin, x2·cos + x1·sin, "
-     "then the rest."),
-    (dict(inplace=True), "The second entry uses the new first one (written in place): compute "
-     "both from the old x1 and x2."),
-    (dict(flip=-1), "One sign is wrong: x1·cos − x2·sin, then x2·cos + x1·sin (a turn, not a "
-     "reflection)."),
-    (dict(layout="head half"), "Pair i is (i, i + rotary_dim / 2): yours pairs i with i + "
-     "head_dim / 2."),
+    (dict(degrees=True), "Your angles are read as degrees: p * base ** (-2i / r) is in radians."),
+    (dict(rest="dropped"), "The entries from rotary_dim on are lost: they pass through unturned."),
+    (dict(rest="first"), "The untouched rest comes first: it goes after the turned pairs."),
+    (dict(inplace=True), "x1 is overwritten in place before x2 uses it: use the old x1 for both."),
+    (dict(flip=-1), "One sign is wrong: x2·cos + x1·sin, not − (a turn, not a reflection)."),
+    (dict(layout="head half"), "Pair i is (i, i + rotary_dim / 2), not (i, i + head_dim / 2)."),
     *((dict(drop=p), "Dropout ran in eval mode: use module.dropout, which model.eval() stops.")
       for p in (True, 0.1)),
     *((dict(split_first=False, width=w), SPLIT) for w in ("rotary", "all")),
