@@ -1,5 +1,4 @@
-"""check_gqa_forward's table of (answer, passes?, words its feedback must contain): right answers,
-the starting code, the book's classes, PyTorch's attention, each named mistake."""
+"""check_gqa_forward's table of (answer, passes?, words its feedback must contain)."""
 
 from dataclasses import replace
 
@@ -27,10 +26,8 @@ def blocks(s, x, layers=LAYERS, bias=True, how=lambda s, t: t.unflatten(-1, (-1,
 
 
 # fmt: off
-def scaled(root, dim=-1):
-    return lambda s, a: torch.softmax(a / root(s), dim=dim)
-def masked(hidden, fill=-torch.inf):
-    return lambda s, a: a.masked_fill(hidden(s, a.shape[-1]), fill)
+scaled = lambda root, dim=-1: lambda s, a: torch.softmax(a / root(s), dim=dim)  # noqa: E731
+masked = lambda hidden, fill=-torch.inf: lambda s, a: a.masked_fill(hidden(s, a.shape[-1]), fill)  # noqa: E731
 FUTURE, SAME, D = lambda s, T: s.mask[:T, :T], lambda s, t: t, lambda s, t: s.dropout(t)
 STEPS = dict(split=blocks, keys=lambda s, t: t.repeat_interleave(s.group_size, 1),  # (b, H, T, hd)
              values=lambda s, t: t.repeat_interleave(s.group_size, 1), mask=masked(FUTURE),
@@ -52,10 +49,8 @@ def torch_attention(s, x, layer=False, **kw):  # PyTorch's own: its kernel, or i
         return s.out_proj(mha(s.W_query(x), *kv, attn_mask=FUTURE(s, x.shape[1]))[0])
     context = F.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)
     return s.out_proj(context.transpose(1, 2).flatten(2))
-def W(name, forward, base=GQA):
-    return type(name, (base,), {"forward": forward})
-def by(index):  # keys and values alike: head h reads block index(s)[h]
-    return dict(keys=lambda s, t: t[:, index(s)], values=lambda s, t: t[:, index(s)])
+W = lambda name, forward, base=GQA: type(name, (base,), {"forward": forward})  # noqa: E731
+by = lambda i: dict(keys=lambda s, t: t[:, i(s)], values=lambda s, t: t[:, i(s)])  # noqa: E731
 def solution():
     namespace = dict(GroupedQueryAttention=GQA, torch=torch, check_gqa_forward=check_gqa_forward)
     return exec(gqa_forward.solution_code, namespace) or namespace["MyGroupedQueryAttention"]
@@ -64,8 +59,11 @@ STRIDED = lambda s, t: t.unflatten(-1, (s.head_dim, -1)).mT  # noqa: E731  every
 VIEWED = lambda s, t: t.reshape(t.shape[0], -1, *t.shape[1:2], s.head_dim).transpose(1, 2)  # noqa: E731
 NO_T = dict(merge=lambda s, c: c.reshape(c.shape[0], c.shape[2], -1))  # merged, no transpose
 UNDROPPED = dict(dropout=SAME)  # dropout moved from the attention weights elsewhere
-CASES = [  # right answers in several styles; mistakes; a forward that raises, read from the call
-    # that failed; dropout; PyTorch's attention; the book's own work; not a grouped-query class
+FIRST = lambda t: t[:1].expand_as(t)  # noqa: E731  sequence 0's, for every sequence
+KV = lambda how, n=1: lambda s, x: blocks(s, x)[:n] + blocks(s, x, LAYERS[n:], how=how)  # noqa: E731
+COLS = G("columns", keys=SAME, values=SAME, split=KV(lambda s, t: t.repeat_interleave(  # columns
+    s.group_size, -1).unflatten(-1, (-1, s.head_dim))))  # repeated, then split into num_heads
+CASES = [  # right answers; mistakes; what raised; dropout; PyTorch's attention; the book's work
     (solution(), True, RIGHT), (G("steps"), True, RIGHT),
     (G("einsum", mix=lambda s, w, v: torch.einsum("bhqk,bhkd->bhqd", w, v)), True, RIGHT),
     (G("index", **by(lambda s: HEADS(s) // s.group_size)), True, RIGHT),
@@ -77,23 +75,26 @@ CASES = [  # right answers in several styles; mistakes; a forward that raises, r
     (G("late", softmax=lambda s, a: torch.softmax(a, -1) / s.head_dim**0.5), False, "sum to 1:"),
     (G("dim -2", softmax=scaled(lambda s: s.head_dim**0.5, -2)), False, "dim=-1"),
     (G("no mask", mask=SAME), False, "no causal"), (G("merged", **NO_T), False, "without .tr"),
-    (G("zero", mask=masked(FUTURE, 0.0)), False, "instead of -inf"),
+    (G("zero", mask=masked(FUTURE, 0.0)), False, "instead of -inf"), (COLS, False, "each column"),
     (G("late", mask=SAME, dropout=lambda s, w: D(s, masked(FUTURE, 0.0)(s, w))), False, "after"),
     (G("diag", mask=masked(lambda s, T: torch.ones(T, T).triu().bool())), False, "diagonal too"),
     (G("inverted", mask=masked(lambda s, T: ~s.mask[:T, :T])), False, "mask is inverted"),
+    (G("shifted", mask=masked(lambda s, T: s.mask[:T, -T:])), False, "the last columns of self.m"),
     (G("unsliced", mask=masked(lambda s, T: s.mask)), False, "cut the mask to the input's"),
     (G("no bias", split=lambda s, x: blocks(s, x, bias=False)), False, "skip the biases"),
     (G("W_key", split=lambda s, x: blocks(s, x, LAYERS[:2] + LAYERS[1:2])), False, "values come"),
     (G("swap", split=lambda s, x: blocks(s, x, LAYERS[:1] + LAYERS[:0:-1])), False, "keys come f"),
-    (G("strided", split=lambda s, x: blocks(s, x)[:1] + blocks(s, x, LAYERS[1:], how=STRIDED)),
-     False, "split wrong"),
-    (G("v strided", split=lambda s, x: blocks(s, x)[:2] + blocks(s, x, LAYERS[2:], how=STRIDED)),
-     False, "split wrong"),
+    (G("strided", split=KV(STRIDED)), False, "split wrong"),
+    (G("v strided", split=KV(STRIDED, 2)), False, "split wrong"),
     (G("viewed", split=lambda s, x: blocks(s, x, how=VIEWED), **NO_T), False, "one view straight"),
     (G("q viewed", split=lambda s, x: blocks(s, x, LAYERS[:1], how=VIEWED)
      + blocks(s, x, LAYERS[1:])), False, "Your queries are one view straight"),
     (G("no out_proj", out=SAME), False, "never applies out_proj"),
     (G("out bias", out=lambda s, c: F.linear(c, s.out_proj.weight)), False, "bias is missing"),
+    (G("twice", out=lambda s, c: s.out_proj(s.out_proj(c))), False, "out_proj twice"),
+    (G("row 0", out=lambda s, c: FIRST(s.out_proj(c))), False, "sequence 0's output"),
+    (G("k0", **{n: lambda s, t, n=n: FIRST(STEPS[n](s, t)) for n in ("keys", "values")}), False,
+     "sequence 0's keys"),
     (G("unmerged", merge=SAME, out=SAME), False, "still separate"),
     (G("none spread", keys=SAME, values=SAME), False, "once per head of its group"),
     (G("by G", keys=lambda s, t: t.repeat_interleave(s.num_kv_groups, 1)), False, "= 3 times"),
@@ -108,8 +109,10 @@ CASES = [  # right answers in several styles; mistakes; a forward that raises, r
     (G("m", **UNDROPPED, merge=lambda s, c: D(s, STEPS["merge"](s, c))), False, "drops the cont"),
     (G("input", **UNDROPPED, split=lambda s, x: blocks(s, D(s, x))), False, "drops the input x"),
     (G("output", **UNDROPPED, out=lambda s, c: D(s, s.out_proj(c))), False, "drops the output"),
-    (G("scores", **UNDROPPED, mask=lambda s, a: D(s, STEPS["mask"](s, a))), False, "nan"),
-    (G("noise", dropout=lambda s, w: w + 0.05 * torch.randn_like(w) if s.training else w), False,
+    (G("scores", **UNDROPPED, mask=lambda s, a: D(s, STEPS["mask"](s, a))), False, "masked s"),
+    (G("double", dropout=lambda s, w: D(s, D(s, w))), False, "drops the weights twice"),
+    (G("3x", softmax=scaled(lambda s: s.head_dim**1.5)), False, "three times"),
+    (G("noise", dropout=lambda s, w: w + torch.randn_like(w) / 20 if s.training else w), False,
      "noise, not dropout"),
     (W("gqa", lambda s, x: torch_attention(s, x, enable_gqa=True)), False, "enable_gqa=True"),
     (W("sdpa", lambda s, x: torch_attention(s, x)), False, "scaled_dot_product_attention"),
@@ -142,8 +145,3 @@ def test_a_row_fails_on_a_check_without_its_entry(answer, words):
     mistakes = tuple(m for m in PRACTICE.mistakes[:-1] if words not in m[1])
     without = replace(PRACTICE, mistakes=mistakes + PRACTICE.mistakes[-1:])
     assert words not in check_practice(without, answer).feedback
-
-
-def test_the_hints_lead_to_the_solution_without_its_code():
-    hints = [gqa_forward.hint(n).text for n in (1, 2, 3)]
-    assert "num_kv_groups" in hints[0] and not any("repeat_interleave" in h for h in hints)

@@ -17,12 +17,13 @@ BOOK_FORWARD = MultiHeadAttention.forward  # saved at module level, before the c
 
 
 # fmt: off
-def LAYERS(self):
-    return self.W_query, self.W_key, self.W_value
+LAYERS = lambda self: (self.W_query, self.W_key, self.W_value)  # noqa: E731
 
 def steps(self, x, qkv=("W_query", "W_key", "W_value"), split="blocks", scale=1.0, mask="ok",
-          dim=-1, drop="weights", merge="ok", out_proj=1, swap=0, give="output", heads=0):
-    """The solution with one step changed; ``scale`` multiplies the right divisor √head_dim."""
+          dim=-1, drop="weights", merge="ok", out_proj=1, swap=0, give="output", heads=0,
+          root=None, first=""):
+    """The solution with one step changed; ``scale`` multiplies the right divisor √head_dim,
+    ``root(head_dim)`` replaces it; ``first``: sequence 0's keys or output for every sequence."""
     b, T, _ = x.shape
     H = heads or self.num_heads
     hd, dropout = self.d_out // H, self.dropout
@@ -33,13 +34,16 @@ def steps(self, x, qkv=("W_query", "W_key", "W_value"), split="blocks", scale=1.
     q, k, v = (t.transpose(1, 2).reshape(b, H, T, hd) if split == "transposed first"
                else t.view(view[split]).permute(order[split]) for t in (q, k, v))
     v = dropout(v) if drop == "values" else v
-    s = q @ k.transpose(1, 2) if swap == "axes" else k @ q.mT if swap else q @ k.mT
+    k, v = (k[:1].expand_as(k), v[:1].expand_as(v)) if first == "keys" else (k, v)
+    s = q @ k.transpose(1, 2) if swap == "axes" else q @ k if swap == "none" else q @ k.mT
+    s = k @ q.mT if swap == 1 else s
     s = dropout(s) if drop == "scores" else s
     future = {"ok": self.mask[:T, :T], "unsliced": self.mask, "diagonal": ~self.mask[:T, :T].mT,
-              "inverted": ~self.mask[:T, :T], "zero": self.mask[:T, :T]}.get(mask)
+              "inverted": ~self.mask[:T, :T], "zero": self.mask[:T, :T],
+              "shifted": self.mask[:T, -T:]}.get(mask)
     s = s.masked_fill(future, 0.0 if mask == "zero" else -torch.inf) if future is not None else s
     s = dropout(s) if drop == "masked" else s
-    w = torch.softmax(s / (hd**0.5 * scale), dim=dim)
+    w = torch.softmax(s / (root(hd) if root else hd**0.5 * scale), dim=dim)
     w = w.masked_fill(self.mask[:T, :T], 0.0) if mask == "after" else w
     w = dropout(w) if drop in ("weights", "twice") else w
     w = dropout(w) if drop == "twice" else F.dropout(w, dropout.p) if drop == "always" else w
@@ -51,13 +55,11 @@ def steps(self, x, qkv=("W_query", "W_key", "W_value"), split="blocks", scale=1.
     c = c.transpose(1, 2).view(b, T, self.d_out) if merge == "no contiguous" else c.view(b, T, -1)
     for _ in range(out_proj):
         c = self.out_proj(c)
+    c = c[:1].expand_as(c) if first == "output" else c
     return {"output": c, "tuple": (c, w), "none": None}[give] if drop != "output" else dropout(c)
 
-def subclass(forward):
-    return type("MyWeightSplit", (WeightSplitSkeleton,), {"forward": forward})
-
-def answer(**changes):
-    return subclass(lambda self, x: steps(self, x, **changes))
+subclass = lambda forward: type("MyWeightSplit", (WeightSplitSkeleton,), {"forward": forward})  # noqa: E731
+answer = lambda **changes: subclass(lambda self, x: steps(self, x, **changes))  # noqa: E731
 
 def einsum(self, x):
     q, k, v = (f(x).unflatten(-1, (self.num_heads, -1)) for f in LAYERS(self))
@@ -108,12 +110,11 @@ CASES = [  # (answer, passes, words)
     (answer(scale=1 / 2), False, "not scaled by √head_dim at all"),
     (answer(scale=12**0.5 / 2), False, "divided by √d_out"),  # d_out 12, head_dim 4
     (answer(scale=3**0.5 / 2), False, "divided by √num_heads"),  # num_heads 3
-    (answer(scale=2.0), False, "divided by head_dim"),
+    (answer(scale=2.0), False, "divided by head_dim"), (answer(mask="shifted"), False, "-T:]"),
     (answer(scale=1 / 4), False, "multiplied by √head_dim"),
     (answer(mask="none"), False, "no causal mask"), (answer(mask="inverted"), False, "inverted"),
     (answer(mask="unsliced"), False, "cut the mask to the input's length"),
-    (answer(mask="diagonal"), False, "hides the diagonal too"),
-    (answer(mask="zero"), False, "with 0 instead of -inf"),
+    (answer(mask="diagonal"), False, "hides the diagonal too"), (answer(mask="zero"), False, "0 i"),
     (answer(dim=-2), False, "over the queries"), (answer(dim=1), False, "axis 1"),
     (answer(merge="no transpose"), False, "without .transpose(1, 2) first"),
     (answer(merge="no contiguous"), False, ".contiguous()"),
@@ -122,16 +123,15 @@ CASES = [  # (answer, passes, words)
     (answer(drop="always"), False, "even in eval mode"),
     (answer(drop="none"), False, "no attention weight is ever dropped"),
     (answer(drop="scores"), False, "drops scores, before the softmax"),
-    (answer(drop="masked"), False, "-inf × 0 is nan"),
-    (answer(drop="context"), False, "drops the context"),
-    (answer(drop="values"), False, "drops values"),
-    (answer(drop="output"), False, "drops the output"),
-    (answer(drop="twice"), False, "runs twice"),
+    (answer(drop="masked"), False, "-inf × 0 is nan"), (answer(drop="twice"), False, "runs twice"),
+    (answer(drop="context"), False, "drops the context"), (answer(drop="values"), False, "values"),
+    (answer(drop="output"), False, "drops the output"), (answer(swap="none"), False, "last two"),
+    (answer(root=lambda d: d / 2), False, "head_dim / 2"), (answer(first="keys"), False, "0's k"),
+    (answer(root=lambda d: 2 * d), False, "2 head_dim"), (answer(first="output"), False, "0's o"),
     (answer(give="heads"), False, "shape (2, 3, 6, 4); the output is (2, 6, 12)"),
     (answer(give="tuple"), False, "returned a tuple, not a tensor of shape (2, 6, 12)"),
-    (answer(give="none"), False, "Did it forget to return?"),
+    (answer(give="none"), False, "Did it forget to return?"), ("MyWeightSplit", False, "a class"),
     (answer(scale=3.0), False, "first differ at the attention weights"),
-    ("MyWeightSplit", False, "expects a class"),
 ]
 # fmt: on
 

@@ -1,6 +1,7 @@
 """The check core every exercise shares: results (mha.checks.core), what it
 tells of a result that is no output, and the catalogue runner, as one table of answers."""
 
+import contextlib
 from importlib import import_module
 
 import pytest
@@ -10,6 +11,7 @@ from torch import nn
 from mha.checks import core
 from mha.checks.practice import Practice
 from mha.checks.reference import Buggy, Catalogue, Recipe, attend, run_catalogue
+from mha.exercise import Exercise
 
 
 def test_a_result_reads_as_plain_text_folded_at_79_and_as_an_escaped_coloured_box():
@@ -112,6 +114,7 @@ class Evidence:
         (lambda x: attend(x, x, x).long(), False, "a tensor of torch.int64, not of floating"),
         (lambda x: attend(x, x, x)[0], False, "shape (5, 4); the output is (2, 5, 4)."),
         (lambda x: torch.full_like(x, torch.nan), False, "returned nan everywhere"),
+        (lambda x: attend(x, x, x).mT.mT.transpose(0, 1), False, "4). Its first two axes are"),
     ],
 )  # fmt: skip
 def test_the_verdict_names_the_first_matching_reference_else_what_the_core_can_tell(
@@ -136,3 +139,40 @@ def test_every_class_practice_has_setups_that_can_tell(name):
     rows = [dict(zip((*practice.keys, "bias", "tokens"), row)) for row in practice.rows]
     assert any(row["dropout"] > 0 for row in rows)
     assert any(row["tokens"] < row["context_length"] for row in rows)
+
+
+def spoiled(cls, how):
+    """``cls`` with a forward whose outputs are right but which the probes of chapters 1 and 6
+    spoiled ``how``: gradients cut, or state kept between calls."""
+
+    def forward(self, x):
+        if how == "shrunk":  # the mask cut to this input for good
+            self.mask = self.mask[: x.shape[1], : x.shape[1]]
+        if how == "kept" and not (self.training or torch.is_grad_enabled()):  # each shape's first
+            return self.__dict__.setdefault("kept", {}).setdefault(x.shape, cls.forward(self, x))
+        with torch.no_grad() if how == "no_grad" else contextlib.nullcontext():
+            out = cls.forward(self, x.detach() if how == "input" else x)
+        return out.detach() if how == "output" else out
+
+    return type(cls.__name__, (cls,), {"forward": forward})
+
+
+@pytest.mark.parametrize(
+    ("name", "how", "words"),
+    [
+        ("wrapper", "no_grad", "it carries no gradient"), ("wrapper", "output", "carries no grad"),
+        ("wrapper", "input", "no gradient flows from it back to x"),
+        ("wrapper", "kept", "the same instance changed"), ("gqa", "kept", "instance changed"),
+        ("gqa", "shrunk", "the same instance raised RuntimeError"), ("gqa", "input", "back to x"),
+    ],
+)  # fmt: skip
+def test_every_class_practice_needs_gradients_and_no_state_kept_between_calls(name, how, words):
+    exercise = import_module(f"mha.{name}_exercise")
+    right = next(v for v in vars(exercise).values() if isinstance(v, Exercise))
+    namespace = {**vars(import_module("mha")), **vars(exercise), "torch": torch}
+    code = right.solution_code
+    cls = code if isinstance(code, type) else exec(code, namespace) or namespace[
+        next(n for n in namespace if n.startswith("My"))]  # fmt: skip
+    assert right.check(cls).passed
+    result = right.check(spoiled(cls, how))
+    assert not result.passed and words in result.feedback, result.feedback

@@ -120,3 +120,10 @@ def test_every_solution_cell_shows_the_exercises_one_copy(path):
         # Optionally, what a passed check looks like: the check run on that same one copy.
         for line in rest:
             assert line.startswith("#") or re.fullmatch(r"check_\w+\(\w+\.solution_code\)", line)
+
+
+def test_chapter_6s_hints_lead_to_the_solution_without_its_code():
+    from mha.gqa_exercise import gqa_forward
+
+    hints = [gqa_forward.hint(n).text for n in (1, 2, 3)]
+    assert "num_kv_groups" in hints[0] and not any("repeat_interleave" in h for h in hints)

@@ -182,6 +182,7 @@ def told_result(output, want, who="Your forward"):
         return f"{who} returned a tensor of {output.dtype}, not of floating point numbers."
     if (got := tuple(output.shape)) != shape:
         extra = " If the heads are still separate, merge them." if len(got) > len(shape) else ""
+        extra = " Its first two axes are swapped." if got == (*shape[1::-1], *shape[2:]) else extra
         return f"{who} returned a tensor of shape {got}; the output is {shape}.{extra}"
     if isinstance(want, torch.Tensor) and output.dtype != want.dtype:
         return f"{who} returned {output.dtype} numbers; the output is {want.dtype}, as x is."

@@ -5,7 +5,7 @@ from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
 from .runs import LAYERS
 from .split_mistakes import MISTAKES as CHAPTER_3
-from .split_mistakes import SCALE
+from .split_mistakes import SCALE, UNTRANSPOSED, untransposed
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
@@ -26,7 +26,7 @@ def unrepeated(f):
     return f["raised"] and (fewer or on_tokens) and {"n": n}
 
 
-EARLY = (LAYERS,  # before the output, what the call that failed shows
+EARLY = (LAYERS, (untransposed, UNTRANSPOSED),  # before the output: what the failed call shows
          (viewed_by_heads, "Your forward raised {error}: view the keys and values with "
           "self.num_kv_groups={num_kv_groups} blocks, not num_heads."),
          (unrepeated, "Your forward raised {error}: the queries have {num_heads} blocks, the keys "
@@ -43,6 +43,10 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     *((changes, CYCLED) for changes in (dict(keys="repeat", values="repeat"), dict(keys="repeat"),
                                          dict(values="repeat"))),
     *((dict(scale=scale), SCALE) for scale in ("kv_width", "group_size")),
+    (dict(scale="head_dim ** 1.5"), "The scores are divided by √head_dim three times (the queries, "
+     "the keys, then the scores): once is enough."),
+    (dict(keys="columns", values="columns"), "You repeat each column of the keys and values: "
+     "repeat whole blocks after the split, repeat_interleave(group_size, dim=1)."),
     (dict(scale="after softmax"), "The weights are divided by √head_dim after the softmax, so "
      "they no longer sum to 1: divide the scores before it."),
     *((dict(kv=how), KV_SPLIT) for how in ("strided", "no transpose")),  # keys and values alone

@@ -14,7 +14,8 @@ MERGES = MERGES | {"flat": lambda c: c.flatten(2),  # and (b, T, H, hd) → (b, 
                    "transposed": lambda c: c.transpose(1, 2).reshape(c.shape[0], c.shape[1], -1)}
 PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
           "context": "the context", "output": "the output", "input": "the input x",
-          "twice": "the weights, then the context again"}  # dropout's wrong places
+          "twice": "the weights, then the context again", "double": "the weights twice",
+          "masked": "the masked scores (-inf × 0 is nan)"}  # dropout's wrong places
 BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
         "Call the layers: self.{layer}(x).")
 OUT = ((dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
@@ -29,17 +30,24 @@ QKV = {  # self.qkv(x) as three (b, T, H, hd) blocks: right, or as a mistake rea
 def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **changes):
     """The output from (b, H, T, hd) queries, keys and values: attention per the Recipe's
     ``changes`` (``kernel``: 0, not nan, where a query sees no key), merge, out_proj ("no bias":
-    its weight alone); the check's dropout at ``drop`` (True: the weights; "twice": and context)."""
+    its weight alone; the Recipe's count of times); the check's dropout at ``drop`` (True: the
+    weights; "twice": and the context; "double": the weights twice; "masked": the scores)."""
 
     def at(place, t):
         return dropped(t, r.p) if drop == place or (drop, place) == ("twice", "heads") else t
 
-    recipe = Recipe(dropout=partial(dropped, p=r.p) if drop in (True, "twice") else None, **changes)
+    once = partial(dropped, p=r.p)
+    dropout = {True: once, "twice": once, "masked": once, "double": lambda t: once(once(t))}
+    where = {"dropout_at": "masked"} if drop == "masked" else {}
+    recipe = Recipe(dropout=dropout.get(drop), **where | changes)
     context = attend(q, k, at("values", v), recipe)
     context = at("heads", context.nan_to_num(0.0) if kernel else context)  # (b, H, T, hd)
     context, o = at("context", MERGES[merge](context)), r.module.out_proj  # (b, T, d_out)
     bias = o.bias if out is True else None
-    return at("output", F.linear(context, o.weight, bias) if out and recipe.out_proj else context)
+    for _ in range(int(recipe.out_proj) if out else 0):  # True: once; 2: twice
+        context = F.linear(context, o.weight, bias)  # (b, T, d_out)
+    context = context[:1].expand_as(context) if recipe.first == "output" else context
+    return at("output", context)
 
 
 def misplaced(belongs):
@@ -67,12 +75,17 @@ def grouped(r, keys="interleave", values="interleave", split="blocks", kv=None, 
     hd, n = r.kwargs["d_out"] // H, H // G  # head_dim, group_size
     x = dropped(r.x, r.p) if changes.get("drop") == "input" else r.x  # (b, T, d_in)
     made = project(r.module, x, Recipe(projections=projections, bias=bias))  # (b, T, width) × 3
+    if keys == "columns":  # each of the keys' and values' columns repeated, before the split
+        made[1:] = [t.repeat_interleave(n, -1) for t in made[1:]]  # (b, T, d_out) each
     kv = kv or split
     q, k, v = (SPLITS[s](t, t.shape[-1] // hd) for s, t in zip((split, kv, vs or kv), made))
     spread = {"interleave": lambda t: t.repeat_interleave(n, 1),  # head h reads block h // n
-              "repeat": lambda t: t.repeat(1, n, 1, 1)}  # block h % G
+              "repeat": lambda t: t.repeat(1, n, 1, 1), "columns": lambda t: t}  # block h % G
     late = hd**0.5 if scale == "after softmax" else 1  # weights / c @ values = weights @ values / c
-    roots = {"kv_width": (G * hd) ** 0.5, "group_size": n**0.5, "after softmax": 1}
+    if changes.get("mask") == "shifted":  # the last T of context_length columns
+        changes["mask"] = f"shift {r.kwargs['context_length'] - r.x.shape[1]}"
+    roots = {"kv_width": (G * hd) ** 0.5, "group_size": n**0.5, "after softmax": 1,
+             "head_dim ** 1.5": hd**1.5}  # the queries, the keys and the scores each scaled
     k, v = spread[keys](k), spread[values](v) / late  # (b, H, T, hd)
     return finish(r, q, k, v, scale=roots.get(scale, scale), **changes)
 # fmt: on

@@ -93,9 +93,11 @@ def check_practice(p, cls):
         return CheckResult(False, text)
     for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
         kwargs = dict(zip(p.keys, values), **{"qkv_bias": True} if bias else {})
-        if text := (p.judge or verdict)(p, run := Run(cls, kwargs, tokens, seed)):
+        run = Run(cls, kwargs, tokens, seed)
+        if text := (p.judge or verdict)(p, run) or run.afterwards():
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
-            return CheckResult(False, text + ("" if quiet else f"\n(Seen with {run.call}.)"))
+            seen = f"\n(Seen with {run.call}, on x of shape {tuple(run.x.shape)}.)"
+            return CheckResult(False, text + ("" if quiet else seen))
     return CheckResult(True, p.praise)
 
 

@@ -22,11 +22,13 @@ class Recipe:
     merge: str = "blocks"  # or "no transpose", "reversed" (last head first), "interleaved"
     scale: object = "sqrt head_dim"  # or "sqrt d_out", "head_dim", "none", "times", a number
     mask: str = "-inf before softmax"  # or "none", "0 before softmax", "0 after softmax",
-    # "-inf after softmax", "diagonal too", "inverted" (only later tokens), "added tril" (+1 seen)
+    # "-inf after softmax", "diagonal too", "inverted" (only later tokens), "added tril" (+1 seen),
+    # "shifted": self.mask[:T, -T:], the last T columns (a check turns it into "shift C - T")
     softmax_dim: int = -1  # each query's weights sum to 1 over the keys
     out_proj: int = True  # apply the module's out_proj (2: twice), when it has one
     dropout: object = None  # a function applied to the attention weights (e.g. nn.Dropout)
     dropout_at: str = "weights"  # or "scores", "masked" (scores), "values", "context", "output"
+    first: str = ""  # sequence 0's "keys" (and values) for every sequence, or its "output"
 
     def but(self, **changes):
         """This recipe with some ingredients changed."""
@@ -50,11 +52,15 @@ def attend(queries, keys, values, recipe=CORRECT, steps=None):
     heads = queries.shape[1] if queries.dim() == 4 else 1
     roots = {"sqrt head_dim": head_dim**0.5, "sqrt d_out": (heads * head_dim) ** 0.5}
     roots |= {"head_dim": head_dim, "none": 1.0, "times": head_dim**-0.5}  # times: × √head_dim
+    roots |= {"head_dim / 2": head_dim / 2, "2 head_dim": 2 * head_dim}  # hd ** 1/2, read as /
     scale = roots.get(recipe.scale, recipe.scale)
     ones = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=queries.device)
-    future = ones.triu(0 if recipe.mask == "diagonal too" else 1)  # True where hidden
+    shift = int(recipe.mask[6:]) if recipe.mask.startswith("shift ") else 0  # [:T, -T:] of C
+    future = ones.triu(0 if recipe.mask == "diagonal too" else 1 - shift)  # True where hidden
     future = ~future if recipe.mask == "inverted" else future  # the past and itself hidden
     drop, at = recipe.dropout or (lambda t: t), recipe.dropout_at
+    if recipe.first == "keys":  # (b, ..., T, hd): sequence 0's for all
+        keys, values = keys[:1].expand_as(keys), values[:1].expand_as(values)
     raw = scores = queries @ keys.transpose(-2, -1)  # (..., num_tokens, num_tokens)
     scores = drop(scores) if at == "scores" else scores
     fill, after = 0.0 if recipe.mask.startswith("0") else -torch.inf, "after" in recipe.mask
@@ -103,6 +109,7 @@ def split_attention(module, x, num_heads, recipe=CORRECT, steps=None):
     out_proj, output = getattr(module, "out_proj", None), steps["merged"]  # (b, T, d_out)
     for _ in range(int(recipe.out_proj) if out_proj else 0):  # True: once; 2: twice
         output = out_proj(output)  # (b, num_tokens, d_out)
+    output = output[:1].expand_as(output) if recipe.first == "output" else output
     return recipe.dropout(output) if recipe.dropout and recipe.dropout_at == "output" else output
 
 

@@ -4,8 +4,8 @@ import contextlib
 
 import torch
 
-from .core import describe_error, name_of
-from .reference import PROJECTIONS
+from .core import attempt, describe_error, name_of
+from .reference import PROJECTIONS, same
 from .shortcuts import Watch, book_calls
 
 
@@ -35,6 +35,26 @@ class Run:
             stack.enter_context(Watch(bump)) if seed is None else torch.manual_seed(seed)
             return self.module.train(seed is not None)(self.x)
 
+    def afterwards(self):
+        """What is wrong once every output is right, or None: no gradient back to the input, or
+        state kept between calls (x again, after the longest input the module takes and another)."""
+        leaf = torch.zeros((), requires_grad=True)  # x + leaf: a gradient reaches leaf through x
+        with torch.random.fork_rng(devices=[]), Watch():
+            out = attempt(self.module.eval(), self.x + leaf)
+            grad = attempt(lambda: torch.autograd.grad(out.sum(), leaf, allow_unused=True)[0])
+            if isinstance(out, torch.Tensor) and not out.requires_grad:
+                return NO_GRADIENT.format(cut="it carries no gradient")
+            if isinstance(out, torch.Tensor) and grad is None:
+                return NO_GRADIENT.format(cut="no gradient flows from it back to x")
+            size = (2, self.kwargs.get("context_length", self.tokens), self.kwargs["d_in"])
+            with torch.no_grad():  # x + 1 must give another output, x again the same one
+                calls = (torch.randn(size), self.x + 1, self.x)
+                outs = attempt(lambda: [self.module(t) for t in calls])
+        if isinstance(outs, Exception):
+            return KEPT.format(size=size, what=f"raised {describe_error(outs)}")
+        kept = same(outs[1], self.output) or not same(outs[2], self.output)
+        return KEPT.format(size=size, what="changed") if kept else None
+
     def facts(self):
         """What messages quote: the arguments, the call that failed, the output's right shape."""
         op, shapes = self.watch.failed or ("", [])
@@ -44,6 +64,11 @@ class Run:
                     op=op, shapes=shapes, call=self.call, run=self)  # fmt: skip
 
 
+NO_GRADIENT = ("Your output is right, but {cut}: training could not learn through it. Leave "
+               "torch.no_grad(), inference_mode and .detach() out of forward.")  # fmt: skip
+KEPT = ("Your output is right once, but called on (2, {size[1]}, {size[2]}), on x + 1 and on x "
+        "again, the same instance {what}: a forward must not keep or change state (self.mask = "
+        "..., saved keys or outputs). Slice into a local variable.")  # fmt: skip
 # fmt: off
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (lambda f: f["run"].stage == "constructor", "Building your class as {call} raised {error}. "

@@ -15,6 +15,8 @@ def split(r, num_heads=None, drop=False, steps=None, **changes):
     dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]  # the check's
     if changes.get("scale") in ("sqrt d_in", "sqrt num_heads"):  # widths the recipe cannot know
         changes["scale"] = r.kwargs[changes["scale"].removeprefix("sqrt ")] ** 0.5
+    if changes.get("mask") == "shifted":  # the last T of context_length columns
+        changes["mask"] = f"shift {r.kwargs['context_length'] - r.x.shape[1]}"
     return split_attention(r.module, r.x, num_heads, CORRECT.but(dropout=dropout, **changes), steps)
 
 
@@ -36,6 +38,12 @@ def keys_swapped(f):
     return product and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
 
 
+def untransposed(f):
+    """The failing product multiplied (b, h, t, d) by the keys as they are: not transposed."""
+    shapes = f["shapes"]
+    return f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and shapes[0] == shapes[1]
+
+
 def at(step, r):
     """A :class:`.core.Step`'s right tensors on run ``r``: whole, and head 1's as a loop has it."""
     found, _ = {}, r.module.eval()
@@ -54,10 +62,13 @@ def projections(used):
 # fmt: off
 HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} heads: the count "
         "is in the code. Use num_heads.")
+UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the keys' last two "
+                "axes swapped, one column per key: keys.transpose(2, 3).")
 EARLY = (  # before the output's values: what the forward built, or the call that failed
     LAYERS,
     (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"
      " which swaps heads and tokens here. Swap the last two axes: keys.transpose(2, 3)."),
+    (untransposed, UNTRANSPOSED),
     (other_head_count, HARD))
 SCALE = ("The scores are not scaled by √head_dim: a head's dot products have head_dim terms. "
          "Divide them by self.head_dim ** 0.5, not by 1, head_dim or another width's root.")
@@ -106,11 +117,20 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(scale="head_dim"), "The scores are divided by head_dim: divide by its square root, "
      "self.head_dim ** 0.5."),
     (dict(scale="times"), "The scores are multiplied by √head_dim: divide them by it."),
+    *((dict(scale=w), f"The scores are divided by {w}: ** comes before /, so hd ** 1/2 is hd / 2 "
+       "(and s / hd ** 1/2 is s / hd / 2). Write self.head_dim ** 0.5.")
+      for w in ("head_dim / 2", "2 head_dim")),
+    (dict(first="keys"), "Every sequence attends to sequence 0's keys and values: keep the batch "
+     "axis, one sequence per row."),
+    (dict(first="output"), "Every sequence gets sequence 0's output: compute every row of the "
+     "batch, not x[0] alone."),
     *STEPS,
     (dict(mask="diagonal too"), "Your mask hides the diagonal too, each token's own key: the "
      "skeleton's self.mask, True above the diagonal, hides only later tokens."),
     (dict(mask="inverted"), "Your mask is inverted: it hides the past and keeps the future. "
      "self.mask is True on the later tokens, the ones to hide: use it as is."),
+    (dict(mask="shifted"), "Your mask is the last columns of self.mask, [:T, -T:], which hides too "
+     "little on short inputs: slice its top-left corner, self.mask[:num_tokens, :num_tokens]."),
     (dict(out_proj=False), "Your forward never applies out_proj to the merged context."),
     (dict(out_proj=2), "Your forward applies out_proj twice: once, to the merged context."),
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "

@@ -24,7 +24,8 @@ MISTAKES = (
             "each head in it on x.", lambda e: "ModuleList" in str(e.error)),
     Mistake("the starting code", STARTING, lambda e: isinstance(e.error, NotImplementedError)),
     Mistake("one sequence only", "Head {fed} was given x[0], the first sequence alone: give "
-            "every head the whole batch x.", lambda e: any(same(x, e.x[0]) for _, x in e.run[1])),
+            "every head the whole batch x.",
+            lambda e: any(same(x, e.x[0]) or same(x, e.x[:1]) for _, x in e.run[1])),
     NOT_X,
     *JOINED,
     RAISED,
@@ -35,6 +36,9 @@ MISTAKES = (
             lambda e: sorted(n for n, _ in e.run[1]) != list(range(1, e.num_heads + 1))),
     NO_OUTPUT,
     REORDERED,
+    Mistake("averaged", "Your output is the heads' outputs side by side, divided by num_heads: "
+            "joining them needs no average.",
+            lambda e: e.num_heads > 1 and same(e.output * e.num_heads, e.right)),
     Mistake("not the heads side by side", "Each head ran once on x, but your output is not their "
             "outputs side by side, and matches no mistake this check knows: see hint(3), on "
             "joining them.", lambda e: not same(e.output, e.right)))
