@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from mha.checks import core
+from mha.checks.catalogue import Buggy, Catalogue, run_catalogue
 from mha.checks.practice import Practice
-from mha.checks.reference import Buggy, Catalogue, Recipe, attend, run_catalogue
+from mha.checks.reference import Recipe, attend
 from mha.exercise import Exercise
 
 

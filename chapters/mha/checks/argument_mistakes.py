@@ -2,9 +2,10 @@
 
 import torch
 
+from .catalogue import Buggy
 from .core import Mistake
 from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED
-from .reference import CORRECT, Buggy, head_output
+from .reference import CORRECT, head_output
 
 
 def rescaled(a, scale):

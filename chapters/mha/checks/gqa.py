@@ -3,9 +3,9 @@
 from ..gqa import GroupedQueryAttention
 from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
-from .runs import LAYERS
+from .runs import LAYERS, UNTRANSPOSED, untransposed
 from .split_mistakes import MISTAKES as CHAPTER_3
-from .split_mistakes import SCALE, UNTRANSPOSED, untransposed
+from .split_mistakes import SCALE
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),

@@ -5,8 +5,9 @@ from functools import cached_property
 
 import torch
 
+from .catalogue import Buggy
 from .core import Mistake, attempt, describe_error, evaluating, told_result
-from .reference import PROJECTIONS, Buggy, head_output, same
+from .reference import PROJECTIONS, head_output, same
 
 
 class Heads:

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from ..latent import LatentAttention
+from .catalogue import Buggy, Catalogue, run_catalogue
 from .core import CheckResult, Seen, Step, attempt, describe_error, never_raises
 from .latent_catalogue import MISTAKES, absorbed
-from .reference import Buggy, Catalogue, run_catalogue
 from .shortcuts import Watch, book_calls
 
 PRAISE = "Your absorbed pass equals forward's output, and it formed no keys and no values."

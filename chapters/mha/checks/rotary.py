@@ -7,8 +7,8 @@ from unittest import mock
 import torch
 
 from .. import rotary
+from .catalogue import Buggy, Catalogue, run_catalogue
 from .core import CheckResult, Step, never_raises, same
-from .reference import Buggy, Catalogue, run_catalogue
 from .rotary_reference import setup, step
 from .shortcuts import Watch
 

@@ -1,4 +1,5 @@
-"""One run of a class practice, seeded and watched, and what goes wrong before the values."""
+"""One run of a class practice, seeded and watched; what goes wrong before the values (a
+failing scores product read from its shapes) and after them (gradients, state kept)."""
 
 import contextlib
 
@@ -64,6 +65,21 @@ class Run:
                     op=op, shapes=shapes, call=self.call, run=self)  # fmt: skip
 
 
+def keys_swapped(f):
+    """The failing product multiplied (b, h, t, d) by (b, t, h, d): keys.transpose(1, 2)."""
+    shapes = f["shapes"]
+    product = f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and len(shapes[0]) == 4
+    return product and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
+
+
+def untransposed(f):
+    """The failing product multiplied (b, h, t, d) by the keys as they are: not transposed."""
+    shapes = f["shapes"]
+    return f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and shapes[0] == shapes[1]
+
+
+UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the keys' last two "
+                "axes swapped, one column per key: keys.transpose(2, 3).")  # fmt: skip
 NO_GRADIENT = ("Your output is right, but {cut}: training could not learn through it. Leave "
                "torch.no_grad(), inference_mode and .detach() out of forward.")  # fmt: skip
 KEPT = ("Your output is right once, but called on (2, {size[1]}, {size[2]}), on x + 1 and on x "

@@ -5,7 +5,7 @@ from functools import partial
 
 from .core import Step
 from .reference import CORRECT, PROJECTIONS, same, split_attention
-from .runs import LAYERS, Run
+from .runs import LAYERS, UNTRANSPOSED, Run, keys_swapped, untransposed
 from .shortcuts import dropped
 
 
@@ -31,19 +31,6 @@ def other_head_count(f):
     return None
 
 
-def keys_swapped(f):
-    """The failing product multiplied (b, h, t, d) by (b, t, h, d): keys.transpose(1, 2)."""
-    shapes = f["shapes"]
-    product = f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and len(shapes[0]) == 4
-    return product and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
-
-
-def untransposed(f):
-    """The failing product multiplied (b, h, t, d) by the keys as they are: not transposed."""
-    shapes = f["shapes"]
-    return f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and shapes[0] == shapes[1]
-
-
 def at(step, r):
     """A :class:`.core.Step`'s right tensors on run ``r``: whole, and head 1's as a loop has it."""
     found, _ = {}, r.module.eval()
@@ -62,8 +49,6 @@ def projections(used):
 # fmt: off
 HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} heads: the count "
         "is in the code. Use num_heads.")
-UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the keys' last two "
-                "axes swapped, one column per key: keys.transpose(2, 3).")
 EARLY = (  # before the output's values: what the forward built, or the call that failed
     LAYERS,
     (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"

@@ -4,8 +4,8 @@ fails only if the check's dropout ran (a dropout of the reader's own drops other
 import re
 from operator import attrgetter, methodcaller
 
+from .catalogue import Buggy
 from .core import Mistake
-from .reference import Buggy
 
 # fmt: off
 TABLE = """
