@@ -90,6 +90,8 @@ CASES = [  # (answer, passes, words)
     (answer(lambda self, x: torch.cat(outs(self, x[:1]), -1).expand(len(x), -1, -1)), False,
      "x[0], the first sequence alone"),
     (answer(lambda self, x: torch.cat(outs(self, x), -1) / self.num_heads), False, "no average"),
+    (answer(lambda self, x: torch.cat([h(c) for h, c in zip(self.heads, x.chunk(self.num_heads,
+     -1))], -1)), False, "some of x's columns"),
     (answer(chained), False, "previous head's output"),
     (answer(lambda self, x: torch.cat([self.heads[0](x), *outs(self, x)][1:], -1)), False,
      "called again"),

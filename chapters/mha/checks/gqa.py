@@ -23,7 +23,8 @@ def unrepeated(f):
     n, shapes = f["num_heads"] // f["num_kv_groups"], f["shapes"]
     fewer = len({s[1] for s in shapes if len(s) == 4}) > 1  # block counts in the failed call
     on_tokens = n > 1 and any(n * f["T"] in s[-2:] for s in shapes)
-    return f["raised"] and (fewer or on_tokens) and {"n": n}
+    axis = "the block axis (dim=1), not the token axis" if on_tokens else "the block axis (dim=1)"
+    return f["raised"] and (fewer or on_tokens) and {"n": n, "axis": axis}
 
 
 EARLY = (LAYERS, (untransposed, UNTRANSPOSED),  # before the output: what the failed call shows
@@ -31,10 +32,10 @@ EARLY = (LAYERS, (untransposed, UNTRANSPOSED),  # before the output: what the fa
           "self.num_kv_groups={num_kv_groups} blocks, not num_heads."),
          (unrepeated, "Your forward raised {error}: the queries have {num_heads} blocks, the keys "
           "and values need as many. Repeat each key and value block once per head of its group, "
-          "group_size = num_heads // num_kv_groups = {n} times, on the block axis (dim=1), not "
-          "the token axis."))
-CYCLED = ("Head h reads block h % num_kv_groups, as repeat cycles the blocks (or another group's "
-          "values): its block is h // group_size. repeat_interleave(group_size, dim=1), for both.")
+          "group_size = num_heads // num_kv_groups = {n} times, on {axis}."))
+CYCLED = ("Head h reads block h % num_kv_groups, as repeat (or expand on a new first axis) cycles "
+          "the blocks (or another group's values): its block is h // group_size. "
+          "repeat_interleave(group_size, dim=1), for both.")
 KV_SPLIT = ("Your keys and values are split wrong: each group owns a block of head_dim consecutive "
             "columns. View by token first, (b, num_tokens, num_kv_groups, head_dim), then "
             ".transpose(1, 2).")

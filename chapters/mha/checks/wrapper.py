@@ -1,5 +1,7 @@
 """Chapter 1's exercise: the wrapper's forward, judged on a watched run (:data:`MISTAKES`)."""
 
+from functools import partial
+
 from ..starting import WrapperSkeleton
 from .core import Mistake, fill, first_mistake
 from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED, Heads
@@ -14,6 +16,13 @@ STARTING = (f"{NOT_WRITTEN} What should each head be given, and what becomes of 
             "outputs? The first hint, just below the check, starts from there.")  # fmt: skip
 
 
+def columns(x, call):
+    """Whether a head's ``call`` (number, input) was given a run of ``x``'s columns, not all."""
+    width = call[1].shape[-1]
+    starts = range(x.shape[-1] - width + 1) if width < x.shape[-1] else ()
+    return any(same(call[1], x[..., s : s + width]) for s in starts)
+
+
 # fmt: off
 #: Known mistakes, most specific first, on a run's :class:`.joins.Heads`.
 MISTAKES = (
@@ -26,6 +35,8 @@ MISTAKES = (
     Mistake("one sequence only", "Head {fed} was given x[0], the first sequence alone: give "
             "every head the whole batch x.",
             lambda e: any(same(x, e.x[0]) or same(x, e.x[:1]) for _, x in e.run[1])),
+    Mistake("columns", "Head {fed} was given some of x's columns: every head reads all of x, "
+            "(b, num_tokens, d_in).", lambda e: any(map(partial(columns, e.x), e.run[1]))),
     NOT_X,
     *JOINED,
     RAISED,
