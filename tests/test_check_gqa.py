@@ -112,6 +112,7 @@ CASES = [  # right answers; mistakes; what raised; dropout; PyTorch's attention;
     (G("scores", **UNDROPPED, mask=lambda s, a: D(s, STEPS["mask"](s, a))), False, "masked s"),
     (G("double", dropout=lambda s, w: D(s, D(s, w))), False, "drops the weights twice"),
     (G("3x", softmax=scaled(lambda s: s.head_dim**1.5)), False, "three times"),
+    (G("unscaled", softmax=scaled(lambda s: 1.0)), False, "not scaled by √head_dim at all"),
     (G("noise", dropout=lambda s, w: w + torch.randn_like(w) / 20 if s.training else w), False,
      "noise, not dropout"),
     (W("gqa", lambda s, x: torch_attention(s, x, enable_gqa=True)), False, "enable_gqa=True"),

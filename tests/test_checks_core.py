@@ -163,8 +163,8 @@ def spoiled(cls, how):
     [
         ("wrapper", "no_grad", "it carries no gradient"), ("wrapper", "output", "carries no grad"),
         ("wrapper", "input", "no gradient flows from it back to x"),
-        ("wrapper", "kept", "the same instance changed"), ("gqa", "kept", "instance changed"),
-        ("gqa", "shrunk", "the same instance raised RuntimeError"), ("gqa", "input", "back to x"),
+        ("wrapper", "kept", "gave x's output again"), ("gqa", "kept", "output again for x + 1"),
+        ("gqa", "shrunk", "on x again, raised RuntimeError"), ("gqa", "input", "back to x"),
     ],
 )  # fmt: skip
 def test_every_class_practice_needs_gradients_and_no_state_kept_between_calls(name, how, words):
@@ -174,6 +174,7 @@ def test_every_class_practice_needs_gradients_and_no_state_kept_between_calls(na
     code = right.solution_code
     cls = code if isinstance(code, type) else exec(code, namespace) or namespace[
         next(n for n in namespace if n.startswith("My"))]  # fmt: skip
-    assert right.check(cls).passed
+    with torch.no_grad():  # a reader's cell may switch gradients off: a right answer still passes
+        assert right.check(cls).passed
     result = right.check(spoiled(cls, how))
     assert not result.passed and words in result.feedback, result.feedback

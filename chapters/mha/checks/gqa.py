@@ -34,7 +34,7 @@ EARLY = (LAYERS, (untransposed, UNTRANSPOSED),  # before the output: what the fa
           "and values need as many. Repeat each key and value block once per head of its group, "
           "group_size = num_heads // num_kv_groups = {n} times, on {axis}."))
 CYCLED = ("Head h reads block h % num_kv_groups, as repeat (or expand on a new first axis) cycles "
-          "the blocks (or another group's values): its block is h // group_size. "
+          "the blocks, or values come from another group: its block is h // group_size. "
           "repeat_interleave(group_size, dim=1), for both.")
 KV_SPLIT = ("Your keys and values are split wrong: each group owns a block of head_dim consecutive "
             "columns. View by token first, (b, num_tokens, num_kv_groups, head_dim), then "

@@ -40,8 +40,9 @@ class Run:
         """What is wrong once every output is right, or None: no gradient back to the input, or
         state kept between calls (x again, after the longest input the module takes and another)."""
         leaf = torch.zeros((), requires_grad=True)  # x + leaf: a gradient reaches leaf through x
-        with torch.random.fork_rng(devices=[]), Watch():
-            out = attempt(self.module.eval(), self.x + leaf)
+        with torch.random.fork_rng(devices=[]), Watch(), torch.inference_mode(False):
+            with torch.enable_grad():  # whatever the reader's cell has switched off
+                out = attempt(self.module.eval(), self.x + leaf)
             grad = attempt(lambda: torch.autograd.grad(out.sum(), leaf, allow_unused=True)[0])
             if isinstance(out, torch.Tensor) and not out.requires_grad:
                 return NO_GRADIENT.format(cut="it carries no gradient")
@@ -51,10 +52,10 @@ class Run:
             with torch.no_grad():  # x + 1 must give another output, x again the same one
                 calls = (torch.randn(size), self.x + 1, self.x)
                 outs = attempt(lambda: [self.module(t) for t in calls])
-        if isinstance(outs, Exception):
-            return KEPT.format(size=size, what=f"raised {describe_error(outs)}")
-        kept = same(outs[1], self.output) or not same(outs[2], self.output)
-        return KEPT.format(size=size, what="changed") if kept else None
+        if isinstance(outs, Exception) or not same(outs[2], self.output):
+            what = f"raised {describe_error(outs)}" if isinstance(outs, Exception) else "changed"
+            return CHANGED.format(size=size, what=what)
+        return KEPT if same(outs[1], self.output) else None
 
     def facts(self):
         """What messages quote: the arguments, the call that failed, the output's right shape."""
@@ -82,9 +83,13 @@ UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the 
                 "axes swapped, one column per key: keys.transpose(2, 3).")  # fmt: skip
 NO_GRADIENT = ("Your output is right, but {cut}: training could not learn through it. Leave "
                "torch.no_grad(), inference_mode and .detach() out of forward.")  # fmt: skip
-KEPT = ("Your output is right once, but called on (2, {size[1]}, {size[2]}), on x + 1 and on x "
-        "again, the same instance {what}: a forward must not keep or change state (self.mask = "
-        "..., saved keys or outputs). Slice into a local variable.")  # fmt: skip
+CHANGED = ("Your output is right once, but the same instance, called on (2, {size[1]}, {size[2]}) "
+           "and then on x again, {what}: a forward must not change the module (self.mask = ...). "
+           "Slice into a local variable.")  # fmt: skip
+KEPT = (
+    "Your output is right once, but the same instance gave x's output again for x + 1: a "
+    "forward computes from its input and keeps no output or keys for the next call."
+)
 # fmt: off
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (lambda f: f["run"].stage == "constructor", "Building your class as {call} raised {error}. "

@@ -102,20 +102,21 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(scale="head_dim"), "The scores are divided by head_dim: divide by its square root, "
      "self.head_dim ** 0.5."),
     (dict(scale="times"), "The scores are multiplied by √head_dim: divide them by it."),
-    *((dict(scale=w), f"The scores are divided by {w}: ** comes before /, so hd ** 1/2 is hd / 2 "
-       "(and s / hd ** 1/2 is s / hd / 2). Write self.head_dim ** 0.5.")
-      for w in ("head_dim / 2", "2 head_dim")),
     (dict(first="keys"), "Every sequence attends to sequence 0's keys and values: keep the batch "
      "axis, one sequence per row."),
     (dict(first="output"), "Every sequence gets sequence 0's output: compute every row of the "
      "batch, not x[0] alone."),
     *STEPS,
+    *((dict(scale=w), f"The scores are divided by {w}: ** comes before /, so hd ** 1/2 is hd / 2 "
+       "(and s / hd ** 1/2 is s / hd / 2). Write self.head_dim ** 0.5.")
+      for w in ("head_dim / 2", "2 head_dim")),  # after "none": hd / 2 is 1 when hd is 2
     (dict(mask="diagonal too"), "Your mask hides the diagonal too, each token's own key: the "
      "skeleton's self.mask, True above the diagonal, hides only later tokens."),
     (dict(mask="inverted"), "Your mask is inverted: it hides the past and keeps the future. "
      "self.mask is True on the later tokens, the ones to hide: use it as is."),
-    (dict(mask="shifted"), "Your mask is the last columns of self.mask, [:T, -T:], which hides too "
-     "little on short inputs: slice its top-left corner, self.mask[:num_tokens, :num_tokens]."),
+    (dict(mask="shifted"), "Your mask is the last columns of self.mask, [:T, -T:], which on short "
+     "inputs hides too much (the first tokens see no key: nan): slice its top-left corner, "
+     "self.mask[:num_tokens, :num_tokens]."),
     (dict(out_proj=False), "Your forward never applies out_proj to the merged context."),
     (dict(out_proj=2), "Your forward applies out_proj twice: once, to the merged context."),
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "
