@@ -15,7 +15,9 @@ fills both cores rather than on one serial check. A check listed ``after`` anoth
 that one has passed. Each check's output goes to ``_build/checks/NAME.log`` and is printed whole
 when it ends. At the end: one table with each check's wall time, the CPU time it used (its
 processes and their children, user + system), and whether it passed, then the machine it ran on.
-Exits non-zero if any check failed or did not run.
+Exits non-zero if any check failed or did not run. A check still running after
+``CHECK_MINUTES`` (default 40: CI stops a run at 90, a whole run takes about 10) is ended with
+everything it started and counts as failed ("TIMEOUT"), so a hang still leaves the table.
 
 Each check's make runs under this script in ``--reap`` mode (``reap``): on Linux a child
 subreaper, which the check's orphaned processes are handed to instead of init (Chromium's renderers
@@ -48,6 +50,10 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 #: How long a reaper waits for what a check left running once its make has exited, before it ends
 #: those processes (a leftover is a leak: nothing of the check needs it any more).
 LINGER_SECONDS = 10.0
+#: How long one check may run before it is ended (``CHECK_MINUTES`` overrides it).
+CHECK_MINUTES = 40.0
+#: The checks' processes running now, each its own process group (see :func:`run`).
+RUNNING = set()
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,7 @@ CHECKS = (
 @dataclass
 class Result:
     check: Check
-    status: str  # "pass", "FAIL" or "not run"
+    status: str  # "pass", "FAIL", "TIMEOUT" or "not run"
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
@@ -164,8 +170,23 @@ def reap(command):
             time.sleep(0.05)
 
 
+def time_limit():
+    """How many seconds one check may run: ``CHECK_MINUTES`` (the environment's), in seconds."""
+    return float(os.environ.get("CHECK_MINUTES") or CHECK_MINUTES) * 60
+
+
+def end_group(process, ended):
+    """End ``process``'s session, the reaper and all it started: SIGTERM, SIGKILL 5 s on."""
+    ended.set()
+    for signal_to_send in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal_to_send)
+        time.sleep(5)
+
+
 def run(check):
-    """Run one check's make target under a reaper, its output to its log; return its Result."""
+    """Run one check's make target under a reaper, its output to its log; return its Result (a
+    check past :func:`time_limit` is ended, "TIMEOUT")."""
     log = LOGS / f"{check.name}.log"
     started = time.perf_counter()
     with log.open("wb") as out:
@@ -183,15 +204,26 @@ def run(check):
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # one group, ended whole: over time, or on Ctrl-C (main)
         )
+        RUNNING.add(process)
+        ended = threading.Event()
+        limit = threading.Timer(time_limit(), end_group, (process, ended))
+        limit.daemon = True
+        limit.start()
         # wait4: the exit status and the CPU time of the process and every descendant it waited for
         # (the reaper waits for all of them).
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
+        limit.cancel()
+        RUNNING.discard(process)
     seconds = time.perf_counter() - started
+    if ended.is_set():
+        with log.open("a") as out:
+            out.write(f"\nchecks: {check.name} ran over {minutes(time_limit())} and was ended\n")
     return Result(
         check,
-        "pass" if process.returncode == 0 else "FAIL",
+        "TIMEOUT" if ended.is_set() else "pass" if process.returncode == 0 else "FAIL",
         seconds,
         usage.ru_utime + usage.ru_stime,
     )
@@ -272,7 +304,13 @@ def main(argv):
     checks = [c for c in CHECKS if not argv or c.name in argv]
     LOGS.mkdir(parents=True, exist_ok=True)
     started, busy_before = time.perf_counter(), machine_busy_seconds()
-    results = schedule(checks)
+    try:
+        results = schedule(checks)
+    except KeyboardInterrupt:  # the checks run in groups of their own, which Ctrl-C misses
+        for process in list(RUNNING):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        raise
     wall = time.perf_counter() - started
     print("\n" + table(results, wall))
     if busy_before is not None:

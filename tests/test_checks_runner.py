@@ -2,6 +2,7 @@
 most ``TEST_JOBS`` at a time in the listed order, a check's ``after`` first, and a failure fails
 the run and is named in the closing table."""
 
+import os
 import re
 import sys
 import threading
@@ -268,3 +269,24 @@ def test_the_machine_busy_line_counts_cpu_time_the_rusage_of_a_check_misses():
     while time.process_time() < end:
         pass
     assert checks.machine_busy_seconds() - before >= 0.25
+
+
+def test_a_check_over_its_time_is_ended_with_what_it_started_and_the_run_goes_on(
+    monkeypatch, tmp_path
+):
+    """A hang must not take CI's whole 90 minutes and its table: the check is ended, a child it
+    started too, and the next check still runs."""
+    fake_make = tmp_path / "make"
+    fake_make.write_text('#!/bin/sh\nif [ "$2" = hang ]; then sleep 60 & echo $! > child; wait; fi\n')
+    fake_make.chmod(0o755)
+    monkeypatch.setattr(checks, "MAKE", str(fake_make))
+    monkeypatch.setattr(checks, "LOGS", tmp_path)
+    monkeypatch.setattr(checks, "ROOT", tmp_path)
+    monkeypatch.setenv("CHECK_MINUTES", "0.02")  # 1.2 s
+    hang, quick = checks.Check("hang", "sleeps"), checks.Check("quick", "ends")
+    started = time.monotonic()
+    results = checks.schedule([hang, quick])
+    assert [r.status for r in results] == ["TIMEOUT", "pass"] and time.monotonic() - started < 15
+    assert "ran over" in (tmp_path / "hang.log").read_text()
+    child = int((tmp_path / "child").read_text())
+    assert not os.path.exists(f"/proc/{child}") or "Z" in open(f"/proc/{child}/stat").read()
