@@ -277,7 +277,8 @@ def test_a_check_over_its_time_is_ended_with_what_it_started_and_the_run_goes_on
     """A hang must not take CI's whole 90 minutes and its table: the check is ended, a child it
     started too, and the next check still runs."""
     fake_make = tmp_path / "make"
-    fake_make.write_text('#!/bin/sh\nif [ "$2" = hang ]; then sleep 60 & echo $! > child; wait; fi\n')
+    hang_when_asked = 'if [ "$2" = hang ]; then sleep 60 & echo $! > child; wait; fi'
+    fake_make.write_text(f"#!/bin/sh\n{hang_when_asked}\n")
     fake_make.chmod(0o755)
     monkeypatch.setattr(checks, "MAKE", str(fake_make))
     monkeypatch.setattr(checks, "LOGS", tmp_path)
