@@ -72,6 +72,8 @@ CASES = [  # right answers; mistakes; what raised; dropout; PyTorch's attention;
     (G("keys cycled", keys=lambda s, t: t.repeat(1, s.group_size, 1, 1)), False, "another gr"),
     (G("kv width", softmax=scaled(lambda s: (s.d_out / s.group_size) ** 0.5)), False, "not scaled"),
     (G("d_out", softmax=scaled(lambda s: s.d_out**0.5)), False, "divided by √d_out"),
+    (G("d_in", softmax=scaled(lambda s: s.W_query.in_features**0.5)), False, "by √d_in"),
+    (G("num_heads", softmax=scaled(lambda s: s.num_heads**0.5)), False, "by √num_heads"),
     (G("late", softmax=lambda s, a: torch.softmax(a, -1) / s.head_dim**0.5), False, "sum to 1:"),
     (G("dim -2", softmax=scaled(lambda s: s.head_dim**0.5, -2)), False, "dim=-1"),
     (G("no mask", mask=SAME), False, "no causal"), (G("merged", **NO_T), False, "without .tr"),

@@ -55,7 +55,8 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(split="no transpose", kv="blocks"), "Your queries are one view straight to (b, "
      "num_heads, num_tokens, head_dim), which mixes tokens and heads: view by token first, then "
      ".transpose(1, 2)."),
-    *CHAPTER_3[1:-1],  # biases, projections, split, merge, scale, mask, softmax, out_proj
+    *(m for m in CHAPTER_3[1:-1] if "num_heads" not in m[0]),  # biases, projections, split,
+    # merge, scale, mask, softmax, out_proj: not a head count (grouped() takes the module's)
     OUT[1],
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
 BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(weights)."

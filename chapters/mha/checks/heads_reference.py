@@ -85,7 +85,8 @@ def grouped(r, keys="interleave", values="interleave", split="blocks", kv=None, 
     if changes.get("mask") == "shifted":  # the last T of context_length columns
         changes["mask"] = f"shift {r.kwargs['context_length'] - r.x.shape[1]}"
     roots = {"kv_width": (G * hd) ** 0.5, "group_size": n**0.5, "after softmax": 1,
-             "head_dim ** 1.5": hd**1.5}  # the queries, the keys and the scores each scaled
+             "head_dim ** 1.5": hd**1.5,  # the queries, the keys and the scores each scaled
+             "sqrt d_in": r.kwargs["d_in"] ** 0.5, "sqrt num_heads": H**0.5}
     k, v = spread[keys](k), spread[values](v) / late  # (b, H, T, hd)
     return finish(r, q, k, v, scale=roots.get(scale, scale), **changes)
 # fmt: on
