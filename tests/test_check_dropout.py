@@ -127,3 +127,74 @@ def test_chapter_6_names_where_dropout_went_and_where_it_belongs(where, how):
     assert not result.passed
     assert GROUPED_PLACEMENTS[where, how] in result.feedback, result.feedback
     assert "Dropout belongs on the attention weights" in result.feedback, result.feedback
+
+
+# --- dropout by hand: a random draw compared with p, or a Bernoulli mask, in chapters 3, 6, 7
+
+
+class ByHand(torch.nn.Module):
+    """Dropout written by hand: the weights kept where ``keep(p, t)``, scaled, in training (or
+    ``always``, in eval mode too)."""
+
+    def __init__(self, p, keep, always=False):
+        super().__init__()
+        self.p, self.keep, self.always = p, keep, always
+
+    def forward(self, t):
+        return t * self.keep(self.p, t) / (1 - self.p) if self.training or self.always else t
+
+
+def by_hand(cls, keep, always=False):
+    """``cls`` (a right answer), its self.dropout replaced by :class:`ByHand`."""
+
+    def __init__(self, *args, **kwargs):
+        cls.__init__(self, *args, **kwargs)
+        self.dropout = ByHand(self.dropout.p, keep, always)
+
+    return type(f"ByHand{cls.__name__}", (cls,), {"__init__": __init__})
+
+
+def solution_and_check(chapter):
+    """Chapter 3's, 6's or 7's solution, and its check."""
+    from mha.checks.tiled import check_online_softmax
+    from mha.checks.weight_split import check_weight_split
+    from mha.gqa_exercise import gqa_forward
+    from mha.starting import TiledAttentionStart
+    from mha.tiled_exercise import SOLUTION
+    from mha.weight_split_exercise import MyWeightSplit
+
+    names = dict(GroupedQueryAttention=GroupedQueryAttention, torch=torch, check_gqa_forward=id)
+    exec(gqa_forward.solution_code, names)  # its call of the check: id
+    names["TiledAttentionStart"] = TiledAttentionStart
+    exec(SOLUTION.rpartition("\n")[0], names)  # not its call of the check
+    return {
+        "3": (MyWeightSplit, check_weight_split),
+        "6": (names["MyGroupedQueryAttention"], check_gqa_forward),
+        "7": (names["MyTiledAttention"], check_online_softmax),
+    }[chapter]
+
+
+KEEPS = {  # keep(p, t), and the words the feedback must contain (None: it passes)
+    "rand_like >= p": (lambda p, t: torch.rand_like(t) >= p, None),
+    "rand < 1 - p": (lambda p, t: torch.rand(t.shape) < 1 - p, None),
+    "p < uniform_": (lambda p, t: p < torch.empty_like(t).uniform_(), None),
+    "bernoulli(1 - p)": (lambda p, t: torch.bernoulli(torch.full_like(t, 1 - p)), None),
+    "1 - bernoulli_(p)": (lambda p, t: 1 - torch.empty_like(t).bernoulli_(p), None),
+    "keeps with chance p": (lambda p, t: torch.rand_like(t) < p, "ropout"),  # p: 0.25
+}
+
+
+@pytest.mark.parametrize("chapter", ["3", "6", "7"])
+@pytest.mark.parametrize("way", KEEPS)
+def test_dropout_by_hand_passes_either_way_round_and_a_wrong_chance_is_caught(chapter, way):
+    cls, check = solution_and_check(chapter)
+    keep, words = KEEPS[way]
+    result = check(by_hand(cls, keep))
+    assert result.passed == (words is None) and (words or "") in result.feedback, result.feedback
+
+
+@pytest.mark.parametrize("chapter", ["3", "6", "7"])
+def test_dropout_by_hand_on_in_eval_mode_is_named(chapter):
+    cls, check = solution_and_check(chapter)
+    result = check(by_hand(cls, lambda p, t: torch.rand(t.shape) >= p, always=True))
+    assert not result.passed and "eval" in result.feedback.lower(), result.feedback

@@ -19,7 +19,7 @@ class Run:
         seeded = torch.Generator().manual_seed(1000 + seed)
         self.x = torch.randn(2, tokens, kwargs["d_in"], generator=seeded)  # (2, tokens, d_in)
         self.module = self.output = self.trained = self.error = None
-        self.watch, self.stage, self.error_text = Watch(), "constructor", ""
+        self.watch, self.stage, self.error_text = Watch(p=self.p), "constructor", ""
         with torch.random.fork_rng(devices=[]), torch.no_grad(), book_calls() as self.calls:
             try:
                 torch.manual_seed(seed)

@@ -18,7 +18,7 @@ Config = namedtuple("Config", "d_in d_out context dropout heads block bias num_t
 #: Nine tokens come before one: a last block of one query shows a loop that stops short of it.
 CONFIGS = tuple(map(Config._make, (
     (6, 6, 12, 0.0, 2, 4, False, 12, 1, 1), (5, 9, 14, 0.0, 3, 4, True, 10, 1, 2),
-    (4, 6, 8, 0.0, 1, 5, False, 3, 1, 3), (8, 12, 9, 0.5, 4, 4, False, 9, 1, 5),
+    (4, 6, 8, 0.0, 1, 5, False, 3, 1, 3), (8, 12, 9, 0.25, 4, 4, False, 9, 1, 5),
     (4, 6, 8, 0.0, 2, 4, False, 1, 1, 4), (6, 6, 12, 0.0, 2, 4, False, 12, 250, 26))))  # fmt: skip
 PRAISE = "Your loop matches MultiHeadAttention in all 6 configurations, in eval and training mode."
 WRITE = "Subclass TiledAttentionStart and write query_block there, the loop over key blocks."

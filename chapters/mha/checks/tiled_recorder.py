@@ -28,7 +28,7 @@ class Run(Watch):
     mode, noting the products over ``head_dim`` (``scores``) and the widest scores (``widest``)."""
 
     def __init__(self, cls, c):
-        super().__init__()
+        super().__init__(p=c.dropout)
         self.c, self.bs, self.hd = c, c.block, c.d_out // c.heads
         self.widths = {self.hd, c.d_in, c.d_out}  # a product ending in one mixes values
         self.scores, self.maxima, self.outputs, self.widest = [], [], [], 0

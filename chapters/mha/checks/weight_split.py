@@ -9,7 +9,7 @@ from .split_mistakes import BELONGS, EARLY, MISTAKES, STAGES, TRAINED, split
 #: the first; then a short input, one head, d_in > d_out, head_dim 1, biases, and dropout.
 ROWS = ((5, 12, 6, 0.0, 3, 0, 6), (6, 8, 8, 0.0, 2, 0, 5), (4, 6, 5, 0.0, 1, 0, 5),
         (3, 8, 7, 0.0, 4, 0, 3), (10, 6, 4, 0.0, 6, 0, 4), (4, 6, 6, 0.0, 3, 1, 6),
-        (3, 4, 5, 0.5, 2, 0, 5))
+        (3, 4, 5, 0.25, 2, 0, 5))
 WEIGHT_SPLIT = Practice(
     start=WeightSplitSkeleton, rows=ROWS, reference=split, mistakes=MISTAKES, early=EARLY,
     quiet=True, belongs=BELONGS, trained=TRAINED, steps=STAGES,
