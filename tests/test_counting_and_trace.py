@@ -77,7 +77,7 @@ from mha import GroupedQueryAttention, MultiHeadAttention, TiledAttention, examp
 from mha.counting import QuietDispatchMode, count_ops
 from mha.gqa import weights_on_meta
 from mha.measure_tiled import score_memory
-from mha.checks.shortcuts import Watch
+from mha.checks.watch import Watch
 from mha.tiled_exercise import online_softmax
 from mha.starting import TiledAttentionStart
 found = {}

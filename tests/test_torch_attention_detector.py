@@ -1,5 +1,5 @@
 """The detector of PyTorch's own attention that every class practice's run uses
-(:class:`mha.checks.shortcuts.Watch`): it sees the fused kernel and ``nn.MultiheadAttention`` by
+(:class:`mha.checks.watch.Watch`): it sees the fused kernel and ``nn.MultiheadAttention`` by
 the routes a reader takes, and nothing in attention written step by step; the book's forwards
 are recorded beside it (:func:`mha.checks.shortcuts.book_calls`)."""
 
@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from mha import MultiHeadAttention
-from mha.checks.shortcuts import Watch, book_calls
+from mha.checks.shortcuts import book_calls
+from mha.checks.watch import Watch
 
 QKV = [torch.rand(1, 2, 4, 3, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3)]
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from .practice import NOT_WEIGHTS
 from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project
-from .shortcuts import dropped
+from .watch import dropped
 
 # fmt: off
 MERGES = MERGES | {"flat": lambda c: c.flatten(2),  # and (b, T, H, hd) → (b, T, d_out)

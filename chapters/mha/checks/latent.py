@@ -10,7 +10,8 @@ from ..latent import LatentAttention
 from .catalogue import Buggy, Catalogue, run_catalogue
 from .core import CheckResult, Seen, Step, attempt, describe_error, never_raises
 from .latent_catalogue import MISTAKES, absorbed
-from .shortcuts import Watch, book_calls
+from .shortcuts import book_calls
+from .watch import Watch
 
 PRAISE = "Your absorbed pass equals forward's output, and it formed no keys and no values."
 HINTS = {"absorbed queries": 1, "scores": 2, "weights": 2, "combined latents": 2, "output": 3}

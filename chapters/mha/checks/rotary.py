@@ -10,7 +10,7 @@ from .. import rotary
 from .catalogue import Buggy, Catalogue, run_catalogue
 from .core import CheckResult, Step, never_raises, same
 from .rotary_reference import setup, step
-from .shortcuts import Watch
+from .watch import Watch
 
 #: d_in, d_out, num_heads, rotary_dim, cached tokens, base, dropout (in eval mode), seed: partial
 #: and whole-head turns; 299 cached tokens, where a table of angles in low precision is off.

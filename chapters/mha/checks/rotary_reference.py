@@ -7,7 +7,7 @@ import torch
 
 from .. import rotary
 from ..rotary_cache import prefill_rotary, rotary_cache
-from .shortcuts import dropped
+from .watch import dropped
 
 
 def setup(d_in, d_out, heads, rotary_dim, cached, base, dropout, seed):

@@ -7,7 +7,8 @@ import torch
 
 from .core import attempt, describe_error, name_of
 from .reference import PROJECTIONS, same
-from .shortcuts import Watch, book_calls
+from .shortcuts import book_calls
+from .watch import Watch
 
 
 class Run:

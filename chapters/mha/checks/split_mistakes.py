@@ -6,7 +6,7 @@ from functools import partial
 from .core import Step
 from .reference import CORRECT, PROJECTIONS, same, split_attention
 from .runs import LAYERS, UNTRANSPOSED, Run, keys_swapped, untransposed
-from .shortcuts import dropped
+from .watch import dropped
 
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):

@@ -8,8 +8,9 @@ import torch
 from ..tiled import TiledAttention, causal_block_pairs
 from .core import Step, attempt, describe_error, first_difference
 from .reference import same
-from .shortcuts import Watch, book_calls
+from .shortcuts import book_calls
 from .tiled_reference import online
+from .watch import Watch
 
 PRODUCTS, BOOKS_LOOP = {"matmul", "__matmul__", "bmm", "mm", "einsum"}, TiledAttention.query_block
 WHEN = ("when built", "when called in eval mode", "when called in training mode")

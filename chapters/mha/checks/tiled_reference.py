@@ -3,7 +3,7 @@
 
 import torch
 
-from .shortcuts import dropped
+from .watch import dropped
 
 PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no running maximum
 
