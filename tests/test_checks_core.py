@@ -3,9 +3,11 @@ tells of a result that is no output, and the catalogue runner, as one table of a
 
 import contextlib
 from importlib import import_module
+from unittest import mock
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mha.checks import core
@@ -134,12 +136,16 @@ def test_a_buggy_reference_that_fails_matches_nothing_and_missing_facts_read_as_
 @pytest.mark.parametrize("name", ["wrapper", "weight_split", "fused", "gqa"])
 def test_every_class_practice_has_setups_that_can_tell(name):
     """An eval-mode module with dropout p > 0 (dropout left on in eval shows), an input shorter
-    than context_length (an unsliced mask shows); every run's batch is 2 (runs.Run)."""
+    than context_length (an unsliced mask shows); the last row runs on a batch of 3, the rest 2
+    (practice.check_practice): a batch size fixed in the code shows."""
     found = vars(import_module(f"mha.checks.{name}")).values()
     practice = next(v for v in found if isinstance(v, Practice))
     rows = [dict(zip((*practice.keys, "bias", "tokens"), row)) for row in practice.rows]
     assert any(row["dropout"] > 0 for row in rows)
     assert any(row["tokens"] < row["context_length"] for row in rows)
+
+
+LINEAR = F.linear
 
 
 def spoiled(cls, how):
@@ -149,6 +155,13 @@ def spoiled(cls, how):
     def forward(self, x):
         if how == "shrunk":  # the mask cut to this input for good
             self.mask = self.mask[: x.shape[1], : x.shape[1]]
+        if how == "written":  # into the mask itself, in place
+            self.mask[0, 0] = True
+        if how == "data":  # the layers' weights through .data: no gradient reaches them
+            linear = lambda x, w, b=None: LINEAR(x, w.data, b if b is None else b.data)  # noqa: E731
+            with mock.patch.object(F, "linear", linear):
+                return cls.forward(self, x)
+        x = x.view(2, *x.shape[1:]) if how == "batch" else x  # b = 2, in the code
         if how == "kept" and not (self.training or torch.is_grad_enabled()):  # each shape's first
             return self.__dict__.setdefault("kept", {}).setdefault(x.shape, cls.forward(self, x))
         with torch.no_grad() if how == "no_grad" else contextlib.nullcontext():
@@ -164,7 +177,10 @@ def spoiled(cls, how):
         ("wrapper", "no_grad", "it carries no gradient"), ("wrapper", "output", "carries no grad"),
         ("wrapper", "input", "no gradient flows from it back to x"),
         ("wrapper", "kept", "gave x's output again"), ("gqa", "kept", "output again for x + 1"),
-        ("gqa", "shrunk", "on x again, raised RuntimeError"), ("gqa", "input", "back to x"),
+        ("gqa", "shrunk", "changed self.mask (a slice assigned"), ("gqa", "input", "back to x"),
+        ("gqa", "written", "changed self.mask"), ("wrapper", "batch", "batch size is in the code"),
+        ("gqa", "data", "no gradient reaches W_query.weight"),
+        ("wrapper", "data", "no gradient reaches heads.0.W_query.weight"),
     ],
 )  # fmt: skip
 def test_every_class_practice_needs_gradients_and_no_state_kept_between_calls(name, how, words):

@@ -59,7 +59,7 @@ def verdict(p, run):
         return p.starting
     if text := torch_message(run.watch, p.torch, p.kernel):
         return text
-    for holds, message in TROUBLE[:1] + p.early + TROUBLE[1:]:  # a constructor that raised first
+    for holds, message in TROUBLE[:2] + p.early + TROUBLE[2:]:  # the constructor, the batch first
         if found := holds(facts):
             return message.format(**facts | (found if isinstance(found, dict) else {}))
     if text := told_result(run.output, facts["want"]):
@@ -93,7 +93,7 @@ def check_practice(p, cls):
         return CheckResult(False, text)
     for seed, (*values, bias, tokens) in enumerate(p.rows, 1):
         kwargs = dict(zip(p.keys, values), **{"qkv_bias": True} if bias else {})
-        run = Run(cls, kwargs, tokens, seed)
+        run = Run(cls, kwargs, tokens, seed, batch=3 if seed == len(p.rows) else 2)
         if text := (p.judge or verdict)(p, run) or run.afterwards():
             quiet = run.stage == "constructor" or p.quiet and text == p.starting
             seen = f"\n(Seen with {run.call}, on x of shape {tuple(run.x.shape)}.)"

@@ -14,22 +14,26 @@ from .watch import Watch
 class Run:
     """The reader's class built and called, seeded and watched, in eval then training mode."""
 
-    def __init__(self, cls, kwargs, tokens, seed):
+    def __init__(self, cls, kwargs, tokens, seed, batch=2):
         self.kwargs, self.tokens, self.seed, self.p = kwargs, tokens, seed, kwargs["dropout"]
         self.call = f"{name_of(cls)}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
         seeded = torch.Generator().manual_seed(1000 + seed)
-        self.x = torch.randn(2, tokens, kwargs["d_in"], generator=seeded)  # (2, tokens, d_in)
+        self.x = torch.randn(batch, tokens, kwargs["d_in"], generator=seeded)  # (b, tokens, d_in)
         self.module = self.output = self.trained = self.error = None
         self.watch, self.stage, self.error_text = Watch(p=self.p), "constructor", ""
+        self.written, buffers = [], {}  # the buffers (self.mask) the forward changed
         with torch.random.fork_rng(devices=[]), torch.no_grad(), book_calls() as self.calls:
             try:
                 torch.manual_seed(seed)
                 self.module, self.stage = cls(**kwargs), "forward"
+                buffers = {n: b.clone() for n, b in self.module.named_buffers()}
                 with self.watch:
                     self.output, self.stage = self.module.eval()(self.x), "training"
                     self.trained, self.stage = self.module.train()(self.x), None
             except Exception as error:
                 self.error, self.error_text = error, describe_error(error)
+            now = dict(self.module.named_buffers()) if self.module is not None else {}
+            self.written = [n for n, b in buffers.items() if n in now and not same(now[n], b)]
 
     def again(self, bump=0.0, seed=None):
         """In eval mode with the kernel's result bumped; with a seed, in training mode for real."""
@@ -44,11 +48,18 @@ class Run:
         with torch.random.fork_rng(devices=[]), Watch(), torch.inference_mode(False):
             with torch.enable_grad():  # whatever the reader's cell has switched off
                 out = attempt(self.module.eval(), self.x + leaf)
-            grad = attempt(lambda: torch.autograd.grad(out.sum(), leaf, allow_unused=True)[0])
+            params = dict(self.module.named_parameters())
+            grads = attempt(torch.autograd.grad, out.sum(), [leaf, *params.values()],
+                            allow_unused=True)  # fmt: skip
             if isinstance(out, torch.Tensor) and not out.requires_grad:
                 return NO_GRADIENT.format(cut="it carries no gradient")
-            if isinstance(out, torch.Tensor) and grad is None:
+            if isinstance(out, torch.Tensor) and grads[0] is None:
                 return NO_GRADIENT.format(cut="no gradient flows from it back to x")
+            if cut := [n for n, g in zip(params, grads[1:]) if g is None]:
+                return NO_GRADIENT.format(
+                    cut=f"no gradient reaches {cut[0]} (what used it was "
+                    "detached, or kept from an earlier call)"
+                )
             size = (2, self.kwargs.get("context_length", self.tokens), self.kwargs["d_in"])
             with torch.no_grad():  # x + 1 must give another output, x again the same one
                 calls = (torch.randn(size), self.x + 1, self.x)
@@ -62,9 +73,9 @@ class Run:
         """What messages quote: the arguments, the call that failed, the output's right shape."""
         op, shapes = self.watch.failed or ("", [])
         raised = self.stage == "forward" and str(self.error)
-        want = (2, self.tokens, self.kwargs["d_out"])
+        b, want = len(self.x), (len(self.x), self.tokens, self.kwargs["d_out"])
         return dict(self.kwargs, T=self.tokens, want=want, raised=raised, error=self.error_text,
-                    op=op, shapes=shapes, call=self.call, run=self)  # fmt: skip
+                    op=op, shapes=shapes, call=self.call, run=self, b=b)  # fmt: skip
 
 
 def keys_swapped(f):
@@ -80,10 +91,16 @@ def untransposed(f):
     return f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and shapes[0] == shapes[1]
 
 
+def batch_in_code(f):
+    """It raised on a batch of 3, and runs on its first two sequences: the batch size is fixed."""
+    run = f["run"]
+    return f["raised"] and f["b"] != 2 and not isinstance(attempt(run.module, run.x[:2]), Exception)
+
+
 UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the keys' last two "
                 "axes swapped, one column per key: keys.transpose(2, 3).")  # fmt: skip
 NO_GRADIENT = ("Your output is right, but {cut}: training could not learn through it. Leave "
-               "torch.no_grad(), inference_mode and .detach() out of forward.")  # fmt: skip
+               "torch.no_grad(), inference_mode, .detach() and .data out of forward.")  # fmt: skip
 CHANGED = ("Your output is right once, but the same instance, called on (2, {size[1]}, {size[2]}) "
            "and then on x again, {what}: a forward must not change the module (self.mask = ...). "
            "Slice into a local variable.")  # fmt: skip
@@ -95,13 +112,18 @@ KEPT = (
 TROUBLE = (  # what raised or came out wrong, before the output's values: (holds, what to say)
     (lambda f: f["run"].stage == "constructor", "Building your class as {call} raised {error}. "
      "Keep the constructor of {start}: subclass it and write only forward."),
+    (batch_in_code, "Your forward raised {error} on a batch of {b} sequences, and runs on 2: the "
+     "batch size is in the code. Take it from the input: b, num_tokens, _ = x.shape."),
     (lambda f: f["T"] < f["context_length"] and f"({f['context_length']})" in (f["raised"] or ""),
      "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
      "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),  # sized by it
     (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised "
      "{error}: view needs numbers in memory order, which transpose(1, 2) and chunk break. Call "
      ".contiguous() before .view(...)."),
-    (lambda f: f["raised"], "Your forward raised {error} on an input of shape (2, {T}, {d_in})."))
+    (lambda f: f["run"].written, "Your forward changed self.{run.written[0]} (a slice assigned to "
+     "it, or written into it in place): later calls see it changed. Keep a slice in a local "
+     "variable."),
+    (lambda f: f["raised"], "Your forward raised {error} on an input of shape ({b}, {T}, {d_in})."))
 LAYERS = (
     lambda f: not all(isinstance(getattr(f["run"].module, n, None), torch.nn.Module)
                       for n in PROJECTIONS),

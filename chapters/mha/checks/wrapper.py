@@ -7,6 +7,7 @@ from .core import Mistake, fill, first_mistake
 from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED, Heads
 from .practice import NOT_WRITTEN, Practice, checker, verdict
 from .reference import same
+from .runs import batch_in_code
 
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): three heads first
 #: (chains, order and joins all show), then d_in = d_out (a chain runs without an error) with
@@ -60,7 +61,7 @@ def judge(p, run):
     """What is wrong with one run, or None: :func:`.practice.verdict`'s when the constructor raised
     or the book's classes did the work (its heads aside), else the first of :data:`MISTAKES`."""
     run.calls[:] = [c for c in run.calls if c != "CausalAttention.forward"]  # its heads'
-    if run.stage == "constructor" or run.calls:
+    if run.stage == "constructor" or run.calls or batch_in_code(run.facts()):
         return verdict(p, run)
     found = first_mistake(MISTAKES, heads := Heads(run.module, run.x))
     return found and fill(found.message, heads)
