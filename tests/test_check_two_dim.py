@@ -58,6 +58,7 @@ def edited(edit):
 
 
 OUT_PROJ = nn.Linear(4, 2)  # a learned mix after torch.cat, as chapter 3 adds
+KEPT = lambda s, x: s.__dict__.setdefault("kept", W.forward(s, x))  # noqa: E731  the first output
 # fmt: off
 CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWO, lambda: solution(two_dim_output), True, "2 × 1"),
@@ -70,23 +71,18 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWO, lambda: build(d_out=2), False, "starting wrapper, unchanged"),
     (TWELVE, lambda: build(d_out=2), False, "twelve_wide_output.hint(1)"),
     (TWO, lambda: build(d_out=2, num_heads=1), False, "has 1 head, but the exercise asks for 2"),
-    (TWO, lambda: build(num_heads=3), False, "has 3 heads"),
+    (TWO, lambda: build(num_heads=3), False, "3 heads"), (TWO, lambda: build(d_in=2), False, "=2"),
     (TWELVE, lambda: build(4, 3), False, "has 3 heads, but the exercise asks for 4"),
-    (TWELVE, lambda: build(1, 12), False, "asks for 4"),
-    (TWELVE, lambda: build(6, 2), False, "keep num_heads=4"),
-    (TWO, lambda: build(d_in=2), False, "d_in=2"),
+    (TWELVE, lambda: build(1, 12), False, "asks for 4"), (TWELVE, lambda: build(6, 2), False, "=4"),
     (TWO, lambda: build(context_length=2), False, "context_length=2"),
     (TWO, lambda: MultiHeadAttentionWrapper(3, 6, 1, 0.0, 2), False, "context_length at 6"),
-    (TWO, lambda: build(d_out=4), False, "2 × 4 = 8"),
-    (TWELVE, lambda: build(12, 4), False, "4 × 12 = 48"),
-    (TWELVE, lambda: build(2, 4), False, "not 12"),
+    (TWO, lambda: build(d_out=4), False, "2 × 4 = 8"), (TWELVE, lambda: build(12, 4), False, "48"),
+    (TWELVE, lambda: build(2, 4), False, "not 12"), (TWO, lambda: mha, False, "given a module"),
     (TWO, lambda: MultiHeadAttentionWrapper, False, "class MultiHeadAttentionWrapper itself"),
     (TWO, lambda: build()(example_batch()), False, "check_two_dim_output(my_wrapper(batch))"),
     (TWO, lambda: build()(example_batch()).shape, False, "given a torch.Size"),
     (TWO, lambda: None, False, "given None"), (TWO, lambda: "my_wrapper", False, "given a str"),
-    (TWO, lambda: list(build().heads), False, "given a list"),
-    (TWO, lambda: mha, False, "given a module"),
-    (TWO, lambda: np.zeros(3), False, "given a numpy.ndarray"),
+    (TWO, lambda: list(build().heads), False, "a list"), (TWO, lambda: np.zeros(3), False, "numpy"),
     (TWO, lambda: build(2, cls=MultiHeadAttention), False, "Your MultiHeadAttention does not"),
     (TWO, lambda: CausalAttention(3, 2, 6, 0.0), False, "Your CausalAttention does not have"),
     (TWO, lambda: nn.Linear(3, 2), False, "Your Linear does not have the heads"),
@@ -109,8 +105,7 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWO, lambda: joining(torch.stack), False, "new first axis"),
     (TWO, lambda: joining(lambda outs: torch.stack(outs, -1)), False, "new last axis"),
     (TWO, lambda: joining(lambda outs: CAT(outs, dim=1)), False, "as extra tokens"),
-    (TWO, lambda: joining(CAT), False, "as extra sequences"),
-    (TWO, lambda: joining(sum, d_out=2), False, "You added"),
+    (TWO, lambda: joining(CAT), False, "sequences"), (TWO, lambda: joining(sum, 2), False, "added"),
     (TWO, lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2), False, "You averaged"),
     (TWO, lambda: joining(lambda outs: CAT(outs[::-1], -1)), False, "reverse order"),
     (TWELVE, lambda: joining(lambda o: CAT([o[1], o[0], *o[2:]], -1), 3, 4), False, "head order"),
@@ -132,6 +127,11 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWO, lambda: altered(lambda s, x: CAT([h(x) for h in s.heads], -1) @ torch.ones(4, 2), 2),
      False, "mixes the heads' values after torch.cat"),
     (TWO, lambda: heads_scoring(2, cut=slice(0, 1)), False, "Head 1's columns"),
+    (TWO, lambda: edited(lambda w: setattr(w.heads[1], "W_query", w.heads[0].W_query)), False,
+     "shared layers"), (TWO, lambda: altered(KEPT), False, "output again for another input"),
+    (TWO, lambda: altered(lambda s, x: CAT([h(x[:1]) for h in s.heads], -1).expand(2, -1, -1)),
+     False, "x[0], the first sequence"),
+    (TWO, lambda: altered(lambda s, x: W.forward(s, x).detach()), False, "carries no gradient"),
 ]
 # fmt: on
 

@@ -4,7 +4,7 @@ import torch
 
 from .catalogue import Buggy
 from .core import Mistake
-from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED
+from .joins import JOINED, NO_OUTPUT, NOT_X, ONE_SEQUENCE, RAISED, REORDERED, SHARED
 from .reference import CORRECT, head_output
 
 
@@ -38,7 +38,7 @@ MISTAKES = (
     Mistake("num_heads changed", "Your wrapper has {heads_phrase}, but the exercise asks for "
             "{t.heads}: keep num_heads={t.heads}, and set each head's width with d_out.",
             lambda a: a.num_heads != a.t.heads),
-    SHARED, NOT_X, RAISED, *JOINED, REORDERED,
+    SHARED, ONE_SEQUENCE, NOT_X, RAISED, *JOINED, REORDERED,
     Mistake("sees later tokens", "Your wrapper's output for a token changes when a later token "
             "does: a head's causal mask was removed or changed. Keep each CausalAttention's mask "
             "as built.", lambda a: a.peeks()),
@@ -54,6 +54,10 @@ MISTAKES = (
             "(a projection such as chapter 3's out_proj): every column blends heads. This wrapper "
             "has none: set d_out instead.", lambda a: a.mixed()),
     NO_OUTPUT,  # not a tensor, or another shape the mistakes above do not explain
+    Mistake("output kept", "Your wrapper gives x's output again for another input: keep the "
+            "class's forward as it is.", lambda a: a.joined() and a.kept()),
+    Mistake("no gradient", "Your wrapper's output carries no gradient back to x: training could "
+            "not learn through it. Keep the class's forward as it is.", lambda a: a.cut()),
     Mistake("wrong width", "Your context vectors are {width}-dimensional, not {t.width}: d_out "
             "is each head's width, so num_heads × d_out = {num_heads} × {head_width} = {width}. "
             "How many values must each of the {t.heads} heads give? {t.exercise}.hint(1) starts "

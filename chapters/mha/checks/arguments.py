@@ -63,6 +63,19 @@ class Attempt(Heads):
             moved = attempt(self.module, later)
         return torch.is_tensor(self.output) and not same(moved[:, :-1], self.output[:, :-1])
 
+    def cut(self):
+        """The output, right or not, carries no gradient back to the input."""
+        x = PROBE.clone().requires_grad_()  # (b, tokens, d_in)
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            out = attempt(self.module.eval(), x)
+            grad = attempt(lambda: torch.autograd.grad(out.sum(), x, allow_unused=True)[0])
+        return torch.is_tensor(out) and (not out.requires_grad or grad is None)
+
+    def kept(self):
+        """Another input gives the output for :data:`PROBE` again."""
+        with torch.random.fork_rng(devices=[]), evaluating(self.module):
+            return same(attempt(self.module, PROBE + 1), self.output)
+
     def columns_kept(self):
         """Every column of the output is one of the heads', fewer than they make."""
         out, right = (t.flatten(0, 1).T for t in (self.output, self.right))  # (width, b * tokens)

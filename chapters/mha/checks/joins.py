@@ -1,5 +1,6 @@
 """Chapters 1 and 2: a wrapper run with its heads watched (:class:`Heads`), shared mistakes."""
 
+import operator
 from contextlib import ExitStack
 from functools import cached_property
 
@@ -52,13 +53,17 @@ class Heads:
     def shared(self):
         """Two neighbouring heads have the same weights (one object, shared layers, a copy)."""
         weights = [[getattr(h, n).weight for n in PROJECTIONS] for h in self.heads]
-        return any(all(map(torch.equal, u, v)) for u, v in zip(weights, weights[1:]))
+        return any(all(map(torch.equal, u, v)) or any(map(operator.is_, u, v))  # or one layer
+                   for u, v in zip(weights, weights[1:]))  # fmt: skip
 
 
 # fmt: off
 NOT_X = Mistake("heads not given the same x", "Head {fed} was not given the wrapper's input x but "
                 "something else, such as a previous head's output (as in a pipeline). The heads "
                 "work side by side: every head reads the same x.", lambda e: e.fed)
+ONE_SEQUENCE = Mistake("one sequence only", "Head {fed} was given x[0], the first sequence "
+                      "alone: give every head the whole batch x.",
+                      lambda e: any(same(x, e.x[0]) or same(x, e.x[:1]) for _, x in e.run[1]))
 SHARED = Mistake("one head object repeated", "Two of your heads share one set of weights (one "
                  "head object repeated, as [head] * num_heads makes, shared layers, or a copy), so "
                  "they always compute the same thing: build one new CausalAttention per head, as "

@@ -4,7 +4,7 @@ from functools import partial
 
 from ..starting import WrapperSkeleton
 from .core import Mistake, fill, first_mistake
-from .joins import JOINED, NO_OUTPUT, NOT_X, RAISED, REORDERED, SHARED, Heads
+from .joins import JOINED, NO_OUTPUT, NOT_X, ONE_SEQUENCE, RAISED, REORDERED, SHARED, Heads
 from .practice import NOT_WRITTEN, Practice, checker, verdict
 from .reference import same
 from .runs import batch_in_code
@@ -33,9 +33,7 @@ MISTAKES = (
             "raised {error_text}: an nn.ModuleList holds the heads but computes nothing. Call "
             "each head in it on x.", lambda e: "ModuleList" in str(e.error)),
     Mistake("the starting code", STARTING, lambda e: isinstance(e.error, NotImplementedError)),
-    Mistake("one sequence only", "Head {fed} was given x[0], the first sequence alone: give "
-            "every head the whole batch x.",
-            lambda e: any(same(x, e.x[0]) or same(x, e.x[:1]) for _, x in e.run[1])),
+    ONE_SEQUENCE,
     Mistake("columns", "Head {fed} was given some of x's columns: every head reads all of x, "
             "(b, num_tokens, d_in).", lambda e: any(map(partial(columns, e.x), e.run[1]))),
     NOT_X,
