@@ -5,7 +5,7 @@ from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
 from .runs import LAYERS, UNTRANSPOSED, untransposed
 from .split_mistakes import MISTAKES as CHAPTER_3
-from .split_mistakes import SCALE
+from .split_mistakes import SCALE, SPLIT_ONLY
 
 # fmt: off
 ROWS = ((5, 12, 6, 0.0, 6, 2, 0, 6), (6, 8, 8, 0.25, 4, 2, 1, 5), (3, 8, 5, 0.0, 4, 1, 0, 5),
@@ -55,8 +55,8 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(split="no transpose", kv="blocks"), "Your queries are one view straight to (b, "
      "num_heads, num_tokens, head_dim), which mixes tokens and heads: view by token first, then "
      ".transpose(1, 2)."),
-    *(m for m in CHAPTER_3[1:-1] if "num_heads" not in m[0]),  # biases, projections, split,
-    # merge, scale, mask, softmax, out_proj: not a head count (grouped() takes the module's)
+    *(m for m in CHAPTER_3[1:-1] if "num_heads" not in m[0] and m[0] not in SPLIT_ONLY),  # biases,
+    # projections, split, merge, scale, mask, softmax, out_proj: not a head count (the module's)
     OUT[1],
     "split, repeat_interleave(group_size, dim=1), -inf mask, √head_dim, softmax, merge, out_proj.")
 BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(weights)."

@@ -77,7 +77,7 @@ def verdict(p, run):
             return text
         if not follows(run.trained, p, run, dict(drop=True)):
             buggy = (m for changes, m in p.trained if follows(run.trained, p, run, changes))
-            return next(buggy, f"{WHERE} {p.belongs}")
+            return next(buggy, f"{WHERE} {p.belongs}").format(**facts)
         return SAME if run.p and torch.equal(run.again(seed=1), run.again(seed=2)) else None
 
 

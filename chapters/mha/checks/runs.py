@@ -79,10 +79,12 @@ class Run:
 
 
 def keys_swapped(f):
-    """The failing product multiplied (b, h, t, d) by (b, t, h, d): keys.transpose(1, 2)."""
+    """The failing product multiplied (b, h, t, d) by (b, t, h, d) or (b, d, t, h): the keys
+    transposed on axes 1 and 2, or 1 and 3."""
     shapes = f["shapes"]
     product = f["raised"] and "matmul" in f["op"] and len(shapes) == 2 and len(shapes[0]) == 4
-    return product and shapes[1] == tuple(shapes[0][i] for i in (0, 2, 1, 3))
+    orders = ((0, 2, 1, 3), (0, 3, 2, 1)) if product else ()
+    return any(shapes[1] == tuple(shapes[0][i] for i in order) for order in orders)
 
 
 def untransposed(f):
@@ -114,7 +116,8 @@ TROUBLE = (  # what raised or came out wrong, before the output's values: (holds
      "Keep the constructor of {start}: subclass it and write only forward."),
     (batch_in_code, "Your forward raised {error} on a batch of {b} sequences, and runs on 2: the "
      "batch size is in the code. Take it from the input: b, num_tokens, _ = x.shape."),
-    (lambda f: f["T"] < f["context_length"] and f"({f['context_length']})" in (f["raised"] or ""),
+    (lambda f: f["T"] < f["context_length"] and (f"({f['context_length']})" in (f["raised"] or "")
+               or f"b ({f['T']}) at non-singleton dimension 3" in (f["raised"] or "")),
      "On {T} tokens, fewer than context_length={context_length}, your forward raised {error}: "
      "cut the mask to the input's length, self.mask[:num_tokens, :num_tokens]."),  # sized by it
     (lambda f: "view size is not compatible" in (f["raised"] or ""), "Your forward raised "

@@ -1,42 +1,27 @@
 """Chapter 3's catalogue: :func:`split`, what the answer raised, mistakes as buggy references."""
 
 import itertools
-from functools import partial
 
-from .core import Step
-from .reference import CORRECT, PROJECTIONS, same, split_attention
-from .runs import LAYERS, UNTRANSPOSED, Run, keys_swapped, untransposed
-from .watch import dropped
+from .reference import CORRECT, PROJECTIONS, split_attention
+from .watch import dropped, kept
 
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
     """The output of run ``r``'s module from its own layers, or one catalogued mistake's."""
     once, num_heads = (lambda t: dropped(t, r.p)), num_heads or r.kwargs["num_heads"]
-    dropout = {False: None, True: once, "twice": lambda t: once(once(t))}[drop]  # the check's
+    dropout = {  # the check's, at p; or scaled by 1, by 1 / p, or rows summing to 1 again
+        False: None,
+        True: once,
+        "twice": lambda t: once(once(t)),
+        "unscaled": lambda t: t * kept(t),
+        "over p": lambda t: t * kept(t) / r.p,
+        "renormalised": lambda t: once(t) / once(t).sum(-1, keepdim=True),
+    }.get(drop, lambda t: dropped(t, drop))  # a number: dropout at that rate, not p
     if changes.get("scale") in ("sqrt d_in", "sqrt num_heads"):  # widths the recipe cannot know
         changes["scale"] = r.kwargs[changes["scale"].removeprefix("sqrt ")] ** 0.5
     if changes.get("mask") == "shifted":  # the last T of context_length columns
         changes["mask"] = f"shift {r.kwargs['context_length'] - r.x.shape[1]}"
     return split_attention(r.module, r.x, num_heads, CORRECT.but(dropout=dropout, **changes), steps)
-
-
-def other_head_count(f):
-    """A forward that raises but works for k heads of the same width: ``{"k": k}``, or None."""
-    head_dim = f["d_out"] // f["num_heads"]
-    for k in (k for k in range(2, 9) if f["raised"] and k != f["num_heads"]):
-        kwargs = dict(f["run"].kwargs, d_out=k * head_dim, num_heads=k)
-        run = Run(type(f["run"].module), kwargs, f["T"], f["run"].seed)
-        if run.error is None and same(run.output, split(run)):
-            return {"k": k}
-    return None
-
-
-def at(step, r):
-    """A :class:`.core.Step`'s right tensors on run ``r``: whole, and head 1's as a loop has it."""
-    found, _ = {}, r.module.eval()
-    found["output"] = split(r, steps=found)
-    forms = found[step] if isinstance(found[step], tuple) else (found[step],)
-    return [*forms, *(t[:, 0] for t in forms if t.dim() == 4)]
 
 
 def projections(used):
@@ -49,12 +34,6 @@ def projections(used):
 # fmt: off
 HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} heads: the count "
         "is in the code. Use num_heads.")
-EARLY = (  # before the output's values: what the forward built, or the call that failed
-    LAYERS,
-    (keys_swapped, "Your scores product failed ({error}): the keys were transposed on axes 1 and 2,"
-     " which swaps heads and tokens here. Swap the last two axes: keys.transpose(2, 3)."),
-    (untransposed, UNTRANSPOSED),
-    (other_head_count, HARD))
 SCALE = ("The scores are not scaled by √head_dim: a head's dot products have head_dim terms. "
          "Divide them by self.head_dim ** 0.5, not by 1, head_dim or another width's root.")
 STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own reference) names them
@@ -71,6 +50,9 @@ STEPS = (  # the steps after the scores, as chapter 3 (and 6, on its own referen
      "keys sum to 1, dim=-1."),
     *((dict(softmax_dim=d), f"The softmax runs over axis {d} (heads or batch), not the keys: "
        "dim=-1.") for d in (1, 0)))
+#: Mistakes chapter 6's reference (heads_reference.grouped) computes its own way, or not at all.
+SPLIT_ONLY = [dict(split="values viewed"), dict(first="folded"), dict(scale="after softmax"),
+              dict(out_proj="no bias"), dict(out_proj="residual")]
 SPLIT = "Each head owns a block of head_dim consecutive columns: view by token first, then "
 MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tell the reader
     (dict(drop=True), "Your forward gives a different output each time, even in eval mode: "
@@ -80,7 +62,8 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(bias=False), "Your output is right without biases but wrong with qkv_bias=True: the "
      "projections skip the biases, as x @ W.weight.T does. Call the layers: self.W_query(x)."),
     (dict(projections=("W_key", "W_query", "W_value")), "Your scores are keys @ queries.T, each "
-     "key's row: they are queries @ keys.transpose(2, 3), one row per query."),
+     "key's row (or the queries come from W_key, the keys from W_query): they are queries @ "
+     "keys.transpose(2, 3), one row per query, queries from W_query."),
     *((dict(projections=used), projections(used))
       for used in itertools.product(PROJECTIONS, repeat=3) if used != PROJECTIONS),
     *((dict(split=split, **m), f"Your heads are {how} (b, num_heads, num_tokens, head_dim), "
@@ -117,23 +100,32 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(mask="shifted"), "Your mask is the last columns of self.mask, [:T, -T:], which on short "
      "inputs hides too much (the first tokens see no key: nan): slice its top-left corner, "
      "self.mask[:num_tokens, :num_tokens]."),
+    (dict(scale="sqrt sqrt"), "The scores are divided by √√head_dim, a root of a root: divide "
+     "by self.head_dim ** 0.5, once."),
+    (dict(scale="sqrt num_tokens"), "The scores are divided by √num_tokens: a head's dot products "
+     "have head_dim terms, whatever the length. Divide by self.head_dim ** 0.5."),
+    (dict(scale="after softmax"), "The weights are divided by √head_dim after the softmax, so "
+     "they no longer sum to 1: divide the scores before it."),
+    (dict(mask="transposed"), "Your mask is transposed (self.mask.T): it hides the earlier tokens "
+     "and keeps the later ones. Use self.mask[:num_tokens, :num_tokens] as it is."),
+    (dict(mask="added"), "Your mask is added to the scores as numbers (True is 1), which hides "
+     "nothing: fill the hidden scores, masked_fill(mask, -torch.inf)."),
+    (dict(mask="diagonal, nan to 0"), "Your mask hides the diagonal too, each token's own key, "
+     "so the first token sees no key (nan, which nan_to_num hides): hide only later tokens."),
+    (dict(mix="transposed"), "Each head mixes its values with its weights transposed: a query's "
+     "row of weights mixes them, attn_weights @ values."),
+    (dict(split="values viewed"), "Your values are one view straight to (b, num_heads, "
+     "num_tokens, head_dim), which mixes tokens and heads: split them as the keys, view by "
+     "token first, then .transpose(1, 2)."),
+    (dict(merge="averaged"), "Your heads' contexts are averaged, not placed side by side: "
+     ".transpose(1, 2), then view to (b, num_tokens, d_out), head 1's block first."),
+    (dict(first="folded"), "Your sequences attend to each other: the batch is folded into the "
+     "tokens (b * num_tokens), so later sequences see earlier ones. Keep b its own axis."),
+    (dict(out_proj="no bias"), "out_proj's bias is missing: call self.out_proj(context)."),
+    (dict(out_proj="residual"), "Your output adds the merged context to out_proj's (a "
+     "residual): the block that holds attention adds that; return self.out_proj(context)."),
     (dict(out_proj=False), "Your forward never applies out_proj to the merged context."),
     (dict(out_proj=2), "Your forward applies out_proj twice: once, to the merged context."),
     "split, scores, mask with -inf, softmax of scores / √head_dim over the keys, merge in head "
     "order, out_proj.")
-BELONGS = "Dropout belongs on the attention weights, after the softmax: self.dropout(attn_weights)."
-DROPS = {"scores": "scores, before the softmax", "masked": "masked scores: -inf × 0 is nan",
-         "values": "values, not weights",  # Recipe.dropout_at: where dropout went, in words
-         "context": "the context (weights @ values), not the weights", "output": "the output"}
-TRAINED = (  # in training mode: no dropout, dropout in another place, or twice
-    (dict(), "In training mode no attention weight is ever dropped. " + BELONGS),
-    *((dict(drop=True, dropout_at=at), f"Your dropout drops {what}. {BELONGS}")
-      for at, what in DROPS.items()),
-    (dict(drop="twice"), "Your dropout runs twice on the weights: once is enough."))
-STAGES = (  # where an unknown answer first differs, and the hint on that step
-    Step("the scores", 2, partial(at, "scores")),
-    Step("the attention weights (mask, scale, softmax)", 3, partial(at, "weights")),
-    Step("each head's context (weights @ values)", 2, partial(at, "context")),
-    Step("the merged context (head 1's columns first)", 2, partial(at, "merged")),
-    Step("the output (out_proj)", 3, partial(at, "output")))
 # fmt: on

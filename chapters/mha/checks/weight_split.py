@@ -2,7 +2,8 @@
 
 from ..starting import WeightSplitSkeleton
 from .practice import NOT_WRITTEN, Practice, checker
-from .split_mistakes import BELONGS, EARLY, MISTAKES, STAGES, TRAINED, split
+from .split_mistakes import MISTAKES, split
+from .split_stages import BELONGS, EARLY, STAGES, TRAINED
 
 # fmt: off
 #: (d_in, d_out, context_length, dropout, num_heads, qkv_bias, num_tokens): most mistakes show in
