@@ -1,4 +1,5 @@
-"""Dropout is checked where it acts, in chapters 5 and 6 (chapter 3's: test_check_weight_split).
+"""Dropout is checked where it acts, in chapters 5 and 6 (chapter 3's: test_check_weight_split),
+and dropout written by hand is read either way round, in chapters 3, 6 and 7.
 
 Each wrong class below is the book's own solution with dropout moved to one wrong place, or
 replaced by something that is not dropout; the check must say that it is not dropout of whole
