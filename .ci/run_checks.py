@@ -63,6 +63,7 @@ class Check:
     after: str = ""  # a check that must pass first
     slots: int = 1  # how many of the TEST_JOBS places it takes (its processes that compute at once)
     filler: bool = False  # runs under nice, so the long serial checks keep their pace
+    minutes: float = 0  # how long it may run (0: CHECK_MINUTES, see time_limit)
 
 
 CHECKS = (
@@ -128,18 +129,41 @@ def become_subreaper():
     return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def children():
-    """The pids of this process's living children (/proc), the orphans handed to it included."""
-    mine, pids = os.getpid(), []
+def parents():
+    """Each living process's parent, ``{pid: ppid}`` (/proc)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
             except OSError:  # it ended while we looked
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == mine:
-                pids.append(int(entry.name))
-    return pids
+            found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return found
+
+
+def children():
+    """The pids of this process's living children (/proc), the orphans handed to it included."""
+    mine = os.getpid()
+    return [pid for pid, parent in parents().items() if parent == mine]
+
+
+def descendants():
+    """The pids of every process below this one, in any session (a Jupyter kernel starts its
+    own): its children, theirs, and so on."""
+    tree, found, level = parents(), [], [os.getpid()]
+    while level:
+        level = [pid for pid, parent in tree.items() if parent in level]
+        found += level
+    return found
+
+
+def end_below(*_):
+    """SIGTERM every process below this one: the reaper's answer to the runner's SIGTERM (a
+    check over its time, or Ctrl-C), so a kernel in its own session ends with its check."""
+    for pid in descendants():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def reap(command):
@@ -150,6 +174,7 @@ def reap(command):
     still runs ``LINGER_SECONDS`` after the command ended is sent SIGTERM, then SIGKILL. Returns
     the command's exit code."""
     become_subreaper()
+    signal.signal(signal.SIGTERM, end_below)  # then waits, as ever, for what is left
     process = subprocess.Popen(command)
     deadline, signal_to_send = None, signal.SIGTERM
     while True:
@@ -170,18 +195,24 @@ def reap(command):
             time.sleep(0.05)
 
 
-def time_limit():
-    """How many seconds one check may run: ``CHECK_MINUTES`` (the environment's), in seconds."""
-    return float(os.environ.get("CHECK_MINUTES") or CHECK_MINUTES) * 60
+def time_limit(check):
+    """How many seconds ``check`` may run: its own ``minutes``, else ``CHECK_MINUTES`` (the
+    environment's, else the default), in seconds."""
+    return float(check.minutes or os.environ.get("CHECK_MINUTES") or CHECK_MINUTES) * 60
 
 
-def end_group(process, ended):
-    """End ``process``'s session, the reaper and all it started: SIGTERM, SIGKILL 5 s on."""
+def end_check(process, ended):
+    """End a check over its time: SIGTERM to its reaper, which ends all below it and waits for
+    them (LINGER_SECONDS, then SIGKILL); SIGKILL to its whole group if it has not ended in 30 s."""
     ended.set()
-    for signal_to_send in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal_to_send)
-        time.sleep(5)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGTERM)
+    for _ in range(300):
+        if process.poll() is not None:  # the worker's wait4 has it: nothing more to end
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def run(check):
@@ -208,7 +239,7 @@ def run(check):
         )
         RUNNING.add(process)
         ended = threading.Event()
-        limit = threading.Timer(time_limit(), end_group, (process, ended))
+        limit = threading.Timer(time_limit(check), end_check, (process, ended))
         limit.daemon = True
         limit.start()
         # wait4: the exit status and the CPU time of the process and every descendant it waited for
@@ -220,7 +251,7 @@ def run(check):
     seconds = time.perf_counter() - started
     if ended.is_set():
         with log.open("a") as out:
-            out.write(f"\nchecks: {check.name} ran over {minutes(time_limit())} and was ended\n")
+            out.write(f"\nchecks: {check.name} ran over {minutes(time_limit(check))}: ended\n")
     return Result(
         check,
         "TIMEOUT" if ended.is_set() else "pass" if process.returncode == 0 else "FAIL",
@@ -302,14 +333,20 @@ def main(argv):
     if unknown:
         sys.exit(f"checks: no check named {', '.join(sorted(unknown))}")
     checks = [c for c in CHECKS if not argv or c.name in argv]
+    try:
+        [time_limit(c) for c in checks]
+    except ValueError:
+        sys.exit(
+            f"checks: CHECK_MINUTES must be a number of minutes: {os.environ['CHECK_MINUTES']!r}"
+        )
     LOGS.mkdir(parents=True, exist_ok=True)
     started, busy_before = time.perf_counter(), machine_busy_seconds()
     try:
         results = schedule(checks)
     except KeyboardInterrupt:  # the checks run in groups of their own, which Ctrl-C misses
-        for process in list(RUNNING):
+        for process in list(RUNNING):  # each reaper ends all below it (end_below)
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
+                os.kill(process.pid, signal.SIGTERM)
         raise
     wall = time.perf_counter() - started
     print("\n" + table(results, wall))
