@@ -48,17 +48,21 @@ class Run:
         with torch.random.fork_rng(devices=[]), Watch(), torch.inference_mode(False):
             with torch.enable_grad():  # whatever the reader's cell has switched off
                 out = attempt(self.module.eval(), self.x + leaf)
+            if isinstance(out, Exception):  # .numpy() on a tensor that needs a gradient, say
+                return BACKWARD.format(error=describe_error(out), when="with gradients on")
+            if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                return NO_GRADIENT.format(cut="it carries no gradient")
             params = dict(self.module.named_parameters())
             grads = attempt(torch.autograd.grad, out.sum(), [leaf, *params.values()],
                             allow_unused=True)  # fmt: skip
-            if isinstance(out, torch.Tensor) and not out.requires_grad:
-                return NO_GRADIENT.format(cut="it carries no gradient")
-            if isinstance(out, torch.Tensor) and grads[0] is None:
+            if isinstance(grads, Exception):  # an in-place change of what backward needs
+                return BACKWARD.format(error=describe_error(grads), when="in its backward pass")
+            if grads[0] is None:
                 return NO_GRADIENT.format(cut="no gradient flows from it back to x")
             if cut := [n for n, g in zip(params, grads[1:]) if g is None]:
                 return NO_GRADIENT.format(
-                    cut=f"no gradient reaches {cut[0]} (what used it was "
-                    "detached, or kept from an earlier call)"
+                    cut=f"no gradient reaches {cut[0]} (unused, detached, "
+                    "used through .data or kept from an earlier call)"
                 )
             size = (2, self.kwargs.get("context_length", self.tokens), self.kwargs["d_in"])
             with torch.no_grad():  # x + 1 must give another output, x again the same one
@@ -103,6 +107,9 @@ UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the 
                 "axes swapped, one column per key: keys.transpose(2, 3).")  # fmt: skip
 NO_GRADIENT = ("Your output is right, but {cut}: training could not learn through it. Leave "
                "torch.no_grad(), inference_mode, .detach() and .data out of forward.")  # fmt: skip
+BACKWARD = ("Your output is right, but training could not learn through it: {when} it raised "
+            "{error}. Keep every step in torch (no .numpy()), and write new tensors rather than "
+            "change in place (masked_fill_, +=) one the gradient needs.")  # fmt: skip
 CHANGED = ("Your output is right once, but the same instance, called on (2, {size[1]}, {size[2]}) "
            "and then on x again, {what}: a forward must not change the module (self.mask = ...). "
            "Slice into a local variable.")  # fmt: skip
