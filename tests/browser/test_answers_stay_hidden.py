@@ -42,7 +42,14 @@ import re
 
 import pytest
 
-from .book_site import DESKTOP, PHONE, chapters, landing_page, wait_for_transitions
+from .book_site import (
+    DESKTOP,
+    PHONE,
+    chapters,
+    clear_site_data,
+    landing_page,
+    wait_for_transitions,
+)
 
 VIEWPORTS = [PHONE, DESKTOP]
 #: On a phone, how far below a closed reveal the text still counts as "in plain view" (CSS px).
@@ -282,6 +289,7 @@ def chapter_pages(reading_page, book_url):
         key = (chapter.name, viewport["width"])
         if key not in pages:
             page = reading_page(viewport, "light")
+            clear_site_data(page, book_url)  # as a first visit: no theme or guess stored
             page.goto(f"{book_url}/{chapter.url_path}")
             wait_for_transitions(page)
             _options_keep_their_lines(page)

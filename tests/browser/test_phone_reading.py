@@ -253,6 +253,7 @@ def first_chapter(reading_page, book_url):
         key = (viewport["width"], color_scheme)
         if key not in pages:
             pages[key] = reading_page(viewport, color_scheme)
+            clear_site_data(pages[key], book_url)  # as a first visit: no theme or guess stored
             pages[key].goto(f"{book_url}/{CHAPTERS[0].url_path}")
         return pages[key]
 
