@@ -66,32 +66,34 @@ class Visit:
 
 
 @pytest.fixture(scope="session")
-def reading_contexts(browser):
-    """The browser contexts that ``visit`` opens its pages in, one per viewport and colour scheme,
-    kept for the whole run. A page in a fresh context cost about 2 s of the machine's CPU here (a
-    new renderer and an empty HTTP cache: every stylesheet and script fetched and compiled
-    again); a new page in a warm context under 1 s, and the browser suite opens hundreds.
+def reading_page(browser):
+    """``reading_page(viewport, color_scheme)``: a new page at that size and colour scheme, in the
+    one browser context kept for the whole run, whatever the size and scheme. A page in a fresh
+    context cost about 2 s of the machine's CPU here (a new renderer and an empty HTTP cache:
+    every stylesheet and script fetched and compiled again); a new page in a warm context under
+    1 s, and the browser suite opens hundreds, at a dozen sizes in two schemes (a context for
+    each cost a cold start for each). The page's size and scheme are set before it loads
+    anything, as a context's own would be (``set_viewport_size``, ``emulate_media``).
 
-    Each context keeps one blank page open all along: a chapter page opened in a context with
+    The context keeps one blank page open all along: a chapter page opened in a context with
     another page open cost about 0.85 s of CPU, in a context with none 1.6 s (measured on
     Chromium 156, three chapters, all of its processes counted: both the browser process and the
     page's new renderer cost less; why, we did not establish)."""
-    contexts = {}
+    context = browser.new_context(viewport=DESKTOP, color_scheme="light")
+    context.new_page()  # kept open (about:blank), see above
 
-    def context_for(viewport, color_scheme):
-        key = (viewport["width"], viewport["height"], color_scheme)
-        if key not in contexts:
-            contexts[key] = browser.new_context(viewport=viewport, color_scheme=color_scheme)
-            contexts[key].new_page()  # kept open (about:blank), see above
-        return contexts[key]
+    def new_page(viewport, color_scheme):
+        page = context.new_page()
+        page.set_viewport_size(viewport)
+        page.emulate_media(color_scheme=color_scheme)
+        return page
 
-    yield context_for
-    for context in contexts.values():
-        context.close()
+    yield new_page
+    context.close()
 
 
 @pytest.fixture
-def visit(reading_contexts):
+def visit(reading_page):
     """``visit(url, viewport=DESKTOP, color_scheme="light", offline=False)``: open ``url`` in a new
     page, as a reader would meet it: the origin's stored data (the theme choice, guesses) is
     cleared first, so no test inherits another's. ``offline=True`` blocks, and records, every
@@ -111,14 +113,13 @@ def visit(reading_contexts):
         init_script=None,
         permissions=(),
     ):
-        context = reading_contexts(viewport, color_scheme)
-        page = context.new_page()
+        page = reading_page(viewport, color_scheme)
         opened.append(page)
         origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
         if origin.startswith("http"):
             clear_site_data(page, url)
         if permissions:
-            context.grant_permissions(list(permissions), origin=origin)
+            page.context.grant_permissions(list(permissions), origin=origin)
         if init_script:
             page.add_init_script(init_script)
         visit = Visit(page)

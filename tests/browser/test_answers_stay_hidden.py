@@ -42,7 +42,14 @@ import re
 
 import pytest
 
-from .book_site import DESKTOP, PHONE, chapters, landing_page, wait_for_transitions
+from .book_site import (
+    DESKTOP,
+    PHONE,
+    chapters,
+    clear_site_data,
+    landing_page,
+    wait_for_transitions,
+)
 
 VIEWPORTS = [PHONE, DESKTOP]
 #: On a phone, how far below a closed reveal the text still counts as "in plain view" (CSS px).
@@ -273,7 +280,7 @@ def _options_keep_their_lines(page):
 
 
 @pytest.fixture(scope="module")
-def chapter_pages(reading_contexts, book_url):
+def chapter_pages(reading_page, book_url):
     """``chapter_pages(chapter, viewport)``: the chapter's page at that width, loaded once for
     every test of this file (they read it, and the injected answers are taken out again)."""
     pages = {}
@@ -281,7 +288,8 @@ def chapter_pages(reading_contexts, book_url):
     def open_chapter(chapter, viewport):
         key = (chapter.name, viewport["width"])
         if key not in pages:
-            page = reading_contexts(viewport, "light").new_page()
+            page = reading_page(viewport, "light")
+            clear_site_data(page, book_url)  # as a first visit: no theme or guess stored
             page.goto(f"{book_url}/{chapter.url_path}")
             wait_for_transitions(page)
             _options_keep_their_lines(page)

@@ -293,6 +293,15 @@ def typed_rows(data):
 #: (test_a_guess_gets_pythons_verdict_opens_the_answer_and_is_counted) scrolled the phone's page
 #: to the button and back, and a role query for it named every element of the page first.
 CLEAR = "document.querySelector('button.mha-guess-clear').click()"
+#: A group's verdict as shown (its rendered text); then, if the verdict settled the guess (its
+#: text box disabled), the guess cleared as CLEAR does, for the next case.
+VERDICT_THEN_CLEAR = f"""group => {{
+    const [verdict, ...more] = group.querySelectorAll('.mha-guess-verdict');
+    if (!verdict || more.length) throw new Error(`${{more.length + !!verdict}} verdicts`);
+    const shown = verdict.innerText;
+    if (group.querySelector('input').disabled) {CLEAR};
+    return shown;
+}}"""
 
 
 def test_each_form_typed_in_a_chapters_box_gets_pythons_verdict(open_page):
@@ -310,14 +319,14 @@ def test_each_form_typed_in_a_chapters_box_gets_pythons_verdict(open_page):
                 box = group.get_by_role("textbox")
                 box.fill(case["prediction"])
                 box.press("Enter")
-                shown = group.locator(".mha-guess-verdict").inner_text()
+                # The verdict, and the guess cleared for the next where a verdict settled it
+                # (its box disabled): one call, not three (about 0.05 s of CPU a case).
+                shown = group.evaluate(VERDICT_THEN_CLEAR)
                 answer, reader = as_tuples(case["answer"]), READERS.get(case.get("reader"))
                 said = _verdict(case["prediction"], answer, reader)  # the format: the chapter's
                 said = re.sub(r"write it as .*", f"write it as {data['format']}.", said)
                 if shown != said:
                     problems.append(f"{chapter.name}: {case['prediction']!r} shows {shown!r}")
-                if box.is_disabled():  # a verdict settles the guess: clear it for the next
-                    page.evaluate(CLEAR)
                 typed += 1
     assert not problems, "\n".join(problems)
     assert typed >= 100 and not page.errors and not page.remote, (typed, page.errors)

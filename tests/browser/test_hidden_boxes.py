@@ -97,7 +97,7 @@ def drawn(where, content):
 
 
 @pytest.fixture(scope="module")
-def bare_page(reading_contexts):
+def bare_page(reading_page):
     """``bare_page(viewport)``: one blank page per width for the tests of this file that write
     their whole document into it (``set_content`` replaces what the last one left): a new page
     for each cost about 0.2 s of CPU more, 24 times."""
@@ -105,7 +105,7 @@ def bare_page(reading_contexts):
 
     def at(viewport):
         if viewport["width"] not in pages:
-            pages[viewport["width"]] = reading_contexts(viewport, "light").new_page()
+            pages[viewport["width"]] = reading_page(viewport, "light")
         return pages[viewport["width"]]
 
     yield at

@@ -139,7 +139,7 @@ def read_chapter(page, chapter, viewport, blocked):
 
 
 @pytest.fixture(scope="module")
-def readings(reading_contexts, book_url):
+def readings(reading_page, book_url):
     """``readings(viewport)``: {chapter name: Reading} at that width, each chapter loaded once
     per width for every test of this file that reads the whole book (and the checks of other
     files that read the same page); at 1280 px every request off this machine is blocked."""
@@ -150,7 +150,7 @@ def readings(reading_contexts, book_url):
         if width not in done:
             done[width] = {}
             for chapter in CHAPTERS:
-                page = reading_contexts(viewport, "light").new_page()
+                page = reading_page(viewport, "light")
                 blocked = []  # (resource type, url) of each request off this machine
 
                 def stay_local(route, request, blocked=blocked):
@@ -242,7 +242,7 @@ def add_printed_output(page, text):
 
 
 @pytest.fixture(scope="module")
-def first_chapter(reading_contexts, book_url):
+def first_chapter(reading_page, book_url):
     """``first_chapter(viewport, color_scheme="light")``: chapter 1's page at that width and in
     that scheme, one for the tests of this file that add printed outputs to its end and measure
     them (each finds its own: what another added does not change its verdict); a load for each
@@ -252,7 +252,8 @@ def first_chapter(reading_contexts, book_url):
     def at(viewport, color_scheme="light"):
         key = (viewport["width"], color_scheme)
         if key not in pages:
-            pages[key] = reading_contexts(viewport, color_scheme).new_page()
+            pages[key] = reading_page(viewport, color_scheme)
+            clear_site_data(pages[key], book_url)  # as a first visit: no theme or guess stored
             pages[key].goto(f"{book_url}/{CHAPTERS[0].url_path}")
         return pages[key]
 

@@ -12,7 +12,14 @@ import pytest
 from PIL import Image, ImageChops
 from pypdf import PdfReader
 
-from .book_site import PHONE, chapters, open_every_toggle, wait_for_transitions
+from .book_site import (
+    DESKTOP,
+    PHONE,
+    chapters,
+    clear_site_data,
+    open_every_toggle,
+    wait_for_transitions,
+)
 
 CHAPTERS = chapters()
 MIN_TAP_PX = 44
@@ -33,10 +40,13 @@ def phone_page(browser):
 
 
 @pytest.fixture(scope="module")
-def desktop_page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
-    yield context.new_page()
-    context.close()
+def desktop_page(reading_page, book_url):
+    """A page at 1280 px in the dark scheme, in the run's one context (conftest.py; a context of
+    its own started cold), with nothing an earlier page stored at the book's origin."""
+    page = reading_page(DESKTOP, "dark")
+    clear_site_data(page, book_url)
+    yield page
+    page.close()
 
 
 def toggle_names(page):
@@ -233,8 +243,8 @@ def test_a_printed_chapter_is_an_answer_key(desktop_page, book_url):
     try:
         # print.js opens every toggle when the print medium starts; on a busy machine that can
         # take longer than any fixed pause, so wait for the page itself to say it is done.
-        page.wait_for_function(
-            "!document.querySelector('article details:not([open])')", timeout=10_000
+        page.wait_for_function(  # asked every 100 ms, not every frame (see test_live_code.py)
+            "!document.querySelector('article details:not([open])')", polling=100, timeout=10_000
         )
         wait_for_transitions(page)
         code_shown, code_blocks = page.evaluate(CODE_SHOWN_IN_PRINT)

@@ -19,6 +19,7 @@ then its one-click check of every hidden box, then ``phone_open_problems``): a l
 chapter fewer at each width.
 """
 
+import base64
 from pathlib import PurePosixPath
 
 import pytest
@@ -58,12 +59,40 @@ def phone_closed_problems(page, name):
     ]
 
 
+def save_whole_page(page, path):
+    """Saves the whole page as a PNG, as ``page.screenshot(path=path, full_page=True)`` does,
+    with Chromium's faster PNG encoding (a larger file of the same pixels): a chapter open at
+    390 px is about 38,000 px tall, and Playwright's encoding of it took about 1.1 s of CPU,
+    this 0.7 s."""
+    session = page.context.new_cdp_session(page)
+    try:
+        size = session.send("Page.getLayoutMetrics")["cssContentSize"]
+        shot = session.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "optimizeForSpeed": True,
+                "captureBeyondViewport": True,
+                "clip": {
+                    "x": 0,
+                    "y": 0,
+                    "width": size["width"],
+                    "height": size["height"],
+                    "scale": 1,
+                },
+            },
+        )
+    finally:
+        session.detach()
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
 def phone_open_problems(page, name):
     """Then with every toggle open (``axe_problems`` opens them): what axe finds, the whole page
     saved as ``NAME-phone-open.png``, its fit to the screen, and every figure's smallest text and
     sharpness."""
     problems = [f"phone, axe: {p}" for p in axe_problems(page, "open")]
-    page.screenshot(path=SCREENSHOTS / f"{name}-phone-open.png", full_page=True)
+    save_whole_page(page, SCREENSHOTS / f"{name}-phone-open.png")
     return problems + [
         f"phone, answers open: {p}"
         for p in horizontal_overflow_problems(page)
