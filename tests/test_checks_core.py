@@ -162,6 +162,9 @@ def spoiled(cls, how):
             with mock.patch.object(F, "linear", linear):
                 return cls.forward(self, x)
         x = x.view(2, *x.shape[1:]) if how == "batch" else x  # b = 2, in the code
+        if how == "inplace":  # exp's saved output changed: the backward pass raises
+            (y := x.exp()).mul_(1.0)
+            x = y.log()
         if how == "kept" and not (self.training or torch.is_grad_enabled()):  # each shape's first
             return self.__dict__.setdefault("kept", {}).setdefault(x.shape, cls.forward(self, x))
         with torch.no_grad() if how == "no_grad" else contextlib.nullcontext():
@@ -179,7 +182,7 @@ def spoiled(cls, how):
         ("wrapper", "kept", "gave x's output again"), ("gqa", "kept", "output again for x + 1"),
         ("gqa", "shrunk", "changed self.mask (a slice assigned"), ("gqa", "input", "back to x"),
         ("gqa", "written", "changed self.mask"), ("wrapper", "batch", "batch size is in the code"),
-        ("gqa", "data", "no gradient reaches W_query.weight"),
+        ("gqa", "data", "no gradient reaches W_query.weight"), ("gqa", "inplace", "backward pass"),
         ("wrapper", "data", "no gradient reaches heads.0.W_query.weight"),
     ],
 )  # fmt: skip
