@@ -178,10 +178,11 @@ def solution_and_check(chapter):
 KEEPS = {  # keep(p, t), and the words the feedback must contain (None: it passes)
     "rand_like >= p": (lambda p, t: torch.rand_like(t) >= p, None),
     "rand < 1 - p": (lambda p, t: torch.rand(t.shape) < 1 - p, None),
-    "p < uniform_": (lambda p, t: p < torch.empty_like(t).uniform_(), None),
+    "p < uniform_(0, 1)": (lambda p, t: p < torch.empty_like(t).uniform_(0, 1), None),
+    "floor(rand_like + 1 - p)": (lambda p, t: torch.floor(torch.rand_like(t) + 1 - p), None),
     "bernoulli(1 - p)": (lambda p, t: torch.bernoulli(torch.full_like(t, 1 - p)), None),
     "1 - bernoulli_(p)": (lambda p, t: 1 - torch.empty_like(t).bernoulli_(p), None),
-    "keeps with chance p": (lambda p, t: torch.rand_like(t) < p, "ropout"),  # p: 0.25
+    "keeps with chance p": (lambda p, t: torch.rand_like(t) < p, "with chance p, not 1 - p"),
 }
 
 

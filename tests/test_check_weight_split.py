@@ -35,7 +35,7 @@ OUT, SPLIT = "self.out_proj(context)", ".view(by_head).transpose(1, 2)"
 DROP, SOFT = "self.dropout(torch.softmax(scaled, dim=-1))", "torch.softmax(scaled, dim=-1)"
 NO_BIAS = [e for n in ("query", "key", "value")  # each layer as x @ W.weight.T: its bias left out
            for e in (f"self.W_{n}(x)", f"(x @ self.W_{n}.weight.T)")]
-MOVED = (DROP, SOFT)  # dropout taken off the weights, to go elsewhere
+MOVED, MIX = (DROP, SOFT), "attn_weights @ values"  # MOVED: dropout off the weights, elsewhere
 BY_HAND = lambda scale: (DROP, SOFT + "\n        if self.training and self.dropout.p > 0:\n"  # noqa: E731
                          "            kept = torch.rand_like(attn_weights) >= self.dropout.p\n"
                          f"            attn_weights = attn_weights * kept{scale}")  # scaled how
@@ -71,7 +71,7 @@ CASES = [  # (answer, passes, words)
     (E("queries @ keys.transpose(2, 3)", "keys @ queries.transpose(2, 3)"), False, "keys @ quer"),
     (E("keys.transpose(2, 3)", "keys.transpose(1, 2)"), False, "keys.transpose(2, 3)"),
     (E("keys.transpose(2, 3)", "keys.transpose(1, 3)"), False, "(1 and 2, or 1 and 3)"),
-    (E("keys.transpose(2, 3)", "keys"), False, "last two"), (E(*NO_BIAS), False, "the biases"),
+    (E("keys.transpose(2, 3)", "keys"), False, "keys' last two"), (E(*NO_BIAS), False, "biases"),
     (E("self.num_heads, self.head_dim)", "3, self.d_out // 3)"), False, "as if it had 3 heads"),
     (E("self.W_query(x)", "(x @ self.W_query.weight)"), False, "x @ weight.T + bias"),
     (E(SPLIT, ".view(b, self.num_heads, num_tokens, -1)"), False, "mixes tokens and heads"),
@@ -80,13 +80,13 @@ CASES = [  # (answer, passes, words)
     (E(SPLIT, ".transpose(1, 2).reshape(b, self.num_heads, num_tokens, -1)"), False, "a transpose"),
     (E("self.W_value(x)" + SPLIT, "self.W_value(x).view(b, self.num_heads, num_tokens, -1)"),
      False, "Your values are one view"),
-    (E(SCALE, "x.shape[-1]**0.5"), False, "√d_in"), (E(SCALE, "1"), False, "not scaled by √he"),
-    (E(SCALE, "self.d_out**0.5"), False, "√d_out"), (E(SCALE, "self.num_heads**0.5"), False, "√n"),
+    (E(SCALE, "x.shape[-1]**0.5"), False, "√d_in"), (E(SCALE, "self.d_out**.5"), False, "√d_out"),
+    (E(SCALE, "1"), False, "not scaled by √he"), (E(SCALE, "self.num_heads**.5"), False, "√num_h"),
     (E(SCALE, "self.head_dim"), False, "divided by head_dim"), (E(SCALE, "num_tokens**0.5"), False,
      "√num_tokens"), (E(SCALE, "self.head_dim**0.25"), False, "√√head_dim"),
     (E(f"/ {SCALE}", f"* {SCALE}"), False, "multiplied by √head_dim"),
     (E(SCALE, "(self.head_dim**1/2)"), False, "by head_dim /"),
-    (E(SCALE, "self.head_dim**1/2"), False, "by 2 head_"), (E("-torch.inf)", "0.0)"), False, "0 i"),
+    (E(SCALE, "self.head_dim**1/2"), False, "by 2 head_d"), (E("torch.inf)", "0)"), False, "0 in"),
     (E(SCALE, f"{SCALE} * 3"), False, "first differ at the attention weights"),
     (E(f" / {SCALE}", "", SOFT, f"{SOFT} / {SCALE}"), False, "after the softmax"),
     (E("attn_scores.masked_fill(future, -torch.inf)", "attn_scores"), False, "no causal mask"),
@@ -122,8 +122,8 @@ CASES = [  # (answer, passes, words)
      "drops scores, before the softmax"),
     (E(*MOVED, "scaled = attn_scores", "scaled = self.dropout(attn_scores)"), False, "-inf × 0"),
     (E(DROP, f"self.dropout({DROP})"), False, "runs twice"),
-    (E(*MOVED, "(attn_weights @ values)", "self.dropout(attn_weights @ values)"), False, "context"),
-    (E(*MOVED, "(attn_weights @ values)", "(attn_weights @ self.dropout(values))"), False, "value"),
+    (E(*MOVED, MIX, "self.dropout(attn_weights @ values)"), False, "drops the context"),
+    (E(*MOVED, MIX, "attn_weights @ self.dropout(values)"), False, "drops values"),
     (E(*MOVED, f"return {OUT}", f"return self.dropout({OUT})"), False, "drops the output"),
     (E(*BY_HAND("")), False, "does not scale the kept weights"),
     (E(*BY_HAND(" / self.dropout.p")), False, "by 1 / p"),

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from .practice import NOT_WEIGHTS
 from .reference import MERGES, PROJECTIONS, SPLITS, Recipe, attend, project
-from .watch import dropped
+from .watch import dropped, mask_for
 
 # fmt: off
 MERGES = MERGES | {"flat": lambda c: c.flatten(2),  # and (b, T, H, hd) → (b, T, d_out)
@@ -15,7 +15,8 @@ MERGES = MERGES | {"flat": lambda c: c.flatten(2),  # and (b, T, H, hd) → (b, 
 PLACES = {False: "nothing", "values": "the values", "heads": "the context (a head's or merged)",
           "context": "the context", "output": "the output", "input": "the input x",
           "twice": "the weights, then the context again", "double": "the weights twice",
-          "masked": "the masked scores (-inf × 0 is nan)"}  # dropout's wrong places
+          "masked": "the masked scores (-inf × 0 is nan)",  # dropout's wrong places
+          "inverted": "the weights it should keep: it keeps one with chance p, not 1 - p"}
 BIAS = ("Right without biases, wrong with qkv_bias=True: x @ W.weight.T leaves out the bias. "
         "Call the layers: self.{layer}(x).")
 OUT = ((dict(out=False), "Your forward never applies self.out_proj after merging the heads."),
@@ -37,7 +38,8 @@ def finish(r, q, k, v, drop=False, merge="blocks", out=True, kernel=False, **cha
         return dropped(t, r.p) if drop == place or (drop, place) == ("twice", "heads") else t
 
     once = partial(dropped, p=r.p)
-    dropout = {True: once, "twice": once, "masked": once, "double": lambda t: once(once(t))}
+    dropout = {True: once, "twice": once, "masked": once, "double": lambda t: once(once(t)),
+               "inverted": lambda t: t * mask_for(t, r.p, r.p) / (1 - r.p)}  # kept by chance p
     where = {"dropout_at": "masked"} if drop == "masked" else {}
     recipe = Recipe(dropout=dropout.get(drop), **where | changes)
     context = attend(q, k, at("values", v), recipe)

@@ -17,8 +17,8 @@ PRAISE = "Your absorbed pass equals forward's output, and it formed no keys and 
 HINTS = {"absorbed queries": 1, "scores": 2, "weights": 2, "combined latents": 2, "output": 3}
 #: d_in, d_out, heads, latent_dim, tokens, context_length, qkv_bias, seed, dropout, training.
 CONFIGS = ((5, 12, 3, 6, 5, 5, False, 1, 0.0, False),
-           (4, 8, 4, 3, 4, 6, True, 2, 0.5, False),  # eval with dropout; x shorter than the mask
-           (6, 12, 4, 5, 5, 5, False, 3, 0.5, True))  # fmt: skip
+           (4, 8, 4, 3, 4, 6, True, 2, 0.25, False),  # eval with dropout; x shorter than the mask
+           (6, 12, 4, 5, 5, 5, False, 3, 0.25, True))  # fmt: skip  # p ≠ 0.5: see watch.mask_for
 CALLS = {  # what a function that runs these, which do the work for it, is told
     "LatentAttention.absorbed": "calls module.absorbed, the book's own method.",
     "LatentAttention.forward": "calls module(x), the book's forward.",
@@ -77,7 +77,8 @@ def check_absorbed(answer):
         calls.extend([*w.appeared, *both])  # "keys", "values"
         return outputs[-1]
 
-    with torch.random.fork_rng(devices=[]), torch.no_grad(), Watch(), book_calls() as calls:
+    watch = Watch(p=CONFIGS[-1][8])  # the training configuration's dropout, by hand too
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), watch, book_calls() as calls:
         setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
         mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
         catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)

@@ -3,7 +3,7 @@
 import itertools
 
 from .reference import CORRECT, PROJECTIONS, split_attention
-from .watch import dropped, kept
+from .watch import dropped, kept, mask_for
 
 
 def split(r, num_heads=None, drop=False, steps=None, **changes):
@@ -14,6 +14,7 @@ def split(r, num_heads=None, drop=False, steps=None, **changes):
         True: once,
         "twice": lambda t: once(once(t)),
         "unscaled": lambda t: t * kept(t),
+        "inverted": lambda t: t * mask_for(t, r.p, r.p) / (1 - r.p),  # kept with chance p
         "over p": lambda t: t * kept(t) / r.p,
         "renormalised": lambda t: once(t) / once(t).sum(-1, keepdim=True),
     }.get(drop, lambda t: dropped(t, drop))  # a number: dropout at that rate, not p

@@ -50,6 +50,8 @@ TRAINED = (  # in training mode: no dropout, dropout in another place, or twice
     (dict(drop="twice"), "Your dropout runs twice on the weights: once is enough."),
     (dict(drop="unscaled"), "Your dropout does not scale the kept weights by 1 / (1 - p), as "
      "self.dropout does: each weight keeps its expected value only then."),
+    (dict(drop="inverted"), "Your dropout keeps a weight with chance p, not 1 - p: keep where "
+     "rand >= p, or use self.dropout."),
     (dict(drop="over p"), "Your dropout scales the kept weights by 1 / p: by 1 / (1 - p), one "
      "over the chance of keeping a weight, as self.dropout does."),
     (dict(drop="renormalised"), "Your weights are divided by their sum after dropout: its 1 / "

@@ -71,6 +71,8 @@ TABLE = """
 - drop none: In training mode your output has no dropout: self.dropout(weights) @ v.
 - drop sum: Your dropout reaches the running sum: drop only the weights going into out.
 - drop twice: Your dropout is applied twice: once, to the weights going into out.
+- drop kept by chance p: Your dropout keeps a weight with chance p, not 1 - p: keep where
+  rand >= p.
 - drop values | drop block output | drop out | drop context: Your dropout drops single
   numbers of v or of an output: drop whole weights, self.dropout(weights) @ v.
 - drop scores | drop masked scores: Your dropout is on the scores: drop the weights after exp.

@@ -3,7 +3,7 @@
 
 import torch
 
-from .watch import dropped
+from .watch import dropped, mask_for
 
 PER_BLOCK = ("softmax per block averaged", "softmax per block added")  # no running maximum
 
@@ -17,6 +17,8 @@ def online(m, x, mistake="", training=False, stages=None):
     place = mistake.removeprefix("drop ") if mistake.startswith("drop ") else "weights"
 
     def drop(t, *where):  # t, dropped if this mistake puts dropout at one of where
+        if place == "kept by chance p" and "weights" in where and training:  # kept by chance p
+            return t * mask_for(t, p, p) / (1 - p)
         return dropped(t, p) if place in where else t
 
     def bug(right, **wrong):  # what ``mistake`` (its words joined by _) makes of ``right``

@@ -9,8 +9,11 @@ KERNEL, LAYERS = F.scaled_dot_product_attention, (F.multi_head_attention_forward
 
 
 def kept(t):
-    """The check's dropout mask for ``t``: every other entry of its last two axes, whatever p."""
-    return (torch.arange(t.shape[-2])[:, None] + torch.arange(t.shape[-1])) % 2 == 0
+    """The check's dropout mask for ``t``: every other entry of its last two axes, whatever p (a
+    tensor of fewer axes: of its one row)."""
+    rows, cols = t.shape[-2:] if t.dim() > 1 else (1, t.numel())
+    mask = (torch.arange(rows)[:, None] + torch.arange(cols)) % 2 == 0
+    return mask if t.dim() > 1 else mask.reshape(t.shape)
 
 
 def dropped(t, p):
@@ -33,7 +36,19 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 #: The comparisons of a random draw a hand-written dropout makes: "u < c" is true with chance c.
 BELOW, ABOVE = {"lt", "le", "less", "less_equal"}, {"gt", "ge", "greater", "greater_equal"}
-DRAWS = {"size", "dtype", "device", "generator", "layout", "requires_grad"}  # a draw's options
+DRAWS = {
+    "size",
+    "dtype",
+    "device",
+    "generator",
+    "layout",
+    "requires_grad",
+    "memory_format",
+    "pin_memory",
+}  # a draw's options, none of which changes its numbers
+#: The check's uniform draw: just below 1 where :func:`kept`, just above 0 elsewhere, so what a
+#: reader computes from it (u - p > 0, floor(u + 1 - p)) reads as a real draw would, p = 0 too.
+HIGH, LOW = 1 - 2**-8, 2**-8
 
 
 def chance(value):
@@ -71,9 +86,16 @@ class Watch(TorchFunctionMode):
             if func in (F.dropout, torch.dropout):
                 self.seen.add("dropout")
                 return _dropout(*args, **kwargs)
-            uniform = name in ("rand_like", "rand") or name == "uniform_" and len(args) == 1
-            if uniform and not kwargs.keys() - DRAWS or "bernoulli" in name:
-                return self.drawn(name, args, kwargs)  # not nn.init's uniform_(-bound, bound)
+            if name == "uniform_":  # of [0, 1), not nn.init's uniform_(-bound, bound)
+                bounds = [*args[1:3], kwargs.get("from", 0), kwargs.get("to", 1)][:2]
+                name = "uniform_" if [float(b) for b in bounds] == [0, 1] else "an init"
+            options = kwargs.keys() - {"from", "to"} if name == "uniform_" else kwargs.keys()
+            if (
+                name in ("rand_like", "rand", "uniform_")
+                and not options - DRAWS
+                or "bernoulli" in name
+            ):
+                return self.drawn(name, args, kwargs)
             drawn, name = [a for a in args[:2] if id(a) in self.draws], name.strip("_")  # __lt__
             if name in BELOW | ABOVE and len(args) == 2 and drawn:  # u < c, c > u, u >= c, ...
                 first, c = args[0] is drawn[0], chance(args[args[0] is drawn[0]])
@@ -89,8 +111,9 @@ class Watch(TorchFunctionMode):
             raise
 
     def drawn(self, name, args, kwargs):
-        """A random draw, as the check makes it: uniform numbers 1 where :func:`kept`, else 0 (a
-        comparison with p then reads them as a mask), or a Bernoulli mask of its chance."""
+        """A random draw, as the check makes it: uniform numbers, :data:`HIGH` where :func:`kept`
+        and :data:`LOW` elsewhere (a comparison with p reads them as a mask), or a Bernoulli
+        mask of its chance."""
         self.seen.add("dropout")
         if name == "rand":
             size = args[0] if len(args) == 1 and not isinstance(args[0], int) else args
@@ -101,7 +124,7 @@ class Watch(TorchFunctionMode):
             given = kwargs.get("p", args[1] if len(args) > 1 else 0.5 if name[-1] == "_" else like)
             draw = mask_for(like, chance(given), self.p).to(like.dtype)
         else:
-            draw = kept(like).expand(like.shape).to(like.dtype)
+            draw = torch.where(kept(like).expand(like.shape), HIGH, LOW).to(like.dtype)
         draw = like.copy_(draw) if name.endswith("_") else draw  # in place, as the reader asked
         self.draws[id(draw)] = draw
         return draw
