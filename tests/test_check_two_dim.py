@@ -58,8 +58,9 @@ def edited(edit):
 
 
 OUT_PROJ = nn.Linear(4, 2)  # a learned mix after torch.cat, as chapter 3 adds
-KEPT = lambda s, x: s.__dict__.setdefault("kept", W.forward(s, x))  # noqa: E731  the first output
 # fmt: off
+KEPT = lambda s, x: (W.forward(s, x) if torch.is_grad_enabled()  # noqa: E731  without gradients,
+                     else s.__dict__.setdefault("kept", W.forward(s, x)))  # the first output
 CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWO, lambda: solution(two_dim_output), True, "2 × 1"),
     (TWELVE, lambda: solution(twelve_wide_output), True, "4 × 3"),
@@ -109,8 +110,7 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
     (TWO, lambda: joining(lambda outs: torch.stack(outs).mean(0), d_out=2), False, "You averaged"),
     (TWO, lambda: joining(lambda outs: CAT(outs[::-1], -1)), False, "reverse order"),
     (TWELVE, lambda: joining(lambda o: CAT([o[1], o[0], *o[2:]], -1), 3, 4), False, "head order"),
-    (TWELVE, lambda: joining(lambda outs: torch.stack(outs, -1).flatten(-2), 3, 4), False,
-     "columns are interleaved"),
+    (TWELVE, lambda: joining(lambda o: torch.stack(o, -1).flatten(-2), 3, 4), False, "interleav"),
     (TWO, lambda: edited(lambda w: [h.mask.zero_() for h in w.heads]), False,
      "causal mask was removed"),
     (TWO, lambda: heads_scoring(1, mask=False), False, "when a later token does"),
@@ -128,7 +128,7 @@ CASES = [  # (check, answer, passes?, words its feedback must contain)
      False, "mixes the heads' values after torch.cat"),
     (TWO, lambda: heads_scoring(2, cut=slice(0, 1)), False, "Head 1's columns"),
     (TWO, lambda: edited(lambda w: setattr(w.heads[1], "W_query", w.heads[0].W_query)), False,
-     "shared layers"), (TWO, lambda: altered(KEPT), False, "output again for another input"),
+     "shared layers"), (TWO, lambda: altered(KEPT), False, "x's output again for x + 1"),
     (TWO, lambda: altered(lambda s, x: CAT([h(x[:1]) for h in s.heads], -1).expand(2, -1, -1)),
      False, "x[0], the first sequence"),
     (TWO, lambda: altered(lambda s, x: W.forward(s, x).detach()), False, "carries no gradient"),

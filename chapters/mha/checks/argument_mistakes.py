@@ -54,10 +54,7 @@ MISTAKES = (
             "(a projection such as chapter 3's out_proj): every column blends heads. This wrapper "
             "has none: set d_out instead.", lambda a: a.mixed()),
     NO_OUTPUT,  # not a tensor, or another shape the mistakes above do not explain
-    Mistake("output kept", "Your wrapper gives x's output again for another input: keep the "
-            "class's forward as it is.", lambda a: a.joined() and a.kept()),
-    Mistake("no gradient", "Your wrapper's output carries no gradient back to x: training could "
-            "not learn through it. Keep the class's forward as it is.", lambda a: a.cut()),
+    Mistake("gradient or state", "{after}", lambda a: a.joined() and a.after),  # runs' words
     Mistake("wrong width", "Your context vectors are {width}-dimensional, not {t.width}: d_out "
             "is each head's width, so num_heads × d_out = {num_heads} × {head_width} = {width}. "
             "How many values must each of the {t.heads} heads give? {t.exercise}.hint(1) starts "

@@ -1,6 +1,7 @@
 """Chapter 2's catalogue for both exercises: the reader's wrapper run with its heads watched."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -8,6 +9,7 @@ from .argument_mistakes import MISTAKES
 from .core import CheckResult, attempt, evaluating, fill, first_mistake, kind_of
 from .joins import Heads
 from .reference import PROJECTIONS, same
+from .runs import afterwards
 
 #: The chapter's batch: two sequences of six tokens three values wide.
 PROBE = torch.rand((2, 6, 3), generator=torch.Generator().manual_seed(2024))  # (b, tokens, d_in)
@@ -63,18 +65,10 @@ class Attempt(Heads):
             moved = attempt(self.module, later)
         return torch.is_tensor(self.output) and not same(moved[:, :-1], self.output[:, :-1])
 
-    def cut(self):
-        """The output, right or not, carries no gradient back to the input."""
-        x = PROBE.clone().requires_grad_()  # (b, tokens, d_in)
-        with torch.random.fork_rng(devices=[]), torch.enable_grad():
-            out = attempt(self.module.eval(), x)
-            grad = attempt(lambda: torch.autograd.grad(out.sum(), x, allow_unused=True)[0])
-        return torch.is_tensor(out) and (not out.requires_grad or grad is None)
-
-    def kept(self):
-        """Another input gives the output for :data:`PROBE` again."""
-        with torch.random.fork_rng(devices=[]), evaluating(self.module):
-            return same(attempt(self.module, PROBE + 1), self.output)
+    @cached_property
+    def after(self):
+        """:func:`.runs.afterwards`: a gradient back to x, and nothing kept between calls."""
+        return afterwards(self.module, PROBE, self.output, (2, self.context_length, self.d_in))
 
     def columns_kept(self):
         """Every column of the output is one of the heads', fewer than they make."""

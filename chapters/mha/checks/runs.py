@@ -42,36 +42,9 @@ class Run:
             return self.module.train(seed is not None)(self.x)
 
     def afterwards(self):
-        """What is wrong once every output is right, or None: no gradient back to the input, or
-        state kept between calls (x again, after the longest input the module takes and another)."""
-        leaf = torch.zeros((), requires_grad=True)  # x + leaf: a gradient reaches leaf through x
-        with torch.random.fork_rng(devices=[]), Watch(), torch.inference_mode(False):
-            with torch.enable_grad():  # whatever the reader's cell has switched off
-                out = attempt(self.module.eval(), self.x + leaf)
-            if isinstance(out, Exception):  # .numpy() on a tensor that needs a gradient, say
-                return BACKWARD.format(error=describe_error(out), when="with gradients on")
-            if not isinstance(out, torch.Tensor) or not out.requires_grad:
-                return NO_GRADIENT.format(cut="it carries no gradient")
-            params = dict(self.module.named_parameters())
-            grads = attempt(torch.autograd.grad, out.sum(), [leaf, *params.values()],
-                            allow_unused=True)  # fmt: skip
-            if isinstance(grads, Exception):  # an in-place change of what backward needs
-                return BACKWARD.format(error=describe_error(grads), when="in its backward pass")
-            if grads[0] is None:
-                return NO_GRADIENT.format(cut="no gradient flows from it back to x")
-            if cut := [n for n, g in zip(params, grads[1:]) if g is None]:
-                return NO_GRADIENT.format(
-                    cut=f"no gradient reaches {cut[0]} (unused, detached, "
-                    "used through .data or kept from an earlier call)"
-                )
-            size = (2, self.kwargs.get("context_length", self.tokens), self.kwargs["d_in"])
-            with torch.no_grad():  # x + 1 must give another output, x again the same one
-                calls = (torch.randn(size), self.x + 1, self.x)
-                outs = attempt(lambda: [self.module(t) for t in calls])
-        if isinstance(outs, Exception) or not same(outs[2], self.output):
-            what = f"raised {describe_error(outs)}" if isinstance(outs, Exception) else "changed"
-            return CHANGED.format(size=size, what=what)
-        return KEPT if same(outs[1], self.output) else None
+        """:func:`afterwards` on this run, its longest input as long as the module's mask."""
+        size = (2, self.kwargs.get("context_length", self.tokens), self.kwargs["d_in"])
+        return afterwards(self.module, self.x, self.output, size)
 
     def facts(self):
         """What messages quote: the arguments, the call that failed, the output's right shape."""
@@ -80,6 +53,40 @@ class Run:
         b, want = len(self.x), (len(self.x), self.tokens, self.kwargs["d_out"])
         return dict(self.kwargs, T=self.tokens, want=want, raised=raised, error=self.error_text,
                     op=op, shapes=shapes, call=self.call, run=self, b=b)  # fmt: skip
+
+
+def afterwards(module, x, output, size):
+    """What is wrong with ``module`` once its ``output`` on ``x`` is right, or None: no gradient
+    back to the input, or state kept between calls (x again, after inputs of ``size``, x + 1)."""
+    leaf = torch.zeros((), requires_grad=True)  # x + leaf: a gradient reaches leaf through x
+    with torch.random.fork_rng(devices=[]), Watch(), torch.inference_mode(False):
+        with torch.enable_grad():  # whatever the reader's cell has switched off
+            out = attempt(module.eval(), x + leaf)
+        if isinstance(out, Exception):  # .numpy() on a tensor that needs a gradient, say
+            return BACKWARD.format(error=describe_error(out), when="with gradients on")
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            return NO_GRADIENT.format(
+                cut="it carries no gradient (or is one kept from a call without one)"
+            )
+        params = dict(module.named_parameters())
+        grads = attempt(torch.autograd.grad, out.sum(), [leaf, *params.values()],
+                        allow_unused=True)  # fmt: skip
+        if isinstance(grads, Exception):  # an in-place change of what backward needs
+            return BACKWARD.format(error=describe_error(grads), when="in its backward pass")
+        if grads[0] is None:
+            return NO_GRADIENT.format(cut="no gradient flows from it back to x")
+        if cut := [n for n, g in zip(params, grads[1:]) if g is None]:
+            return NO_GRADIENT.format(
+                cut=f"no gradient reaches {cut[0]} (unused, detached, "
+                "used through .data or kept from an earlier call)"
+            )
+        with torch.no_grad():  # x + 1 must give another output, x again the same one
+            calls = (torch.randn(size), x + 1, x)
+            outs = attempt(lambda: [module(t) for t in calls])
+    if isinstance(outs, Exception) or not same(outs[2], output):
+        what = f"raised {describe_error(outs)}" if isinstance(outs, Exception) else "changed"
+        return CHANGED.format(size=size, what=what)
+    return KEPT if same(outs[1], output) else None
 
 
 def keys_swapped(f):
