@@ -86,15 +86,7 @@ class Watch(TorchFunctionMode):
             if func in (F.dropout, torch.dropout):
                 self.seen.add("dropout")
                 return _dropout(*args, **kwargs)
-            if name == "uniform_":  # of [0, 1), not nn.init's uniform_(-bound, bound)
-                bounds = [*args[1:3], kwargs.get("from", 0), kwargs.get("to", 1)][:2]
-                name = "uniform_" if [float(b) for b in bounds] == [0, 1] else "an init"
-            options = kwargs.keys() - {"from", "to"} if name == "uniform_" else kwargs.keys()
-            if (
-                name in ("rand_like", "rand", "uniform_")
-                and not options - DRAWS
-                or "bernoulli" in name
-            ):
+            if self.is_draw(name, args, kwargs):
                 return self.drawn(name, args, kwargs)
             drawn, name = [a for a in args[:2] if id(a) in self.draws], name.strip("_")  # __lt__
             if name in BELOW | ABOVE and len(args) == 2 and drawn:  # u < c, c > u, u >= c, ...
@@ -109,6 +101,19 @@ class Watch(TorchFunctionMode):
             shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
             self.failed = self.failed or (getattr(func, "__name__", ""), shapes)
             raise
+
+    @staticmethod
+    def is_draw(name, args, kwargs):
+        """A call that draws random numbers of [0, 1), or a Bernoulli mask: not nn.init's
+        uniform_(-bound, bound), nor a draw with options that change its numbers."""
+        if "bernoulli" in name:
+            return True
+        if name == "uniform_":
+            bounds = [*args[1:3], kwargs.get("from", 0), kwargs.get("to", 1)][:2]
+            if [float(b) for b in bounds] != [0, 1]:
+                return False
+            kwargs = kwargs.keys() - {"from", "to"}
+        return name in ("rand_like", "rand", "uniform_") and not set(kwargs) - DRAWS
 
     def drawn(self, name, args, kwargs):
         """A random draw, as the check makes it: uniform numbers, :data:`HIGH` where :func:`kept`
