@@ -118,6 +118,7 @@ CASES = [  # (id, answer, passes, words the feedback must contain)
     ("head 0", ":, :, {K} -> :, :1, {K} ; :, :, {K} -> :, :1, {K}", False, "head 0's keys"),
     ("values from the keys", "v = values[:, :, -> v = keys[:, :,", False, "the keys' block"),
     ("no dropout", "{DROP} -> weights @ v", False, "has no dropout"),
+    ("seed", "new_max = -> torch.manual_seed(0){NL}new_max =", False, "do not reseed"),
     ("eval dropout", "{DROP} -> F.dropout(weights, self.dropout.p, True) @ v", False, "evaluation"),
     ("dropout in sum", "{W} -> self.dropout({W}) ; {DROP} -> weights @ v", False, "running sum"),
     ("dropout twice", "{DROP} -> self.dropout(self.dropout(weights)) @ v", False, "applied twice"),

@@ -79,6 +79,7 @@ TABLE = """
 - dropped_otherwise: Your output is right in eval mode, but in training mode its dropout is not
   MultiHeadAttention's: on every key block, drop once the weights going into out, and only those
   (not row_sum's, not the scores): self.dropout(weights) @ v.
+- reseeded: In training mode two calls gave the same output: do not reseed, dropout draws anew.
 """
 # fmt: on
 

@@ -79,6 +79,10 @@ class Run(Watch):
         self.calls.append("TiledAttention.query_block")
         return BOOKS_LOOP(*args)
 
+    def trained_with(self, seed):  # (2, T, d_out): training mode, torch's dropout from seed
+        torch.manual_seed(seed)
+        return self.m.train()(self.x)
+
     def reference(self, mistake=""):  # (4, T, d_out): eval mode, then training mode
         return torch.cat([online(self.m, self.x, mistake, training) for training in (0, 1)])
 
@@ -105,5 +109,7 @@ class Run(Watch):
     few = property(lambda s: s.wrong and 0 < s.computed < s.causal)  # 0: products not seen
     #: Right in eval mode, not in training, with the check's dropout (the same weights every run).
     dropped_otherwise = property(lambda s: "dropout" in s.seen and not same(s.output, s.right))
+    #: Two training calls, torch's own dropout drawn from two seeds, gave one output: it reseeds.
+    reseeded = property(lambda s: s.c.dropout > 0 and s.trained_with(1).equal(s.trained_with(2)))
     #: Scores computed, in block_size × block_size blocks of one mode, one input, one head.
     computed = property(lambda s: round(sum(s.scores) / (4 * s.c.heads * s.bs**2)))

@@ -36,16 +36,8 @@ def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, 
 
 #: The comparisons of a random draw a hand-written dropout makes: "u < c" is true with chance c.
 BELOW, ABOVE = {"lt", "le", "less", "less_equal"}, {"gt", "ge", "greater", "greater_equal"}
-DRAWS = {
-    "size",
-    "dtype",
-    "device",
-    "generator",
-    "layout",
-    "requires_grad",
-    "memory_format",
-    "pin_memory",
-}  # a draw's options, none of which changes its numbers
+#: A draw's options, none of which changes its numbers.
+DRAWS = set("size dtype device generator layout requires_grad memory_format pin_memory".split())
 #: The check's uniform draw: just below 1 where :func:`kept`, just above 0 elsewhere, so what a
 #: reader computes from it (u - p > 0, floor(u + 1 - p)) reads as a real draw would, p = 0 too.
 HIGH, LOW = 1 - 2**-8, 2**-8
