@@ -32,8 +32,7 @@ def list_and_stack(self, q, keys, values, q_start):
         w, v = torch.exp(s - s.amax(-1, keepdim=True)), values[:, :, k_start:k_end]
         blocks.append([s.amax(-1, keepdim=True), w.sum(-1, keepdim=True), self.dropout(w) @ v])
     maxima, sums, outs = map(torch.stack, zip(*blocks))  # (blocks, b, H, rows, 1 or head_dim)
-    f = torch.exp(maxima - maxima.amax(0))
-    return (f * outs).sum(0) / (f * sums).sum(0)
+    return ((f := torch.exp(maxima - maxima.amax(0))) * outs).sum(0) / (f * sums).sum(0)
 
 
 def per_head(self, q, keys, values, q_start, size=None):
