@@ -32,6 +32,7 @@ def projections(used):
     return f"Your {wrong}: queries come from W_query, keys from W_key, values from W_value."
 
 
+SWAPPED = ("W_key", "W_query", "W_value")  # the same output as keys @ queries.T
 # fmt: off
 HARD = ("Built with num_heads={num_heads}, your class computes as if it had {k} heads: the count "
         "is in the code. Use num_heads.")
@@ -62,11 +63,11 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     *((dict(num_heads=k), HARD.replace("{k}", str(k))) for k in range(1, 13)),
     (dict(bias=False), "Your output is right without biases but wrong with qkv_bias=True: the "
      "projections skip the biases, as x @ W.weight.T does. Call the layers: self.W_query(x)."),
-    (dict(projections=("W_key", "W_query", "W_value")), "Your scores are keys @ queries.T, each "
-     "key's row (or the queries come from W_key, the keys from W_query): they are queries @ "
-     "keys.transpose(2, 3), one row per query, queries from W_query."),
+    (dict(projections=SWAPPED), "Your scores are keys @ queries.T, each key's row (or the "
+     "queries come from W_key, the keys from W_query): they are queries @ keys.transpose(2, 3), "
+     "one row per query, queries from W_query."),
     *((dict(projections=used), projections(used))
-      for used in itertools.product(PROJECTIONS, repeat=3) if used != PROJECTIONS),
+      for used in itertools.product(PROJECTIONS, repeat=3) if used not in (PROJECTIONS, SWAPPED)),
     *((dict(split=split, **m), f"Your heads are {how} (b, num_heads, num_tokens, head_dim), "
        "which mixes tokens and heads. " + SPLIT + ".transpose(1, 2).")
       for split, how, m in (("no transpose", "one view straight to", {}),  # the merge back alike
