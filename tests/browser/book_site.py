@@ -769,6 +769,8 @@ CODE = (
 #: character (its text, after its indentation): at or left of it, it reads as a new statement
 #: or a dedent.
 MIN_CONTINUATION_INDENT_CH = 2
+#: How many characters a wrapped code line's rows hold, at least, on average.
+MIN_ROW_CH = 10
 
 #: Every non-blank line of each code block: its text, whether any of it lies right of the box's
 #: content area or left of its padding (cut off, to be scrolled to), on how many rows it is
@@ -831,6 +833,9 @@ class CodeLines:
     #: (text, how far right of the line's first character its continuation starts, in
     #: characters) of each line drawn on several rows
     wrapped: list
+    #: the text of each line drawn in rows of fewer than :data:`MIN_ROW_CH` characters on average
+    #: (a line aligned under a bracket, hung too far right, reads as a column of letters)
+    narrow: list = ()
 
 
 def code_lines(page, selector=CODE):
@@ -845,6 +850,7 @@ def code_lines(page, selector=CODE):
             for text, _, rows, indent in lines
             if rows > 1
         ],
+        [text for text, _, rows, _ in lines if rows > 1 and len(text.strip()) / rows < MIN_ROW_CH],
     )
 
 
@@ -861,6 +867,9 @@ def code_line_problems(name, lines, kind="code"):
         "its first character"
         for text, indent in lines.wrapped
         if indent is None or indent < MIN_CONTINUATION_INDENT_CH
+    ]
+    problems += [
+        f"{name}: the {kind} line {text[:60]!r} wraps into a column" for text in lines.narrow
     ]
     return problems
 
