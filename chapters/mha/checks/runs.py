@@ -111,7 +111,8 @@ def batch_in_code(f):
 
 
 UNTRANSPOSED = ("Your scores product failed ({error}): queries @ keys needs the keys' last two "
-                "axes swapped, one column per key: keys.transpose(2, 3).")  # fmt: skip
+                "axes swapped, one column per key: split the keys as the queries, (..., "
+                "num_tokens, head_dim), then keys.transpose(2, 3).")  # fmt: skip
 NO_GRADIENT = ("Your output is right, but {cut}: training could not learn through it. Leave "
                "torch.no_grad(), inference_mode, .detach() and .data out of forward.")  # fmt: skip
 BACKWARD = ("Your output is right, but training could not learn through it: {when} it raised "
