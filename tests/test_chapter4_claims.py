@@ -83,6 +83,16 @@ D_MODEL = 32
 #: The 200-step reads are not protected and need not be: read at every other step from 180 to
 #: 220 on seeds 0 to 7, both paths, through the noise of that stage, two heads got 72 to 86 %
 #: right (the claim: 70 to 95 %) and one head at most 55.5 % (the claim: under 70 %).
+#: Why not a cheaper step (chapter 4's strict nbval CPU time is about 3 times chapter 1's, 4 on the
+#: portable path; the book asks for 2): profiled 2026-12-07, same machine, native path. A step of
+#: the two-head model takes about 5.5 ms, nearly all of it PyTorch's kernels for the book's
+#: MultiHeadAttention on small tensors: the matrix products about a third; the softmax over rows of
+#: 10 scores, forward and backward, about a fifth (AVX-512's kernel there: a row of 16 takes an
+#: eighth of the time, and AVX2's kernel is 3 times quicker on rows of 10); the copies behind the
+#: heads' transposes about a sixth. The training code adds little, and it stays: Adam 0.25 ms
+#: (torch._foreach_* updates, the same to the bit, would save 0.04 ms), the targets rebuilt each
+#: step 0.03 ms. The chapter's 1,800 steps are about 10 s of CPU, and fewer steps or sequences break
+#: the claims above.
 STEPS, LONGER = 200, 800
 #: What the chapter calls learned, and its bands for "99 % or more" and "under 70 %".
 LEARNED = 0.95
