@@ -56,14 +56,14 @@ def solution():
 def K(**changes):  # the kernel called with ``changes``
     return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, **changes))
 K0, SAME, D = K(dropout_p=0.0), lambda s, t: t, lambda s, t: F.dropout(t, s.dropout_p, s.training)
-PRAISE, MIXED = "matches the book's modules", "heads and tokens are mixed up"
+PRAISE, MIXED, ALL = "matches the book's modules", "heads and tokens are mixed up", "all queries"
 FLAT, ROLES = dict(merge=lambda s, c: c.flatten(2)), "queries, keys and values are mixed up"
 def masked(keep):  # the kernel given attn_mask=keep(s, T), True where a query may look
     return dict(kernel=lambda s, q, k, v: kernel(s, q, k, v, is_causal=False,
                                                  attn_mask=keep(s, q.shape[2])))
 CASES = [  # right answers in several styles; mistakes; the kernel and its result unused; dropout
     # in a wrong place or in eval mode; the book's own work and the starting code; not a class
-    (solution(), True, PRAISE), (F_("permute"), True, PRAISE),
+    (SOL := solution(), True, PRAISE), (F_("permute"), True, PRAISE),
     (F_("chunk", split=lambda s, x: [t.unflatten(-1, (s.num_heads, -1)).transpose(1, 2)
                                      for t in s.qkv(x).chunk(3, -1)]), True, PRAISE),
     (F_("bool mask", **masked(lambda s, T: ~s.mask[:T, :T])), True, PRAISE),
@@ -71,16 +71,14 @@ CASES = [  # right answers in several styles; mistakes; the kernel and its resul
     (F_("no mask", **K(is_causal=False)), False, "no causal mask"),
     (F_("inverted", **masked(lambda s, T: s.mask[:T, :T])), False, "the wrong way round"),
     (F_("diagonal", **masked(lambda s, T: s.mask[:T, :T].T)), False, "hides each token from it"),
-    (F_("tokens first", split=lambda s, x: [t.transpose(1, 2) for t in split(s, x)], **FLAT), False,
-     MIXED),
+    (F_("tokens", split=lambda s, x: [t.movedim(1, 2) for t in split(s, x)], **FLAT), False, MIXED),
     (F_("viewed", split=lambda s, x: [t.reshape(t.shape[0], s.num_heads, t.shape[1], -1) for t in
        s.qkv(x).chunk(3, -1)]), False, MIXED),
     (F_("merged", merge=lambda s, c: c.reshape(c.shape[0], c.shape[2], -1)), False, MIXED),
     (F_("interleaved", merge=lambda s, c: c.permute(0, 2, 3, 1).flatten(2)), False, "interleaves"),
     (F_("no perm", split=lambda s, x: [t.transpose(1, 2) for t in split(s, x)], merge=lambda s, c:
        c.transpose(1, 2).reshape(c.shape[0], c.shape[1], -1)), False, MIXED),
-    (F_("heads, 3", split=lambda s, x: split(s, x, lambda s: (s.num_heads, 3, -1), 3)), False,
-     "all queries, then all keys"),
+    (F_("heads, 3", split=lambda s, x: split(s, x, lambda s: (s.num_heads, 3, -1), 3)), False, ALL),
     (F_("strided", split=lambda s, x: [t.permute(0, 3, 2, 1) for t in split(s, x, lambda s: (3, -1,
        s.num_heads))]), False, "all queries, then all keys"),
     (F_("k, q, v", split=lambda s, x: split(s, x)[1::-1] + split(s, x)[2:]), False, ROLES),
@@ -101,15 +99,17 @@ CASES = [  # right answers in several styles; mistakes; the kernel and its resul
     (F_("chunk view", split=lambda s, x: [t.view(t.shape[0], s.num_heads, t.shape[1], -1) for t in
        s.qkv(x).chunk(3, -1)]), False, ".contiguous() before .view"),
     (F_("raises", out=lambda s, c: {}["surprise"]), False, "KeyError: 'surprise'"),
+    (F_("in", merge=lambda s, c: c.movedim(1, 2).reshape(*c.shape[:3:2], s.d_in)), False,
+     "not d_in"),
+    (F_("keys .mT", kernel=lambda s, q, k, v: kernel(s, q, k.mT, v)), False, "transposes them it"),
+    (type("res", (START,), {"forward": lambda s, x: SOL.forward(s, x) + x}), False, "residual"),
     (type("BadInit", (F_("x"),), {"__init__": lambda s, *a, **k: 1 / 0}), False, "ZeroDivision"),
     (F_("by hand", kernel=manual), False, "computes the attention step by step"),
     (F_("decoy", kernel=lambda *a: (kernel(*a), manual(*a))[1]), False, "does not use what it ret"),
     (type("layer", (START,), {"forward": torch_layer}), False, "torch.nn.MultiheadAttention"),
-    (F_("always", kernel=lambda s, q, k, v: kernel(s, q, k, v, dropout_p=s.dropout_p)), False,
-     "only while self.training"),
+    (F_("always", kernel=lambda s, *a: kernel(s, *a, dropout_p=s.dropout_p)), False, "only while"),
     (F_("no dropout", **K0), False, "yours drops nothing"),
-    (F_("values", kernel=lambda s, q, k, v: K0["kernel"](s, q, k, D(s, v))), False,
-     "drops the values"),
+    (F_("values", kernel=lambda s, q, k, v: K0["kernel"](s, q, k, D(s, v))), False, "drops the v"),
     (F_("context", kernel=lambda s, *a: D(s, K0["kernel"](s, *a))), False, "drops the context"),
     (F_("twice", merge=lambda s, c: D(s, c).transpose(1, 2).flatten(2)), False, "context again"),
     (F_("input", split=lambda s, x: split(s, D(s, x)), **K0), False, "yours drops the input x"),

@@ -39,6 +39,16 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
       for scale in ("none", "sqrt d_out")),
     (dict(bias=False), BIAS.format(layer="qkv")), *OUT,
     "split self.qkv(x); heads before tokens; a causal kernel call; heads back; out_proj.")
+EARLY = (  # what raised, before the output's values: (holds(facts), message)
+    (lambda f: f"[{f['b']}, {f['T']}, {f['d_in']}]' is invalid" in str(f["raised"]), "Your "
+     "forward raised {error}: the heads together hold d_out={d_out} values a token, not d_in. "
+     "Reshape the context to (b, num_tokens, self.d_out)."),
+    (lambda f: "attention" in f["op"] and f["shapes"][1][-2:] == f["shapes"][0][-2:][::-1], "Your "
+     "keys reach the kernel transposed, as for queries @ keys: the kernel takes them as the "
+     "queries, (b, num_heads, num_tokens, head_dim), and transposes them itself."),
+    (lambda f: f"({f['d_out']}) must match the size of tensor b ({f['d_in']})" in str(f["raised"]),
+     "Your forward raised {error}: it adds x (a residual) to a tensor d_out={d_out} wide. The "
+     "block that holds attention adds that; return self.out_proj(context)."))
 STEPWISE = "Your forward computes the attention step by step: hand it to the fused kernel."
 UNUSED = "Your forward calls the kernel but does not use what it returns: change it, same output."
 BELONGS = ("Dropout belongs inside the kernel, on its attention weights: pass dropout_p="
@@ -54,7 +64,7 @@ def after_match(r):
 
 
 FUSED = Practice(
-    start=FusedAttentionStart, own=True, rows=ROWS, reference=fused, mistakes=MISTAKES,
+    start=FusedAttentionStart, own=True, rows=ROWS, reference=fused, mistakes=MISTAKES, early=EARLY,
     after=after_match, quiet=True, torch="Split the heads and call the kernel.", kernel=False,
     starting=f"{NOT_WRITTEN} What does the kernel need from self.qkv(x), and in which shape? "
     "fused_attention.hint(1), just below the check, starts from there.",
