@@ -127,7 +127,7 @@ CASES = [  # (answer, passes?, words its feedback must contain)
     (change("up_value = module.W_up_value", "up_value = module.W_up_key"), False, "W_up_key's"),
     (change(RETURN, "return per_head"), False, "sum the heads' outputs over dim=1"),
     (change(RETURN, "per_head.sum(dim=1) + module.out_proj.bias"), False, "returned None"),
-    (change("latents.transpose(2, 3)", "latents[:, 0].transpose(1, 2)"), False, "raised"),
+    (change("latents.transpose(2, 3)", "latents[:, 0].transpose(1, 2)"), False, "(b, 1, c, T)"),
     (change(RETURN, "return per_head.sum(dim=1) + 2 * module.out_proj.bias"), False, "hint(3)"),
     (change("up_key = module", "up_key = 1.1 * module"), False, "see hint(1)"),
     (change("attn_scores / hd", "attn_scores.clamp(max=0.1) / hd"), False, "differ at the weights"),
