@@ -94,7 +94,7 @@ class TiledAttention(MultiHeadAttention):
         return self.out_proj(context)  # (b, num_tokens, d_out)
 
     def query_block(self, q, keys, values, q_start):
-        """The context of the queries ``q_start`` to ``q_start + rows``.
+        """The context of the ``rows`` queries from token ``q_start`` on.
 
         ``q`` is ``(b, num_heads, rows, head_dim)``; ``keys`` and ``values``
         hold every token. Key blocks after the last query are skipped; only
