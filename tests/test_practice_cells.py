@@ -173,7 +173,7 @@ BOOKS_OWN_CODE_BEHIND_THE_TOGGLE = {
     "03_weight_splits.ipynb": "def split_heads(self, t):",
     "06_sharing_keys_values.ipynb": "keys.repeat_interleave(H // G, dim=1)",
     # The docstring: the practice's skeleton has the same signature.
-    "07_attention_without_the_score_matrix.ipynb": "The context of the queries ``q_start``",
+    "07_attention_without_the_score_matrix.ipynb": "The context of the ``rows`` queries from token",
 }
 
 
