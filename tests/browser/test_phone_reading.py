@@ -356,8 +356,8 @@ def test_code_on_a_phone_wraps_whole_with_its_continuations_right_of_the_lines_t
     two thirds of them, scrolled to sideways); a line that wraps continues right of its own first
     character (at or left of it, 894 of them read as a new statement or a dedent), in rows of 10
     characters or more (a line aligned under a bracket, hung at its indentation, took 18 rows of
-    one character: with that CSS back, this test names such lines in several chapters). Without the phone's wrapping the
-    same measurement finds lines cut off."""
+    one character: with that CSS back, this test names such lines in several chapters). Without
+    the phone's wrapping the same measurement finds lines cut off."""
     problems, lines, wrapped = [], 0, 0
     for name, reading in readings(PHONE).items():
         problems += code_line_problems(name, reading.code)
