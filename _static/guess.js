@@ -351,9 +351,25 @@
     updateTally();
   }
 
+  // The heading of the question a reveal cell answers, as toggle-names.js names its toggle.
+  function questionTitle(cell) {
+    const headings = document.querySelectorAll("article.bd-article :is(h1, h2, h3, h4)");
+    const above = Array.from(headings).filter(
+      (heading) => heading.compareDocumentPosition(cell) & Node.DOCUMENT_POSITION_FOLLOWING,
+    );
+    if (!above.length) return "";
+    const copy = above[above.length - 1].cloneNode(true);
+    copy.querySelectorAll(".headerlink").forEach((link) => link.remove());
+    return copy.textContent.trim().replace(/\s+/g, " ");
+  }
+
   function buildGroup(data, id, cell) {
     const group = element("fieldset", "mha-guess");
     group.append(element("legend", "", "Your guess"));
+    // Named for its question too: a screen reader then tells one question's "A. the same" from
+    // another's (the legend alone named every group of a page alike).
+    const title = questionTitle(cell);
+    if (title) group.setAttribute("aria-label", `Your guess: ${title}`);
     const verdict = element("p", "mha-guess-verdict");
     verdict.setAttribute("role", "status");
     const question = { id, cell, verdict, controls: [], input: null };

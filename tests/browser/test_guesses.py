@@ -112,9 +112,12 @@ def group_problems(page, chapter, touch):
     controls big enough to tap and named for a screen reader; no answer shows in it."""
     problems = []
     reveals = chapter.hidden_cells_in_notebook().count("reveal")
-    groups = page.get_by_role("group", name="Your guess", exact=True)
+    groups = page.get_by_role("group", name=re.compile(r"^Your guess: \S"))
     if groups.count() != reveals:
         problems.append(f"{chapter.name}: {reveals} reveals, {groups.count()} 'Your guess' groups")
+    names = page.eval_on_selector_all(GROUP, "gs => gs.map(g => g.getAttribute('aria-label'))")
+    if len(set(names)) != len(names):  # each named for its question: two alike sound the same
+        problems.append(f"{chapter.name}: guess groups share a name: {names}")
     before_toggle = page.eval_on_selector_all(
         GROUP,
         "gs => gs.every(g => g.nextElementSibling?.matches('.cell.tag_reveal')"
