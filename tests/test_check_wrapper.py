@@ -63,6 +63,7 @@ CASES = [  # (answer, passes, words)
     (answer(lambda self, x: torch.dstack(outs(self, x))), True, "side by side"),
     (answer(lambda self, x: torch.stack(outs(self, x), dim=2).flatten(2)), True, "side by side"),
     (answer(filled), True, "side by side"),
+    (answer(lambda self, x: torch.cat([h.forward(x) for h in self.heads], -1)), True, "side by"),
     (WrapperSkeleton, False, "What should each head be given"),  # the starting code
     (answer(lambda self, x: super(type(self), self).forward(x)), False, "starting code"),
     (MultiHeadAttentionWrapper, False, "one of the book's own modules"),

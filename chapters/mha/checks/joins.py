@@ -3,6 +3,7 @@
 import operator
 from contextlib import ExitStack
 from functools import cached_property
+from unittest import mock
 
 import torch
 
@@ -24,15 +25,15 @@ class Heads:
 
     @cached_property
     def run(self):
-        """The output (or its exception), and ``(head number, input)`` for each head call."""
+        """The output (or its exception), and ``(head number, input)`` of each head's forward."""
         given = []
 
-        def note(n):  # head n's pre-hook: its input is the first argument, or keyword
-            return lambda _, args, kwargs: given.append((n, [*args, *kwargs.values(), None][0]))
+        def noting(n, forward):  # head n's forward, its input (first argument, or keyword) noted
+            return lambda *a, **k: given.append((n, [*a, *k.values(), None][0])) or forward(*a, **k)
 
-        with ExitStack() as hooks, torch.random.fork_rng(devices=[]), evaluating(self.module):
-            for n, head in enumerate(self.heads, 1):  # each hook removed as the block ends
-                hooks.enter_context(head.register_forward_pre_hook(note(n), with_kwargs=True))
+        with ExitStack() as watched, torch.random.fork_rng(devices=[]), evaluating(self.module):
+            for n, head in enumerate(self.heads, 1):  # each forward restored as the block ends
+                watched.enter_context(mock.patch.object(head, "forward", noting(n, head.forward)))
             return attempt(self.module, self.x), given
 
     @cached_property

@@ -41,8 +41,8 @@ MISTAKES = (
     RAISED,
     SHARED,
     Mistake("not every head ran once", "Not every head in self.heads ran once as head(x): call "
-            "each head on x, once (a head called again, in a print too, runs again; not "
-            "head.forward, its layers or PyTorch's attention: calling the module runs its hooks).",
+            "each head on x, once (a head called again, in a print too, runs again), not its "
+            "layers or PyTorch's attention.",
             lambda e: sorted(n for n, _ in e.run[1]) != list(range(1, e.num_heads + 1))),
     NO_OUTPUT,
     REORDERED,
