@@ -24,9 +24,9 @@ def split(s, x, shape=lambda s: (3, s.num_heads, -1), axis=2, bias=True):
     """Queries, keys and values (b, H, T, hd) from self.qkv(x), its last axis read as ``shape``."""
     qkv = F.linear(x, s.qkv.weight, s.qkv.bias if bias else None).unflatten(-1, shape(s))
     return [t.transpose(1, 2) for t in qkv.unbind(axis)]  # from (b, T, H, hd)
-def kernel(s, q, k, v, **changes):
+def kernel(s, q, k, v, **changes):  # by keyword, as torch names them (the solution: by place)
     p = s.dropout_p if s.training else 0.0
-    return SDPA(q, k, v, **dict(dropout_p=p, is_causal=True) | changes)
+    return SDPA(query=q, key=k, value=v, **dict(dropout_p=p, is_causal=True) | changes)
 def F_(name, split=split, kernel=kernel, merge=lambda s, c: c.transpose(1, 2).flatten(2), out=None):
     """A class on the starting point: the solution's steps, some replaced."""
     def forward(s, x):

@@ -1,5 +1,6 @@
 """Chapter 5's check: a forward that hands attention to the fused kernel and uses its result."""
 
+import re
 from itertools import permutations
 
 import torch
@@ -9,7 +10,7 @@ from .heads_reference import BIAS, OUT, fused, misplaced
 from .practice import NOT_WRITTEN, Practice, checker
 
 # fmt: off
-ROWS = ((6, 8, 6, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
+ROWS = ((7, 8, 9, 0.0, 2, 0, 6), (5, 12, 8, 0.0, 3, 1, 5), (4, 4, 4, 0.0, 1, 0, 4),
         (8, 8, 7, 0.5, 4, 0, 7))  # Practice.keys, then qkv_bias and num_tokens
 HEADS = ("Your heads and tokens are mixed up. The kernel takes (b, num_heads, num_tokens, "
          "head_dim): view to (b, num_tokens, num_heads, head_dim), then transpose(1, 2); move the "
@@ -40,13 +41,15 @@ MISTAKES = (  # in eval mode: what each buggy reference changes, and what to tel
     (dict(bias=False), BIAS.format(layer="qkv")), *OUT,
     "split self.qkv(x); heads before tokens; a causal kernel call; heads back; out_proj.")
 EARLY = (  # what raised, before the output's values: (holds(facts), message)
-    (lambda f: f"[{f['b']}, {f['T']}, {f['d_in']}]' is invalid" in str(f["raised"]), "Your "
-     "forward raised {error}: the heads together hold d_out={d_out} values a token, not d_in. "
-     "Reshape the context to (b, num_tokens, self.d_out)."),
-    (lambda f: "attention" in f["op"] and f["shapes"][1][-2:] == f["shapes"][0][-2:][::-1], "Your "
-     "keys reach the kernel transposed, as for queries @ keys: the kernel takes them as the "
-     "queries, (b, num_heads, num_tokens, head_dim), and transposes them itself."),
-    (lambda f: f"({f['d_out']}) must match the size of tensor b ({f['d_in']})" in str(f["raised"]),
+    (lambda f: re.search(rf"\[{f['b']}, (-1|{f['T']}), {f['d_in']}\]' is inv", str(f["raised"])),
+     "Your forward raised {error}: the heads together hold d_out={d_out} values a token, not "
+     "d_in. Reshape the context to (b, num_tokens, self.d_out)."),
+    (lambda f: f["raised"] and "attention" in f["op"] and len(f["shapes"]) > 1
+     and f["shapes"][1][-2:] == f["shapes"][0][-2:][::-1], "Your keys reach the kernel "
+     "transposed, as for queries @ keys: the kernel takes them as the queries, (b, num_heads, "
+     "num_tokens, head_dim), and transposes them itself."),
+    (lambda f: any(f"({m}) must match the size of tensor b ({n}) at non-singleton dimension 2" in
+                   str(f["raised"]) for m, n in ((f["d_out"], f["d_in"]), (f["d_in"], f["d_out"]))),
      "Your forward raised {error}: it adds x (a residual) to a tensor d_out={d_out} wide. The "
      "block that holds attention adds that; return self.out_proj(context)."))
 STEPWISE = "Your forward computes the attention step by step: hand it to the fused kernel."

@@ -21,13 +21,14 @@ def dropped(t, p):
     return t * kept(t) / (1 - float(p)) if p else t
 
 
-def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
-    """:data:`KERNEL`, with :func:`dropped` on its attention weights."""
+def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kw):
+    """:data:`KERNEL`, with :func:`dropped` on its attention weights (its arguments named as
+    torch names them: a reader may pass query=, key=, value=)."""
     if not dropout_p:
-        return KERNEL(q, k, v, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
-    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], -1)  # values: the weights
-    weights = KERNEL(q, k, eye, attn_mask, 0.0, is_causal, scale=scale, **kwargs)
-    return dropped(weights, dropout_p) @ v  # (..., num_tokens, head_dim)
+        return KERNEL(query, key, value, attn_mask, 0.0, is_causal, scale=scale, **kw)
+    eye = torch.eye(key.shape[-2], dtype=query.dtype).expand(*key.shape[:-1], -1)  # the weights
+    weights = KERNEL(query, key, eye, attn_mask, 0.0, is_causal, scale=scale, **kw)
+    return dropped(weights, dropout_p) @ value  # (..., num_tokens, head_dim)
 
 
 def _dropout(t, p=0.5, training=True, inplace=False, train=None):  # F.dropout, torch.dropout
@@ -90,7 +91,7 @@ class Watch(TorchFunctionMode):
                 return sdpa(*args, **kwargs) + self.bump
             return func(*args, **kwargs)
         except Exception:
-            shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            shapes = [tuple(a.shape) for a in (*args, *kwargs.values()) if torch.is_tensor(a)]
             self.failed = self.failed or (getattr(func, "__name__", ""), shapes)
             raise
 
