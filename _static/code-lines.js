@@ -55,6 +55,7 @@
     pre.dataset.mhaLines = printed ? "printed" : "code";
     const lines = linesOf(pre);
     let widest = 0;
+    const levels = [[0, 0]]; // [indentation, drawn indentation] of the lines this one is inside
     const rebuilt = document.createDocumentFragment();
     lines.forEach(function (nodes, i) {
       if (i > 0) rebuilt.append("\n");
@@ -64,7 +65,16 @@
       const row = printed && ROW.test(text);
       if (row) widest = Math.max(widest, text.length);
       line.className = row ? "mha-row" : "mha-line";
-      line.style.setProperty("--mha-indent", text.length - text.trimStart().length);
+      const indent = text.length - text.trimStart().length;
+      line.style.setProperty("--mha-indent", indent);
+      // Where a phone draws the line's text (--mha-drawn): one level deeper than the line it is
+      // inside, 4 characters at most, so a line aligned under a bracket 30 characters in still
+      // reads as inside its statement, and a block as inside its block, with room to wrap.
+      while (levels[levels.length - 1][0] > indent) levels.pop();
+      const [outer, drawnOuter] = levels[levels.length - 1];
+      const drawn = indent === outer ? drawnOuter : drawnOuter + Math.min(indent - outer, 4);
+      if (indent > outer) levels.push([indent, drawn]);
+      line.style.setProperty("--mha-drawn", drawn);
       line.append(...nodes);
       rebuilt.append(line);
     });

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from .book_site import (
+    CODE,
     CONTINUATION_GAP,
     DESKTOP,
     MIN_CONTINUATION_INDENT_CH,
@@ -438,4 +439,40 @@ def test_answers_and_feedback_wrap_on_a_phone(readings):
         for name, reading in readings(PHONE).items()
         for problem in reading.box_overflow
     ]
+    assert not problems, "\n".join(problems)
+
+
+#: Each code line's indentation and where its text starts on screen (x of its first character
+#: that is not a space), for every code block on the page.
+TEXT_STARTS = """blocks => blocks.map(pre => [...pre.querySelectorAll('.mha-line')].map(line => {
+    const indent = Number(line.style.getPropertyValue('--mha-indent'));
+    const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const i = node.data.search(/\\S/);
+        if (i < 0) continue;
+        const range = document.createRange();
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const first = range.getClientRects()[0], row = line.getClientRects()[0];
+        const x = first.top < row.top + 2 ? first.left : null;  // null: its first word wrapped
+        return [indent, x, line.textContent.trim().slice(0, 40)];
+    }
+    return [indent, null, ''];
+}))"""
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name[:2] for c in CHAPTERS])
+def test_on_a_phone_code_keeps_its_nesting(visit, book_url, chapter):
+    """At 390 px a line indented deeper than the one above it starts right of it, and one indented
+    alike starts where it does: a block's body stays inside its statement, and an argument aligned
+    under a bracket (drawn nearer, to leave it room) stays inside its call. Collapsing every line
+    indented over 12 characters to 12 broke chapter 7's `if` and its body (both at 12)."""
+    page = visit(f"{book_url}/{chapter.url_path}", viewport=PHONE).page
+    problems = []
+    for block in page.eval_on_selector_all(CODE, TEXT_STARTS):
+        for (indent, x, _), (deeper, x2, text) in zip(block, block[1:]):
+            if None in (x, x2) or deeper < indent:
+                continue
+            if deeper > indent and x2 <= x + 1 or deeper == indent and abs(x2 - x) > 1:
+                problems.append(f"{chapter.name}: {text!r} ({deeper}) at {x2:.0f}, {x:.0f} above")
     assert not problems, "\n".join(problems)
