@@ -1,5 +1,7 @@
 """Chapter 6's check: a grouped-query forward, its mistakes buggy versions of :func:`grouped`."""
 
+import re
+
 from ..gqa import GroupedQueryAttention
 from .heads_reference import OUT, grouped, misplaced
 from .practice import Practice, checker
@@ -33,10 +35,10 @@ EARLY = (LAYERS, (untransposed, UNTRANSPOSED),  # before the output: what the fa
          (unrepeated, "Your forward raised {error}: the queries have {num_heads} blocks, the keys "
           "and values need as many. Repeat each key and value block once per head of its group, "
           "group_size = num_heads // num_kv_groups = {n} times, on {axis}."),
-         (lambda f: f["raised"] and f"out of bounds for dimension 0 with size {f['num_kv_groups']}"
-          in f["raised"], "Your head index runs past the {num_kv_groups} key and value blocks "
-          "({error}): head h reads block h // group_size, group_size = num_heads // "
-          "num_kv_groups."))
+         (lambda f: re.search(rf"out of bounds for dimension [01] with size {f['num_kv_groups']}"
+                              r"|out of DATA bounds", str(f["raised"])), "Your forward raised "
+          "{error}: a head index runs past the {num_kv_groups} key and value blocks. Head h reads "
+          "block h // group_size (group_size = num_heads // num_kv_groups), on axis 1."))
 CYCLED = ("Head h reads block h % num_kv_groups, as repeat (or expand on a new first axis) cycles "
           "the blocks, or values come from another group: its block is h // group_size. "
           "repeat_interleave(group_size, dim=1), for both.")
