@@ -51,9 +51,11 @@ def stage(name, s):
 
 STEPS = tuple(Step(f"the {name}", hint, partial(stage, name)) for name, hint in HINTS.items())
 UNKNOWN = "Your output is not forward's, and no catalogued mistake explains it."
-RAISED = ("Your code raised {error} on one of the check's inputs. The shapes: queries (b, H, T, "
-          "hd) @ W_up_key's blocks (H, hd, c) → (b, H, T, c); @ latents turned (b, 1, c, T) → "
-          "scores (b, H, T, T); weights @ latents (b, 1, T, c) → (b, H, T, c).")  # fmt: skip
+SHAPES = (
+    " The shapes: queries (b, H, T, hd) @ W_up_key's blocks (H, hd, c) → (b, H, T, c); @ "
+    "latents turned (b, 1, c, T) → scores (b, H, T, T); weights @ latents (b, 1, T, c) → "
+    "(b, H, T, c); @ the folds (H, d_out, c) turned → (b, H, T, d_out), summed over H."
+)
 
 
 def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, training):
@@ -84,8 +86,10 @@ def check_absorbed(answer):
     with torch.random.fork_rng(devices=[]), torch.no_grad(), watch, book_calls() as calls:
         setups = tuple(setup(*config) for config in CONFIGS)  # Watch: the dropout
         mistakes = tuple(Buggy(told, told, partial(absorbed, **kw)) for kw, told in MISTAKES)
-        catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, RAISED, STEPS)
+        catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)
         found = run_catalogue(catalogue, run)
+        if watch.failed and any(isinstance(o, Exception) for o in outputs):  # a torch call
+            found = CheckResult(False, found.feedback + SHAPES)
         (m, x), error = setups[1], outputs[1]  # the input shorter than the mask
         full = attempt(answer, m, torch.randn(2, len(m.mask), x.shape[-1]))  # one as long
         short = isinstance(error, Exception) and not isinstance(full, Exception)
