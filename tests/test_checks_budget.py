@@ -19,7 +19,7 @@ from mha.checks.core import Mistake
 
 TESTS = Path(__file__).parent
 CHECKS = Path(mha.checks.__file__).parent
-MACHINERY, PER_NAME = 1650, 3  # at c6dd939: 2,546 lines and 301 names (1,643 + 3 × 301)
+MACHINERY, PER_NAME = 1700, 3  # 2,575 lines, 303 names: 1,666 + 3 × 303, and 34 lines for fixes
 
 
 def lines(path):
@@ -52,13 +52,15 @@ def named(*modules):
     for module in modules:
         for value in vars(module).values():
             messages(value, found, set())
-    return {re.sub(r"\d+", "#", message) for message in found}
+    # a message that only passes on another's words ("{after}") names nothing itself
+    return {re.sub(r"\d+", "#", m) for m in found if not re.fullmatch(r"\{\w+\}", m)}
 
 
 def test_the_count_of_names_finds_entries_at_any_depth_and_each_message_once():
     fake = types.SimpleNamespace(
         TABLE=(Mistake("a", "Told once.", bool), [({"scale": 2}, "Scaled by 2.")]),
         AGAIN={"same": ({"scale": 3}, "Scaled by 3.")},  # one name: only its number differs
+        PASSED_ON=(Mistake("gradient", "{after}", bool),),  # another's words: no name
         WORDS=("not", "an entry"),  # a pair of strings is text, not an entry
     )
     assert named(fake) == {"Told once.", "Scaled by #."}
