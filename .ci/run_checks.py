@@ -86,7 +86,7 @@ CHECKS = (
 @dataclass
 class Result:
     check: Check
-    status: str  # "pass", "FAIL", "TIMEOUT" or "not run"
+    status: str  # "pass", "FAIL", "TIMEOUT", "ERROR" (the runner's own) or "not run"
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
@@ -201,18 +201,17 @@ def time_limit(check):
     return float(check.minutes or os.environ.get("CHECK_MINUTES") or CHECK_MINUTES) * 60
 
 
-def end_check(process, ended):
+def end_check(process, ended, finished):
     """End a check over its time: SIGTERM to its reaper, which ends all below it and waits for
-    them (LINGER_SECONDS, then SIGKILL); SIGKILL to its whole group if it has not ended in 30 s."""
+    them (LINGER_SECONDS, then SIGKILL); SIGKILL to its whole group if the worker's wait4 has not
+    ``finished`` in 30 s. Only the worker waits for the process: a poll here could reap it first,
+    leaving that wait4 no child and the run waiting for ever (seen once, in a fresh clone)."""
     ended.set()
     with contextlib.suppress(ProcessLookupError):
         os.kill(process.pid, signal.SIGTERM)
-    for _ in range(300):
-        if process.poll() is not None:  # the worker's wait4 has it: nothing more to end
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    if not finished.wait(30):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def run(check):
@@ -238,13 +237,14 @@ def run(check):
             start_new_session=True,  # one group, ended whole: over time, or on Ctrl-C (main)
         )
         RUNNING.add(process)
-        ended = threading.Event()
-        limit = threading.Timer(time_limit(check), end_check, (process, ended))
+        ended, finished = threading.Event(), threading.Event()
+        limit = threading.Timer(time_limit(check), end_check, (process, ended, finished))
         limit.daemon = True
         limit.start()
         # wait4: the exit status and the CPU time of the process and every descendant it waited for
         # (the reaper waits for all of them).
         _, status, usage = os.wait4(process.pid, 0)
+        finished.set()
         process.returncode = os.waitstatus_to_exitcode(status)
         limit.cancel()
         RUNNING.discard(process)
@@ -286,7 +286,12 @@ def schedule(checks):
     names = {c.name for c in checks}
 
     def worker(check):
-        result = run(check)
+        try:
+            result = run(check)
+        except Exception as error:  # the runner's own failure: told, and the run goes on
+            with (LOGS / f"{check.name}.log").open("a") as out:
+                out.write(f"\nchecks: running {check.name} failed: {error!r}\n")
+            result = Result(check, "ERROR")
         with lock:
             sys.stdout.write(
                 f"\n===== {check.name}: {result.status} in {minutes(result.seconds)} =====\n"

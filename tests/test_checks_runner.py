@@ -2,7 +2,9 @@
 most ``TEST_JOBS`` at a time in the listed order, a check's ``after`` first, and a failure fails
 the run and is named in the closing table."""
 
+import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -297,3 +299,29 @@ def test_a_check_over_its_time_is_ended_with_what_it_started_and_the_run_goes_on
         while stat.exists() and ") Z " not in stat.read_text() and time.monotonic() < gone:
             time.sleep(0.1)
         assert not stat.exists() or ") Z " in stat.read_text(), name
+
+
+def test_ending_a_check_leaves_its_exit_to_the_workers_wait():
+    """end_check must not wait for the check itself (Popen.poll reaps it): the worker's wait4
+    would find no child, its thread end in an exception and the run wait for it for ever (seen
+    once, in a fresh clone). Here a poll fails the test; the worker's wait4 is this test's."""
+
+    class Unpolled(subprocess.Popen):
+        def poll(self, *args):
+            raise AssertionError("end_check waited for the check")
+
+    process, finished, errors = Unpolled(["true"], start_new_session=True), threading.Event(), []
+
+    def ender():
+        try:
+            checks.end_check(process, threading.Event(), finished)
+        except Exception as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=ender)
+    thread.start()
+    time.sleep(0.3)  # the check has ended: an end_check that polls reaps it now
+    os.wait4(process.pid, 0)  # ChildProcessError if it was reaped
+    finished.set()
+    thread.join(5)
+    assert not errors and not thread.is_alive()
