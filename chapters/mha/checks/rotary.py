@@ -45,8 +45,7 @@ SPLIT = "You turn before the head split: turn each head's (b, H, 1, head_dim) qu
 WIDTH = "The angles are computed over {w}: pair i turns by p * base ** (-2i / rotary_dim)."
 RATES = "Your rates {w}. Pair i turns by p * base ** (-2i / rotary_dim), i = 0, 1, ..."
 START = ("Nothing turns: this is the starting code, or your turn is at position 0, which leaves a "
-         "vector as it is; the new token sits at cache.length. Which vectors turn, at which "
-         "position? hint(1)")  # fmt: skip
+         "vector as it is. Which vectors turn, at which position? hint(1)")  # fmt: skip
 # fmt: off
 MISTAKES = (  # what each buggy reference does differently, and what to tell the reader
     (dict(turning=False), START),
