@@ -116,7 +116,7 @@ CASES = [
     (lambda m, x, cache: step()(m, x, cache).double(), False, "returned torch.float64 numbers"),
     (step(dim=-2), False, "Softmax over dim=-2"), (step(root=1), False, "divided by head_dim"),
     (step(out=False), False, "No out_proj"), (step(sign=-1), False, "wrong way"),
-    (step(at=None), False, "the new token sits at cache.length"),
+    (step(at=None), False, "at position 0, which leaves a"),
     (step(at=1), False, "Position L + 1"), (step(at=-1), False, "Position L − 1"),
     (step(flip=-1), False, "a turn, not a reflection"), (step(late=True), False, "alike"),
     (step(layout="head half"), False, "not (i, i + head_dim / 2)"),
