@@ -58,6 +58,7 @@ class Reading:
     box_overflow: list  # book_site.box_overflow_problems: boxes whose text runs past their edge
     hidden: list  # test_hidden_boxes.hidden_output_problems at 390 px, toggles still closed
     marks: list  # continuation_mark_problems of its code, solutions and printed output, at 390 px
+    nesting: list  # nesting_problems of its code, at 390 px
     printed_wrapped: object  # book_site.CodeLines of its printed output, at 390 px
     #: test_screenshots' phone_closed_problems and phone_open_problems (axe, fit, figures), at
     #: 390 px
@@ -100,6 +101,7 @@ def read_chapter(page, chapter, viewport, blocked):
     if viewport is PHONE:
         for selector, where in WRAPPING_CODE:
             marks += continuation_mark_problems(page, selector, f"{chapter.name}, {where}")
+    nesting = nesting_problems(page, chapter.name) if viewport is PHONE else []
     printed = printed_line_count(page)
     printed_wrapped = code_lines(page, PRINTED_OUTPUT) if viewport is PHONE else None
     broken = broken_token_problems(page)
@@ -133,6 +135,7 @@ def read_chapter(page, chapter, viewport, blocked):
         box_overflow,
         hidden,
         marks,
+        nesting,
         printed_wrapped,
         phone,
         offline,
@@ -454,25 +457,32 @@ TEXT_STARTS = """blocks => blocks.map(pre => [...pre.querySelectorAll('.mha-line
         range.setStart(node, i);
         range.setEnd(node, i + 1);
         const first = range.getClientRects()[0], row = line.getClientRects()[0];
-        const x = first.top < row.top + 2 ? first.left : null;  // null: its first word wrapped
+        // null: not drawn (in a closed box), or its first word wrapped to the next row
+        const x = first && row && first.top < row.top + 2 ? first.left : null;
         return [indent, x, line.textContent.trim().slice(0, 40)];
     }
     return [indent, null, ''];
 }))"""
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.name[:2] for c in CHAPTERS])
-def test_on_a_phone_code_keeps_its_nesting(visit, book_url, chapter):
-    """At 390 px a line indented deeper than the one above it starts right of it, and one indented
-    alike starts where it does: a block's body stays inside its statement, and an argument aligned
-    under a bracket (drawn nearer, to leave it room) stays inside its call. Collapsing every line
-    indented over 12 characters to 12 broke chapter 7's `if` and its body (both at 12)."""
-    page = visit(f"{book_url}/{chapter.url_path}", viewport=PHONE).page
+def nesting_problems(page, name):
+    """Each code line on ``page`` indented deeper than the one above it but starting at or left of
+    it on screen, or indented alike but starting elsewhere (a line whose first word wrapped, or
+    that is not drawn, aside)."""
     problems = []
     for block in page.eval_on_selector_all(CODE, TEXT_STARTS):
         for (indent, x, _), (deeper, x2, text) in zip(block, block[1:]):
             if None in (x, x2) or deeper < indent:
                 continue
             if deeper > indent and x2 <= x + 1 or deeper == indent and abs(x2 - x) > 1:
-                problems.append(f"{chapter.name}: {text!r} ({deeper}) at {x2:.0f}, {x:.0f} above")
+                problems.append(f"{name}: {text!r} ({deeper}) at {x2:.0f}, {x:.0f} above")
+    return problems
+
+
+def test_on_a_phone_code_keeps_its_nesting(readings):
+    """At 390 px a line indented deeper than the one above it starts right of it, and one indented
+    alike starts where it does: a block's body stays inside its statement, and an argument aligned
+    under a bracket (drawn nearer, to leave it room) stays inside its call. Collapsing every line
+    indented over 12 characters to 12 broke chapter 7's `if` and its body (both at 12)."""
+    problems = [p for reading in readings(PHONE).values() for p in reading.nesting]
     assert not problems, "\n".join(problems)
