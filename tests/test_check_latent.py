@@ -62,7 +62,7 @@ ONES = "future = torch.ones(num_tokens, num_tokens)"
 SPLIT = "module.split_heads(latents[:, 0] @ module.W_up_{}.weight.T)"
 # fmt: off
 CASES = [  # (answer, passes?, words its feedback must contain)
-    (SOLUTION, True, "equals forward"),
+    (SOLUTION, True, "equals forward"), (change("dim=-1", "dim=-2"), False, "dim=-1, the keys"),
     (body(EINSUM), True, "equals forward"), (body(LOOP), True, "equals forward"),
     (body(SDPA + "    latent_context = ctx\n" + TAIL[TAIL.index("    up_value"):]), True, "equals"),
     (change(TAIL, BEFORE_OUT + AFTER_COMBINING), True, "equals forward"),
@@ -99,7 +99,6 @@ CASES = [  # (answer, passes?, words its feedback must contain)
     (change("attn_scores / hd**0.5", "attn_scores"), False, "not scaled"),
     (change("attn_scores / hd**0.5", "attn_scores * hd**0.5"), False, "multiplies"),
     (change("/ hd**0.5, dim=-1)", ", dim=-1) / hd**0.5"), False, "before the softmax"),
-    (change("dim=-1", "dim=-2"), False, "dim=-1, the keys"),
     (change(MASKED, ""), False, "mask the"), (change("-torch.inf", "0"), False, "-torch.inf"),
     (change(MASK, "future = module.mask"), False, "shorter than context_length"),
     (change(MASK, ONES + ".triu().bool()"), False, "from itself"),
@@ -127,7 +126,8 @@ CASES = [  # (answer, passes?, words its feedback must contain)
     (change("up_value = module.W_up_value", "up_value = module.W_up_key"), False, "W_up_key's"),
     (change(RETURN, "return per_head"), False, "sum the heads' outputs over dim=1"),
     (change(RETURN, "per_head.sum(dim=1) + module.out_proj.bias"), False, "returned None"),
-    (change("latents.transpose(2, 3)", "latents[:, 0].transpose(1, 2)"), False, "(b, 1, c, T)"),
+    (change("latents.transpose(2, 3)", "latents[:, 0].transpose(1, 2)"), False, "no head axis"),
+    (change(ROWS, ROWS + ".mT"), False, "blocks of W_up_key are turned"),
     (change(RETURN, "return per_head.sum(dim=1) + 2 * module.out_proj.bias"), False, "hint(3)"),
     (change("up_key = module", "up_key = 1.1 * module"), False, "see hint(1)"),
     (change("attn_scores / hd", "attn_scores.clamp(max=0.1) / hd"), False, "differ at the weights"),

@@ -51,11 +51,26 @@ def stage(name, s):
 
 STEPS = tuple(Step(f"the {name}", hint, partial(stage, name)) for name, hint in HINTS.items())
 UNKNOWN = "Your output is not forward's, and no catalogued mistake explains it."
+# fmt: off
+TURNED = (" Your blocks of W_up_key are turned, (H, latent_dim, head_dim): a head's query "
+          "(head_dim wide) multiplies its block as view(H, hd, -1) gives it, (hd, latent_dim).")
+HEADLESS = (" Your latents have no head axis: (b, T, c) against the heads' (b, H, T, c) pairs "
+            "the batch with the heads. latents.unsqueeze(1), (b, 1, T, c), serves every head.")
 SHAPES = (
     " The shapes: queries (b, H, T, hd) @ W_up_key's blocks (H, hd, c) → (b, H, T, c); @ "
     "latents turned (b, 1, c, T) → scores (b, H, T, T); weights @ latents (b, 1, T, c) → "
     "(b, H, T, c); @ the folds (H, d_out, c) turned → (b, H, T, d_out), summed over H."
 )
+# fmt: on
+
+
+def failed_product(failed, m, x):
+    """What a failed product of setup ``(m, x)`` shows: a block turned, latents with no head
+    axis (named from the two shapes it was given), else every step's shapes."""
+    (op, shapes), (b, T), (H, hd, c) = failed, x.shape[:2], (m.num_heads, m.head_dim, m.latent_dim)
+    given = shapes[1] if "matmul" in op and len(shapes) == 2 else None
+    named = {(H, c, hd): TURNED, (b, c, T): HEADLESS, (b, T, c): HEADLESS}
+    return named.get(given, SHAPES)
 
 
 def setup(d_in, d_out, heads, latent, tokens, context, bias, seed, dropout, training):
@@ -89,7 +104,8 @@ def check_absorbed(answer):
         catalogue = Catalogue(setups, absorbed, mistakes, PRAISE, UNKNOWN, steps=STEPS)
         found = run_catalogue(catalogue, run)
         if watch.failed and any(isinstance(o, Exception) for o in outputs):  # a torch call
-            found = CheckResult(False, found.feedback + SHAPES)
+            failing = setups[next(i for i, o in enumerate(outputs) if isinstance(o, Exception))]
+            found = CheckResult(False, found.feedback + failed_product(watch.failed, *failing))
         (m, x), error = setups[1], outputs[1]  # the input shorter than the mask
         full = attempt(answer, m, torch.randn(2, len(m.mask), x.shape[-1]))  # one as long
         short = isinstance(error, Exception) and not isinstance(full, Exception)
